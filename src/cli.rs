@@ -1,0 +1,201 @@
+//! The command line exactly as typed: clap parses it, `settings` checks it. Doc comments
+//! here are the `--help` text.
+
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// One titled table per step and head, rows labelled by token.
+    Table,
+    /// One JSON document: schema_version, input, config, steps.
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PositionsArg {
+    Learned,
+    Sinusoidal,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NormArg {
+    Post,
+    Pre,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ActivationArg {
+    Relu,
+    Gelu,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InitArg {
+    /// PyTorch's CPU generator as on x86-64 with AVX2 (the usual tutorial machine).
+    Torch,
+    /// PyTorch's CPU generator as on x86-64 without AVX2 (`ATEN_CPU_CAPABILITY=default`).
+    TorchGeneric,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LinearInitArg {
+    /// Like nn.Linear: Kaiming-uniform weight in ±1/√in, then bias.
+    Kaiming,
+    /// Like a raw torch.rand matrix, uniform in [0, 1) (seeds 003 and 004).
+    Rand,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LayoutArg {
+    /// torch.rand(d_out, d_in), used as W·x (seed 003).
+    OutIn,
+    /// torch.rand(d_in, d_out), used as x·W (seed 004).
+    InOut,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VocabOrderArg {
+    /// Ids in order of first appearance (seed 000).
+    FirstSeen,
+    /// Ids in sorted order, upper case first (seeds 003, 004).
+    Sorted,
+}
+
+/// Trace a transformer encoder step by step: every intermediate tensor, named and labelled by token.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "attn-trace", version, max_term_width = 100)]
+#[command(
+    after_help = "Step ids, the JSON document and exit codes (0 ok, 1 failure, 2 usage) are described in README.md."
+)]
+pub struct Cli {
+    /// The sentence to trace.
+    #[arg(value_name = "SENTENCE")]
+    pub sentence: Option<String>,
+
+    // ---- tokens ----
+    /// Lower-case the sentence before splitting it.
+    #[arg(long, help_heading = "Tokens")]
+    pub lowercase: bool,
+    /// Characters deleted before splitting on white space ("" keeps them all).
+    #[arg(long, value_name = "CHARS", default_value = ",", help_heading = "Tokens")]
+    pub remove: String,
+    /// Also delete every punctuation character.
+    #[arg(long, help_heading = "Tokens")]
+    pub remove_punctuation: bool,
+    /// How ids are given to the sentence's own words.
+    #[arg(long, value_enum, default_value = "first-seen", help_heading = "Tokens")]
+    pub vocab_order: VocabOrderArg,
+    /// A fixed vocabulary: JSON {"token": id} or one token per line (id = line number).
+    #[arg(long, value_name = "FILE", help_heading = "Tokens")]
+    pub vocab: Option<PathBuf>,
+    /// With --vocab, the token that unknown words become.
+    #[arg(long, value_name = "TOKEN", help_heading = "Tokens")]
+    pub unk: Option<String>,
+    /// A token put before the sentence, e.g. "<bos>".
+    #[arg(long, value_name = "TOKEN", help_heading = "Tokens")]
+    pub bos: Option<String>,
+    /// A token put after the sentence, e.g. "<eos>".
+    #[arg(long, value_name = "TOKEN", help_heading = "Tokens")]
+    pub eos: Option<String>,
+    /// A raw input matrix instead of embeddings: JSON [[…], …], one row per position.
+    #[arg(long, value_name = "FILE", help_heading = "Tokens")]
+    pub input: Option<PathBuf>,
+
+    // ---- model ----
+    /// Model width [default: 4].
+    #[arg(long, value_name = "N", help_heading = "Model")]
+    pub d_model: Option<usize>,
+    /// Attention heads [default: 1].
+    #[arg(long, value_name = "N", help_heading = "Model")]
+    pub heads: Option<usize>,
+    /// Query/key width per head [default: d_model / heads].
+    #[arg(long, value_name = "N", help_heading = "Model")]
+    pub d_k: Option<usize>,
+    /// Value width per head [default: d_k].
+    #[arg(long, value_name = "N", help_heading = "Model")]
+    pub d_v: Option<usize>,
+    /// FFN hidden width [default: 2 × d_model].
+    #[arg(long, value_name = "N", help_heading = "Model")]
+    pub d_ff: Option<usize>,
+    /// Encoder layers [default: 1].
+    #[arg(long, value_name = "N", help_heading = "Model")]
+    pub layers: Option<usize>,
+    /// Positional encoding [default: learned; none with --input].
+    #[arg(long, value_enum, help_heading = "Model")]
+    pub positions: Option<PositionsArg>,
+    /// Rows of the learned position table: the longest sentence it takes [default: 10].
+    #[arg(long, value_name = "N", help_heading = "Model")]
+    pub max_len: Option<usize>,
+    /// Hide later tokens from each query (decoder-style mask).
+    #[arg(long, help_heading = "Model")]
+    pub causal: bool,
+    /// Factor applied to q·kᵀ [default: 1/√d_k], e.g. 0.5 to divide by √4.
+    #[arg(long, value_name = "X", allow_negative_numbers = true, help_heading = "Model")]
+    pub scale: Option<f64>,
+    /// Where LayerNorm goes: after each residual sum (post) or before each sublayer (pre).
+    #[arg(long, value_enum, default_value = "post", help_heading = "Model")]
+    pub norm: NormArg,
+    /// FFN activation (gelu is the exact, erf-based one).
+    #[arg(long, value_enum, default_value = "relu", help_heading = "Model")]
+    pub activation: ActivationArg,
+    /// Give the q, k, v and output projections a bias.
+    #[arg(long, help_heading = "Model")]
+    pub attn_bias: bool,
+    /// Leave out the FFN's biases.
+    #[arg(long, help_heading = "Model")]
+    pub no_ffn_bias: bool,
+    /// LayerNorm epsilon.
+    #[arg(long, value_name = "X", default_value_t = 1e-5, allow_negative_numbers = true, help_heading = "Model")]
+    pub eps: f64,
+
+    // ---- parameters ----
+    /// How seeded parameters are drawn.
+    #[arg(long, value_enum, default_value = "torch", help_heading = "Parameters")]
+    pub init: InitArg,
+    /// Seed, as torch.manual_seed(seed).
+    #[arg(long, value_name = "N", default_value_t = 123, allow_negative_numbers = true, help_heading = "Parameters")]
+    pub seed: i128,
+    /// Where the generator is re-seeded: a comma list of token, position, layers; or none.
+    #[arg(long, value_name = "LIST", default_value = "token,position,layers", help_heading = "Parameters")]
+    pub reseed: String,
+    /// How linear weights are drawn.
+    #[arg(long, value_enum, default_value = "kaiming", help_heading = "Parameters")]
+    pub linear_init: LinearInitArg,
+    /// With --linear-init rand: the shape each matrix is drawn in.
+    #[arg(long, value_enum, default_value = "out-in", help_heading = "Parameters")]
+    pub rand_layout: LayoutArg,
+    /// The order in which a layer draws its q, k and v projections.
+    #[arg(long, value_name = "ORDER", default_value = "q,k,v", help_heading = "Parameters")]
+    pub draw_order: String,
+    /// Load every parameter from a safetensors or .json file (it fixes the dimensions).
+    #[arg(long, value_name = "FILE", help_heading = "Parameters")]
+    pub weights: Option<PathBuf>,
+    /// Write every parameter of the run to a safetensors file.
+    #[arg(long, value_name = "FILE", help_heading = "Parameters")]
+    pub save_weights: Option<PathBuf>,
+
+    // ---- output ----
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table", help_heading = "Output")]
+    pub format: Format,
+    /// Steps to show: ids, names or aliases, comma separated (e.g. weights,context).
+    #[arg(long, value_name = "LIST", help_heading = "Output")]
+    pub steps: Option<String>,
+    /// Show only this layer's steps.
+    #[arg(long, value_name = "N", help_heading = "Output")]
+    pub layer: Option<usize>,
+    /// Show only this head of per-head steps.
+    #[arg(long, value_name = "N", help_heading = "Output")]
+    pub head: Option<usize>,
+    /// Digits after the decimal point in tables.
+    #[arg(long, value_name = "N", default_value_t = 4, help_heading = "Output")]
+    pub precision: usize,
+    /// Table width in columns; wider tensors are split into column blocks.
+    #[arg(long, value_name = "N", default_value_t = 80, help_heading = "Output")]
+    pub width: usize,
+    /// Refuse runs whose tensors would need more than this many bytes (e.g. 512MiB, 8GiB).
+    #[arg(long, value_name = "SIZE", default_value = "2GiB", help_heading = "Output")]
+    pub max_memory: String,
+}

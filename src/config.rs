@@ -1,0 +1,88 @@
+//! The model configuration: every setting that shapes the numbers.
+//!
+//! It is written into the JSON document's `config` object, so its field names are API, and
+//! it is what the PyTorch oracle (fixtures/oracle) reads back to recompute a trace.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Positions {
+    /// A learned table of `max_len` rows (nn.Embedding), as in seed notebook 000.
+    Learned,
+    /// Fixed sin/cos encodings of Vaswani et al. (2017), section 3.5.
+    Sinusoidal,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Norm {
+    /// LayerNorm after each residual sum (the original Transformer; the seed notebooks).
+    Post,
+    /// LayerNorm before each sublayer (nn.TransformerEncoderLayer(norm_first=True)).
+    Pre,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Activation {
+    Relu,
+    /// The exact, erf-based GELU (PyTorch's default `approximate='none'`).
+    Gelu,
+}
+
+/// How the parameters were obtained.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum InitConfig {
+    /// Drawn from PyTorch's CPU generator, as `torch.manual_seed(seed)` then module inits.
+    Torch {
+        seed: u64,
+        /// `avx2` (x86-64 with AVX2, the usual tutorial machine) or `generic`.
+        kernel: &'static str,
+        reseed: Vec<&'static str>,
+        linear: &'static str,
+        rand_layout: &'static str,
+        draw_order: Vec<&'static str>,
+    },
+    /// Loaded from a weights file.
+    File { path: String },
+}
+
+/// The encoder's shape and arithmetic.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelConfig {
+    pub d_model: usize,
+    pub heads: usize,
+    pub d_k: usize,
+    pub d_v: usize,
+    pub d_ff: usize,
+    pub layers: usize,
+    pub vocab_size: usize,
+    pub max_len: usize,
+    pub positions: Positions,
+    pub causal: bool,
+    /// The factor that multiplies q·kᵀ (1/√d_k unless set).
+    pub scale: f64,
+    pub norm: Norm,
+    pub activation: Activation,
+    pub attn_bias: bool,
+    pub ffn_bias: bool,
+    pub eps: f64,
+    /// Whether the input rows came from a raw `--input` matrix instead of embeddings.
+    pub raw_input: bool,
+    pub init: InitConfig,
+}
+
+impl ModelConfig {
+    /// Width of the fused query and key projections.
+    pub fn qk_width(&self) -> usize {
+        self.heads * self.d_k
+    }
+
+    /// Width of the fused value projection and of the concatenated heads.
+    pub fn v_width(&self) -> usize {
+        self.heads * self.d_v
+    }
+}

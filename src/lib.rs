@@ -1,0 +1,65 @@
+//! attn-trace traces a transformer encoder step by step and prints every intermediate tensor,
+//! named and labelled by token: the token ids, token and position embeddings, per-head
+//! queries, keys and values, raw and scaled scores, softmax weights, context vectors, the
+//! concatenated heads, the output projection, Add & Norm, the feed-forward network and the
+//! second Add & Norm, for every layer, then the output.
+//!
+//! The pipeline, one module each: [`cli`] (what was typed) → [`settings`] (checked values,
+//! every validation message) → [`init`] (parameter sources: PyTorch-seeded or files) →
+//! [`model`] (the forward pass, recording into a [`trace::Trace`]) → [`render`] (one renderer
+//! per format). The trace is the only thing between the model and the output.
+
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod init;
+pub mod limits;
+pub mod model;
+pub mod render;
+pub mod settings;
+pub mod steps;
+pub mod tokenize;
+pub mod trace;
+
+use anyhow::{Context, Result};
+use settings::{Settings, Source};
+use std::io::Write;
+
+/// Computes the trace that `settings` describe, saving weights first if asked.
+pub fn compute(settings: &Settings) -> Result<trace::Trace> {
+    let cfg = &settings.cfg;
+    let params = match &settings.source {
+        Source::Seeded(recipe) => init::seeded::draw(cfg, recipe)?,
+        Source::File(named) => {
+            let what = match &cfg.init {
+                config::InitConfig::File { path } => format!("--weights {path}"),
+                _ => "--weights".to_string(),
+            };
+            init::file::params(named.clone(), cfg, &what)?
+        }
+    };
+    if let Some(path) = &settings.save_weights {
+        init::file::save(&params, path)?;
+    }
+    let mut trace = trace::Trace::new(settings.tokens.clone(), settings.selection.clone());
+    trace.sentence = settings.sentence.clone();
+    trace.token_ids = match &settings.input {
+        model::Input::Ids(ids) => Some(ids.clone()),
+        model::Input::Matrix(_) => None,
+    };
+    trace.config = serde_json::to_value(cfg)?;
+    model::forward(cfg, &params, &settings.input, &mut trace).context("computing the trace")?;
+    Ok(trace)
+}
+
+/// Runs one command line: check it, compute the trace, render it to `out`.
+pub fn run(cli: cli::Cli, out: &mut dyn Write) -> Result<()> {
+    let settings = Settings::from_cli(cli)?;
+    let trace = compute(&settings)?;
+    // Render into memory first only when small; otherwise stream. Either way nothing is
+    // written before the whole trace has been computed, so an error leaves stdout empty.
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, out);
+    render::render(&trace, &settings.output, &mut w)?;
+    w.flush()?;
+    Ok(())
+}

@@ -1,0 +1,101 @@
+//! The memory cap: an estimate of every tensor a run allocates, checked before any is made,
+//! so absurd sizes get an error instead of an out-of-memory kill.
+
+use crate::config::{ModelConfig, Positions};
+use crate::error::usage;
+use anyhow::Result;
+
+/// Parses sizes such as `2GiB`, `512MiB`, `100MB`, `65536` (bytes).
+pub fn parse_size(s: &str) -> Result<u128> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult: u128 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1_000,
+        "kib" => 1 << 10,
+        "m" | "mb" => 1_000_000,
+        "mib" => 1 << 20,
+        "g" | "gb" => 1_000_000_000,
+        "gib" => 1 << 30,
+        "t" | "tb" => 1_000_000_000_000,
+        "tib" => 1 << 40,
+        _ => return Err(bad_size(s)),
+    };
+    let n: u128 = num.parse().map_err(|_| bad_size(s))?;
+    Ok(n.saturating_mul(mult))
+}
+
+fn bad_size(s: &str) -> anyhow::Error {
+    usage("--max-memory", format!("{s:?} is not a size"), "write e.g. 512MiB, 8GiB or a number of bytes")
+}
+
+/// Bytes the run's tensors need: the parameters once, and each activation about three times
+/// (candle's tensor, the trace's copy, and a temporary during reshapes).
+///
+/// Computed in f64 so that absurd sizes (d_model = 2^64 − 1) cannot overflow.
+pub fn estimate(cfg: &ModelConfig, n: usize) -> f64 {
+    let u = |x: usize| x as f64;
+    let (d, ff, h) = (u(cfg.d_model), u(cfg.d_ff), u(cfg.heads));
+    let (qk, v) = (h * u(cfg.d_k), h * u(cfg.d_v));
+    let n = u(n);
+    let mut params = u(cfg.vocab_size) * d;
+    if cfg.positions == Positions::Learned {
+        params += u(cfg.max_len) * d;
+    }
+    let per_layer_params = d * qk * 2.0 + d * v + v * d + 2.0 * d * ff + 2.0 * qk + v + 7.0 * d + ff;
+    params += u(cfg.layers) * per_layer_params;
+    let per_layer_acts = n * (2.0 * qk + v) + 3.0 * h * n * n + n * n + 2.0 * n * v + 8.0 * n * d + 2.0 * n * ff;
+    let acts = u(cfg.layers) * per_layer_acts + 6.0 * n * d;
+    4.0 * (params + 3.0 * acts)
+}
+
+pub fn check(cfg: &ModelConfig, n: usize, cap: u128) -> Result<()> {
+    let need = estimate(cfg, n);
+    if need > cap as f64 {
+        return Err(usage(
+            "sizes",
+            format!("this run needs about {} of tensors, above the cap of {}", human_f(need), human(cap)),
+            "use smaller dimensions or a shorter sentence, or raise the cap with --max-memory",
+        ));
+    }
+    Ok(())
+}
+
+fn human_f(bytes: f64) -> String {
+    if bytes < 1.2e21 {
+        human(bytes as u128)
+    } else {
+        format!("{bytes:.1e} B")
+    }
+}
+
+/// 1536 → "1.5 KiB".
+pub fn human(bytes: u128) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut v = bytes as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < units.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", units[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
+        assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_size("100").unwrap(), 100);
+        assert!(parse_size("lots").is_err());
+        assert_eq!(human(1536), "1.5 KiB");
+    }
+}

@@ -1,0 +1,74 @@
+//! Token and position embeddings: `embed.token`, `embed.position`, `embed.sum`, `embed.out`.
+
+use super::{record, Input};
+use crate::config::{ModelConfig, Positions};
+use crate::init::Params;
+use crate::trace::{Trace, Values};
+use anyhow::{Context, Result};
+use candle_core::{Device, Tensor};
+
+pub fn embed(cfg: &ModelConfig, params: &Params, input: &Input, trace: &mut Trace) -> Result<Tensor> {
+    let tokens = trace.tokens.clone();
+    let n = tokens.len();
+    trace.record("tokens", &["pos"], &[n], Values::Str(tokens));
+    let rows = match input {
+        Input::Ids(ids) => {
+            trace.record("token_ids", &["pos"], &[n], Values::Int(ids.iter().map(|&i| i as i64).collect()));
+            let table = params.token.as_ref().context("internal: token embeddings are missing")?;
+            let idx = Tensor::new(ids.as_slice(), &Device::Cpu)?;
+            let token = table.index_select(&idx, 0)?; // [pos, d_model]
+            record(trace, "embed.token", &["pos", "d_model"], &token)?;
+            token
+        }
+        Input::Matrix(m) => m.clone(), // [pos, d_model], given by the user
+    };
+    let sum = match position_rows(cfg, params, n)? {
+        Some(position) => {
+            record(trace, "embed.position", &["pos", "d_model"], &position)?; // [pos, d_model]
+            (&rows + &position)?
+        }
+        None => rows,
+    }; // [pos, d_model]
+    record(trace, "embed.sum", &["pos", "d_model"], &sum)?;
+    // Only BERT-style models normalise here; the toy encoder passes the sum through.
+    let out = sum; // [pos, d_model]
+    record(trace, "embed.out", &["pos", "d_model"], &out)?;
+    Ok(out)
+}
+
+fn position_rows(cfg: &ModelConfig, params: &Params, n: usize) -> Result<Option<Tensor>> {
+    Ok(match cfg.positions {
+        Positions::None => None,
+        Positions::Learned => {
+            let table = params.position.as_ref().context("internal: position table is missing")?;
+            Some(table.narrow(0, 0, n)?)
+        }
+        Positions::Sinusoidal => Some(Tensor::from_vec(sinusoidal(n, cfg.d_model), (n, cfg.d_model), &Device::Cpu)?),
+    })
+}
+
+/// Vaswani et al. (2017) §3.5: PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(same),
+/// computed in f64 and rounded once to f32, so the table is the same on every machine.
+pub fn sinusoidal(n: usize, d: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(n * d);
+    for p in 0..n {
+        for c in 0..d {
+            let i2 = (c - c % 2) as f64;
+            let angle = p as f64 / 10000f64.powf(i2 / d as f64);
+            out.push(if c % 2 == 0 { angle.sin() } else { angle.cos() } as f32);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sinusoidal_by_hand() {
+        // Position 0 is [sin 0, cos 0, …] = [0, 1, 0, 1]; position 1, column 0 is sin(1).
+        let pe = super::sinusoidal(2, 4);
+        assert_eq!(&pe[..4], &[0.0, 1.0, 0.0, 1.0]);
+        assert_eq!(pe[4], 1f64.sin() as f32);
+        assert_eq!(pe[6], (1.0f64 / 100.0).sin() as f32); // 10000^(2/4) = 100
+    }
+}

@@ -1,0 +1,42 @@
+//! LayerNorm over the last dimension (Ba et al. 2016), as PyTorch's `nn.LayerNorm`:
+//! `(x − mean) / sqrt(var + eps) · weight + bias`, with the biased variance.
+//!
+//! Two passes on purpose: candle_nn's fused `ops::layer_norm` (0.11) computes the variance as
+//! E[x²] − mean² in f32, which cancels catastrophically when a row's mean is large next to
+//! its spread (we measured 3e-5 errors on ordinary traces). Centring first, as PyTorch does,
+//! keeps every row within f32 rounding of the exact result.
+
+use crate::init::LayerNorm;
+use anyhow::Result;
+use candle_core::{Tensor, D};
+
+pub fn layer_norm(x: &Tensor, p: &LayerNorm, eps: f64) -> Result<Tensor> {
+    let d = x.dim(D::Minus1)? as f64;
+    let mean = (x.sum_keepdim(D::Minus1)? / d)?; // [pos, 1]
+    let centred = x.broadcast_sub(&mean)?; // [pos, d_model]
+    let var = (centred.sqr()?.sum_keepdim(D::Minus1)? / d)?; // [pos, 1]
+    let inv_std = (var + eps)?.sqrt()?.recip()?; // [pos, 1]
+    let normed = centred.broadcast_mul(&inv_std)?; // [pos, d_model]
+    Ok(normed.broadcast_mul(&p.weight)?.broadcast_add(&p.bias)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    #[test]
+    fn by_hand_and_with_a_large_mean() {
+        let dev = Device::Cpu;
+        let p = LayerNorm {
+            weight: Tensor::new(&[1f32, 1.0], &dev).unwrap(),
+            bias: Tensor::new(&[0f32, 0.0], &dev).unwrap(),
+        };
+        // [1, 3] → mean 2, var 1 → [-1, 1] (eps 0).
+        let y = layer_norm(&Tensor::new(&[[1f32, 3.0]], &dev).unwrap(), &p, 0.0).unwrap();
+        assert_eq!(y.to_vec2::<f32>().unwrap(), vec![vec![-1.0, 1.0]]);
+        // The same row shifted by 1000: E[x²] − mean² would lose most digits here.
+        let y = layer_norm(&Tensor::new(&[[1001f32, 1003.0]], &dev).unwrap(), &p, 0.0).unwrap();
+        assert_eq!(y.to_vec2::<f32>().unwrap(), vec![vec![-1.0, 1.0]]);
+    }
+}

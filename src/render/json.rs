@@ -1,0 +1,119 @@
+//! The JSON document (schema_version 1), one per run:
+//!
+//! ```text
+//! {"schema_version": 1,
+//!  "input":  {"sentence": "...", "tokens": [...], "token_ids": [...]},
+//!  "config": {every setting that shaped the numbers},
+//!  "steps":  [{"id": "layers.0.attn.weights", "layer": 0, "name": "attn.weights",
+//!              "dims": ["head", "query_pos", "key_pos"], "shape": [2, 8, 8],
+//!              "values": [[[...]]]}, ...]}
+//! ```
+//!
+//! Values are nested arrays in `shape`; each f32 is written as the shortest decimal that
+//! reads back to the same f32 (ryu). Numbers JSON cannot hold are written as the strings
+//! `"nan"`, `"inf"` and `"-inf"` (a causally masked score is `"-inf"`, and the mask is also its
+//! own boolean step `attn.mask`). Global steps have `"layer": null`; a step narrowed by
+//! `--head` carries `"heads": [h]`. One step per line, so `grep` and `jq -c` both work.
+
+use crate::trace::{Step, Trace, Values};
+use std::io::{self, Write};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+pub fn write(trace: &Trace, w: &mut dyn Write) -> io::Result<()> {
+    let input = serde_json::json!({
+        "sentence": trace.sentence,
+        "tokens": trace.tokens,
+        "token_ids": trace.token_ids,
+    });
+    writeln!(w, "{{")?;
+    writeln!(w, "  \"schema_version\": {SCHEMA_VERSION},")?;
+    writeln!(w, "  \"input\": {},", serde_json::to_string(&input)?)?;
+    writeln!(w, "  \"config\": {},", serde_json::to_string(&trace.config)?)?;
+    writeln!(w, "  \"steps\": [")?;
+    for (i, step) in trace.steps.iter().enumerate() {
+        write!(w, "    ")?;
+        write_step(step, w)?;
+        writeln!(w, "{}", if i + 1 < trace.steps.len() { "," } else { "" })?;
+    }
+    writeln!(w, "  ]")?;
+    writeln!(w, "}}")
+}
+
+fn write_step(step: &Step, w: &mut dyn Write) -> io::Result<()> {
+    let layer = step.layer.map_or("null".to_string(), |l| l.to_string());
+    write!(
+        w,
+        "{{\"id\": {}, \"layer\": {layer}, \"name\": {}, \"dims\": {}, \"shape\": {}, ",
+        serde_json::to_string(&step.id)?,
+        serde_json::to_string(&step.name)?,
+        serde_json::to_string(&step.dims)?,
+        serde_json::to_string(&step.shape)?,
+    )?;
+    if let Some(h) = &step.heads {
+        write!(w, "\"heads\": {}, ", serde_json::to_string(h)?)?;
+    }
+    write!(w, "\"values\": ")?;
+    let mut buf = ryu::Buffer::new();
+    let mut item = |w: &mut dyn Write, i: usize| -> io::Result<()> {
+        match &step.values {
+            Values::F32(v) => write_f32(w, v[i], &mut buf),
+            Values::Bool(v) => write!(w, "{}", v[i]),
+            Values::Int(v) => write!(w, "{}", v[i]),
+            Values::Str(v) => write!(w, "{}", serde_json::to_string(&v[i])?),
+        }
+    };
+    nested(w, &step.shape, 0, &mut 0, &mut item)?;
+    write!(w, "}}")
+}
+
+/// Writes the values of `shape[depth..]` as nested arrays, advancing `next` through them.
+fn nested(
+    w: &mut dyn Write,
+    shape: &[usize],
+    depth: usize,
+    next: &mut usize,
+    item: &mut dyn FnMut(&mut dyn Write, usize) -> io::Result<()>,
+) -> io::Result<()> {
+    if depth == shape.len() {
+        item(w, *next)?;
+        *next += 1;
+        return Ok(());
+    }
+    write!(w, "[")?;
+    for i in 0..shape[depth] {
+        if i > 0 {
+            write!(w, ",")?;
+        }
+        nested(w, shape, depth + 1, next, item)?;
+    }
+    write!(w, "]")
+}
+
+/// The one documented way to write an f32: shortest round-trip decimal, or a string for
+/// NaN and the infinities.
+pub fn write_f32(w: &mut dyn Write, v: f32, buf: &mut ryu::Buffer) -> io::Result<()> {
+    if v.is_nan() {
+        w.write_all(b"\"nan\"")
+    } else if v.is_infinite() {
+        w.write_all(if v > 0.0 { b"\"inf\"" } else { b"\"-inf\"" })
+    } else {
+        w.write_all(buf.format_finite(v).as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_and_non_finite() {
+        let mut out = Vec::new();
+        let mut buf = ryu::Buffer::new();
+        for v in [0.1f32, -1.0, f32::NEG_INFINITY, f32::NAN, 1e-7] {
+            write_f32(&mut out, v, &mut buf).unwrap();
+            out.push(b' ');
+        }
+        assert_eq!(String::from_utf8(out).unwrap(), "0.1 -1.0 \"-inf\" \"nan\" 1e-7 ");
+    }
+}

@@ -1,0 +1,199 @@
+//! Tables for people: one titled table per step, and per head for per-head steps; rows are
+//! labelled by position and token, and the columns of `[query_pos, key_pos]` tensors by key
+//! token. Tensors wider than `--width` are split into column blocks, never wrapped mid-row.
+
+use crate::trace::{Step, Trace, Values};
+use comfy_table::{presets, CellAlignment, Table};
+use std::io::{self, Write};
+
+/// Longest token label shown; longer ones are cut with "…".
+const MAX_LABEL: usize = 12;
+
+pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
+    writeln!(w, "{}", summary(trace))?;
+    let labels: Vec<String> = trace.tokens.iter().map(|t| cut(t, MAX_LABEL)).collect();
+    let mut tokens_done = false;
+    for step in &trace.steps {
+        match step.name.as_str() {
+            "tokens" | "token_ids" => {
+                if !tokens_done {
+                    tokens_done = true;
+                    write_tokens(trace, w)?;
+                }
+            }
+            _ => write_tensor(step, &labels, precision, width, w)?,
+        }
+    }
+    Ok(())
+}
+
+/// One line saying what was traced, read from the config the JSON document also carries.
+fn summary(trace: &Trace) -> String {
+    let c = &trace.config;
+    let num = |k: &str| c[k].as_u64().unwrap_or(0);
+    let text = |k: &str| c[k].as_str().unwrap_or("?").to_string();
+    let plural = |n: u64, w: &str| if n == 1 { format!("{n} {w}") } else { format!("{n} {w}s") };
+    let init = match c["init"]["kind"].as_str() {
+        Some("torch") => format!("torch init, seed {}", c["init"]["seed"]),
+        Some("file") => format!("weights {}", c["init"]["path"].as_str().unwrap_or("?")),
+        _ => "?".into(),
+    };
+    format!(
+        "attn-trace: {}, d_model {}, {} (d_k {}, d_v {}), d_ff {}, {}, {} positions{}, {}-norm, {}, {init}",
+        plural(trace.tokens.len() as u64, "token"),
+        num("d_model"),
+        plural(num("heads"), "head"),
+        num("d_k"),
+        num("d_v"),
+        num("d_ff"),
+        plural(num("layers"), "layer"),
+        text("positions"),
+        if c["causal"].as_bool() == Some(true) { ", causal" } else { "" },
+        text("norm"),
+        text("activation"),
+    )
+}
+
+fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        s.chars().take(max - 1).chain(std::iter::once('…')).collect()
+    }
+}
+
+fn new_table() -> Table {
+    let mut t = Table::new();
+    t.load_preset(presets::UTF8_FULL_CONDENSED);
+    t
+}
+
+fn write_tokens(trace: &Trace, w: &mut dyn Write) -> io::Result<()> {
+    writeln!(w, "\ntokens [pos = {}]", trace.tokens.len())?;
+    let mut t = new_table();
+    let mut header = vec!["pos", "token"];
+    if trace.token_ids.is_some() {
+        header.push("id");
+    }
+    t.set_header(header);
+    for (i, tok) in trace.tokens.iter().enumerate() {
+        let mut row = vec![i.to_string(), tok.clone()];
+        if let Some(ids) = &trace.token_ids {
+            row.push(ids[i].to_string());
+        }
+        t.add_row(row);
+    }
+    writeln!(w, "{t}")
+}
+
+/// Formats one value the way the table shows it.
+fn fmt(step: &Step, i: usize, precision: usize) -> String {
+    match &step.values {
+        Values::F32(v) if v[i].is_nan() => "nan".into(),
+        Values::F32(v) if v[i].is_infinite() => (if v[i] > 0.0 { "inf" } else { "-inf" }).into(),
+        Values::F32(v) => format!("{:.precision$}", v[i]),
+        Values::Bool(v) => (if v[i] { "masked" } else { "·" }).into(),
+        Values::Int(v) => v[i].to_string(),
+        Values::Str(v) => v[i].clone(),
+    }
+}
+
+fn write_tensor(step: &Step, labels: &[String], precision: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
+    // Everything is drawn as 2-D matrices [rows, cols], one per leading index (head).
+    let (groups, rows, cols) = match step.shape.as_slice() {
+        [r, c] => (1, *r, *c),
+        [g, r, c] => (*g, *r, *c),
+        [c] => (1, 1, *c),
+        _ => return Ok(()),
+    };
+    let by_key = step.dims.last() == Some(&"key_pos");
+    let row_labels: Vec<String> = (0..rows).map(|r| label(labels, r)).collect();
+    let col_labels: Vec<String> = (0..cols)
+        .map(|c| if by_key { labels.get(c).cloned().unwrap_or_else(|| c.to_string()) } else { c.to_string() })
+        .collect();
+    let cells: Vec<String> = (0..step.values.len()).map(|i| fmt(step, i, precision)).collect();
+    let dims = step.dims.join(" × ");
+    let shape = step.shape.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" × ");
+    for g in 0..groups {
+        let head = if step.is_per_head() {
+            let h = step.heads.as_ref().map_or(g, |hs| hs[g]);
+            format!(" · head {h}")
+        } else {
+            String::new()
+        };
+        let block = &cells[g * rows * cols..(g + 1) * rows * cols];
+        let col_w: Vec<usize> = (0..cols)
+            .map(|c| {
+                (0..rows)
+                    .map(|r| block[r * cols + c].chars().count())
+                    .max()
+                    .unwrap_or(0)
+                    .max(col_labels[c].chars().count())
+            })
+            .collect();
+        let label_w = row_labels.iter().map(|l| l.chars().count()).max().unwrap_or(0).max(3);
+        for (start, end) in column_blocks(&col_w, label_w, width) {
+            let part = if start == 0 && end == cols {
+                String::new()
+            } else {
+                format!(" · columns {start}–{} of {cols}", end - 1)
+            };
+            writeln!(w, "\n{}{head}{part}  [{dims} = {shape}]", step.id)?;
+            let mut t = new_table();
+            let mut header = vec![if by_key { "q \\ k".to_string() } else { "pos".to_string() }];
+            header.extend(col_labels[start..end].iter().cloned());
+            t.set_header(header);
+            for (r, row_label) in row_labels.iter().enumerate() {
+                let mut row = vec![row_label.clone()];
+                row.extend(block[r * cols + start..r * cols + end].iter().cloned());
+                t.add_row(row);
+            }
+            for c in 1..=(end - start) {
+                if let Some(col) = t.column_mut(c) {
+                    col.set_cell_alignment(CellAlignment::Right);
+                }
+            }
+            writeln!(w, "{t}")?;
+        }
+    }
+    Ok(())
+}
+
+fn label(labels: &[String], r: usize) -> String {
+    match labels.get(r) {
+        Some(t) => format!("{r} {t}"),
+        None => r.to_string(),
+    }
+}
+
+/// Splits columns into blocks whose table fits `width`: each column costs its width plus
+/// two spaces of padding and one border; the label column and the final border are shared.
+fn column_blocks(col_w: &[usize], label_w: usize, width: usize) -> Vec<(usize, usize)> {
+    let fixed = label_w + 3 + 1;
+    let mut blocks = Vec::new();
+    let mut start = 0;
+    while start < col_w.len() {
+        let mut used = fixed;
+        let mut end = start;
+        while end < col_w.len() && (end == start || used + col_w[end] + 3 <= width) {
+            used += col_w[end] + 3;
+            end += 1;
+        }
+        blocks.push((start, end));
+        start = end;
+    }
+    blocks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_fit_the_width() {
+        // label 6 → fixed 10; each 7-wide column costs 10: 80 fits 7 columns.
+        let b = column_blocks(&[7; 16], 6, 80);
+        assert_eq!(b, vec![(0, 7), (7, 14), (14, 16)]);
+        assert_eq!(column_blocks(&[200], 6, 80), vec![(0, 1)]);
+    }
+}

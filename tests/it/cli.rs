@@ -1,0 +1,299 @@
+//! The command line: every flag does something visible, and every bad input gets one line
+//! on stderr naming the problem and the fix, exit code 2, and nothing on stdout.
+
+use crate::common::*;
+use std::io::Write;
+
+/// (args, fragment the one-line error must contain). Every case must exit 2.
+const BAD: &[(&[&str], &str)] = &[
+    (&[], "sentence: none was given"),
+    (&[""], "sentence: it is empty"),
+    (&["   \t "], "sentence: it is empty"),
+    (&[",,,"], "no words are left"),
+    (&["a b c", "--heads", "3"], "d_model 4 is not divisible by 3 heads"),
+    (&["a b", "--d-model", "0"], "--d-model: must be at least 1"),
+    (&["a b", "--heads", "0"], "--heads: must be at least 1"),
+    (&["a b", "--layers", "0"], "--layers: must be at least 1"),
+    (&["a b", "--d-ff", "0"], "--d-ff: must be at least 1"),
+    (&["a b", "--d-k", "0"], "--d-k: must be at least 1"),
+    (&["a b", "--max-len", "0"], "--max-len: must be at least 1"),
+    (&["a b", "--d-model", "100000", "--d-ff", "100000000"], "above the cap"),
+    (&["a b", "--d-model", "18446744073709551615"], "above the cap"),
+    (&["a b c d e f g h i j k"], "it has 11 tokens but the learned position table has 10 rows"),
+    (&["a b", "--steps", "softmax"], "unknown step \"softmax\""),
+    (&["a b", "--steps", "layers.3.attn.q"], "names layer 3, but the model has 1"),
+    (&["a b", "--layer", "1"], "--layer: layer 1 does not exist"),
+    (&["a b", "--head", "1"], "--head: head 1 does not exist"),
+    (&["a b", "--format", "xml"], "invalid value 'xml'"),
+    (&["a b", "--precision", "40"], "--precision"),
+    (&["a b", "--width", "10"], "--width"),
+    (&["a b", "--scale", "inf"], "--scale"),
+    (&["a b", "--eps", "-1"], "--eps"),
+    (&["a b", "--seed", "99999999999999999999999"], "--seed"),
+    (&["a b", "--reseed", "token,bogus"], "--reseed: unknown point"),
+    (&["a b", "--draw-order", "q,q,v"], "--draw-order"),
+    (&["a b", "--max-memory", "lots"], "--max-memory"),
+    (&["a b", "--unk", "<pad>"], "--unk: it only applies to a fixed vocabulary"),
+    (&["a b", "--weights", "/nonexistent/w.safetensors"], "--weights /nonexistent/w.safetensors"),
+    (&["a b", "--vocab", "/nonexistent/vocab.json"], "--vocab /nonexistent/vocab.json"),
+    (&["a b", "--input", "/nonexistent/x.json"], "--input /nonexistent/x.json"),
+];
+
+fn assert_usage_error(args: &[&str], fragment: &str) {
+    let out = cmd().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "attn-trace {args:?}: exit code; stderr: {stderr}");
+    assert!(out.stdout.is_empty(), "attn-trace {args:?} wrote to stdout");
+    assert!(stderr.contains(fragment), "attn-trace {args:?}: expected {fragment:?} in {stderr:?}");
+    assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"), "attn-trace {args:?} panicked: {stderr}");
+    // clap's own usage errors are several lines; ours are exactly one.
+    if !stderr.starts_with("error:") {
+        assert_eq!(stderr.trim_end().lines().count(), 1, "attn-trace {args:?}: not one line: {stderr}");
+        assert!(stderr.starts_with("attn-trace: "), "{stderr}");
+    }
+}
+
+#[test]
+fn bad_inputs_get_one_line_and_exit_2() {
+    for (args, fragment) in BAD {
+        assert_usage_error(args, fragment);
+    }
+}
+
+fn write(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> String {
+    let p = dir.path().join(name);
+    std::fs::File::create(&p).unwrap().write_all(bytes).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn bad_weight_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.safetensors");
+    cmd().args(["my shoes are small", "--heads", "2", "--save-weights", good.to_str().unwrap()]).assert().success();
+    let bytes = std::fs::read(&good).unwrap();
+    let truncated = write(&dir, "truncated.safetensors", &bytes[..bytes.len() / 2]);
+    let garbage = write(&dir, "garbage.safetensors", b"\x05\x00\x00\x00\x00\x00\x00\x00hello");
+    let empty = write(&dir, "empty.safetensors", b"");
+    let bad_json = write(&dir, "bad.json", b"{\"embed.token.weight\": [[1, 2], [3]]}");
+    let not_json = write(&dir, "not.json", b"{ nope");
+    let missing = write(&dir, "missing.json", b"{\"layers.0.attn.q_proj.weight\": [[1,0],[0,1]], \"layers.0.attn.v_proj.weight\": [[1,0],[0,1]], \"layers.0.ffn.linear1.weight\": [[1,0]]}");
+    let g = good.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["a b", "--weights", &truncated], "not a readable safetensors file"),
+        (vec!["a b", "--weights", &garbage], "not a readable safetensors file"),
+        (vec!["a b", "--weights", &empty], "not a readable safetensors file"),
+        (vec!["a b", "--weights", &bad_json], "rows of different lengths"),
+        (vec!["a b", "--weights", &not_json], "not valid JSON"),
+        (vec!["a b", "--weights", &missing], "tensor embed.token.weight"),
+        (vec!["my shoes are small", "--weights", g, "--d-model", "8"], "--d-model 8 contradicts"),
+        (vec!["my shoes are small", "--weights", g, "--heads", "3"], "cannot split evenly"),
+        (vec!["my shoes are small", "--weights", g, "--heads", "2", "--layers", "2"], "--layers 2 contradicts"),
+        (vec!["my shoes are small big feet", "--weights", g, "--heads", "2"], "token id 4 is out of range"),
+        (
+            vec!["my shoes are small", "--weights", g, "--heads", "2", "--positions", "none"],
+            "has a learned position table",
+        ),
+        (vec!["my shoes are small", "--weights", g, "--heads", "2", "--attn-bias"], "no projection biases"),
+    ];
+    for (args, frag) in cases {
+        assert_usage_error(&args, frag);
+    }
+}
+
+#[test]
+fn weights_round_trip_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().join("w.safetensors");
+    let w = w.to_str().unwrap();
+    let args =
+        ["my shoes are small, my feet are big.", "--heads", "2", "--layers", "2", "--attn-bias", "--format", "json"];
+    let first = cmd().args(args).args(["--save-weights", w]).output().unwrap();
+    let second = cmd()
+        .args(["my shoes are small, my feet are big.", "--heads", "2", "--format", "json", "--weights", w])
+        .output()
+        .unwrap();
+    assert!(first.status.success() && second.status.success());
+    let a: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    let b: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
+    assert_eq!(a["steps"], b["steps"], "loading saved weights must reproduce the trace exactly");
+    assert_eq!(b["config"]["init"]["kind"], "file");
+}
+
+#[test]
+fn seed_001_weights_typed_by_hand() {
+    // Notebook 001's single-head weights, as a person would type them (no FFN or norms given
+    // → the file must name them; LayerNorms may be left out).
+    let dir = tempfile::tempdir().unwrap();
+    let json = r#"{
+      "embed": {"token": {"weight": [[0,0,0,0],[0.1,0.2,0.3,0.4],[0.2,0.1,-0.1,0],[0.5,0.1,0,-0.2],[0.3,-0.1,0.4,0.1],[0.05,0.6,-0.2,0.1]]},
+                "position": {"weight": [[0,0,0,0],[0.01,0.02,0.03,0.04],[0.02,0.01,-0.01,0],[0.03,0,0.01,-0.02],[0.04,-0.01,0.02,-0.01],[0.05,0.02,0,0.01],[0.06,0.03,-0.02,0.02],[0.07,0.01,0.01,0.03]]}},
+      "layers.0.attn.q_proj.weight": [[0.5,0,0.5,0],[0,0.5,0,-0.5]],
+      "layers.0.attn.k_proj.weight": [[0.4,-0.1,0.3,0],[-0.2,0.6,0.1,0.2]],
+      "layers.0.attn.v_proj.weight": [[0.3,0.1,-0.2,0.2],[0.1,-0.3,0.4,0]],
+      "layers.0.attn.out_proj.weight": [[1,0],[0,1],[0,0],[0,0]],
+      "layers.0.ffn.linear1.weight": [[1,0,0,0]], "layers.0.ffn.linear1.bias": [0],
+      "layers.0.ffn.linear2.weight": [[1],[0],[0],[0]], "layers.0.ffn.linear2.bias": [0,0,0,0]
+    }"#;
+    let w = write(&dir, "w001.json", json.as_bytes());
+    let vocab = write(&dir, "vocab.json", br#"{"<pad>":0,"<bos>":1,"<eos>":2,"time":3,"flies":4,"fast":5}"#);
+    let doc = trace_json(&[
+        "Time flies fast",
+        "--weights",
+        &w,
+        "--vocab",
+        &vocab,
+        "--lowercase",
+        "--unk",
+        "<pad>",
+        "--bos",
+        "<bos>",
+        "--eos",
+        "<eos>",
+    ]);
+    assert_eq!(doc["input"]["token_ids"], serde_json::json!([1, 3, 4, 5, 2]));
+    let s = steps(&doc);
+    // The notebook prints Q row 1 = [0.2700, 0.1400], scores row 0 = [0.0007, 0.0326, 0.0401,
+    // -0.0361, 0.0092], and Z row 0 = [0.0912, 0.0094].
+    let q = &s["layers.0.attn.q"].1;
+    assert!(close(q[2], 0.27, 5e-5, 0.0) && close(q[3], 0.14, 5e-5, 0.0), "{q:?}");
+    let sc = &s["layers.0.attn.scores"].1;
+    for (got, want) in sc[..5].iter().zip([0.0007, 0.0326, 0.0401, -0.0361, 0.0092]) {
+        assert!(close(*got, want, 5e-5, 0.0), "score {got} vs notebook {want}");
+    }
+    let z = &s["layers.0.attn.context"].1;
+    assert!(close(z[0], 0.0912, 5e-5, 0.0) && close(z[1], 0.0094, 5e-5, 0.0), "{z:?}");
+}
+
+#[test]
+fn broken_pipe_exits_quietly() {
+    use std::process::{Command, Stdio};
+    let bin = assert_cmd::cargo::cargo_bin("attn-trace");
+    let mut child = Command::new(bin)
+        .args(["a b c d e f g h", "--d-model", "64", "--heads", "4", "--max-len", "8"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    {
+        use std::io::BufRead;
+        let mut r = std::io::BufReader::new(child.stdout.take().unwrap());
+        r.read_line(&mut first).unwrap();
+    } // reader dropped: the pipe closes, like `| head -1`
+    let out = child.wait_with_output().unwrap();
+    assert!(first.starts_with("attn-trace: "));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn flags_change_the_output() {
+    let base = trace_json(&["my shoes are small"]);
+    let c = &base["config"];
+    assert_eq!(
+        (c["d_model"].as_u64(), c["heads"].as_u64(), c["d_ff"].as_u64(), c["max_len"].as_u64()),
+        (Some(4), Some(1), Some(8), Some(10))
+    );
+    for (args, key, want) in [
+        (vec!["--d-model", "6", "--heads", "3"], "d_k", serde_json::json!(2)),
+        (vec!["--d-k", "3"], "d_v", serde_json::json!(3)),
+        (vec!["--d-ff", "5"], "d_ff", serde_json::json!(5)),
+        (vec!["--layers", "2"], "layers", serde_json::json!(2)),
+        (vec!["--max-len", "12"], "max_len", serde_json::json!(12)),
+        (vec!["--positions", "sinusoidal"], "positions", serde_json::json!("sinusoidal")),
+        (vec!["--causal"], "causal", serde_json::json!(true)),
+        (vec!["--scale", "0.5"], "scale", serde_json::json!(0.5)),
+        (vec!["--norm", "pre"], "norm", serde_json::json!("pre")),
+        (vec!["--activation", "gelu"], "activation", serde_json::json!("gelu")),
+        (vec!["--attn-bias"], "attn_bias", serde_json::json!(true)),
+        (vec!["--no-ffn-bias"], "ffn_bias", serde_json::json!(false)),
+        (vec!["--eps", "1e-12"], "eps", serde_json::json!(1e-12)),
+    ] {
+        let mut a = vec!["my shoes are small"];
+        a.extend(args.iter());
+        let doc = trace_json(&a);
+        assert_eq!(doc["config"][key], want, "{args:?}");
+        assert!(doc["steps"] != base["steps"], "{args:?} changed nothing");
+    }
+    for init in [
+        vec!["--seed", "1"],
+        vec!["--init", "torch-generic", "--seed", "5"],
+        vec!["--reseed", "none"],
+        vec!["--linear-init", "rand"],
+        vec!["--draw-order", "v,k,q"],
+    ] {
+        let mut a = vec!["my shoes are small"];
+        a.extend(init.iter());
+        assert!(trace_json(&a)["steps"] != base["steps"], "{init:?} changed nothing");
+    }
+    // Token options.
+    let t = trace_json(&[
+        "My shoes, my feet.",
+        "--lowercase",
+        "--remove-punctuation",
+        "--vocab-order",
+        "sorted",
+        "--bos",
+        "<s>",
+        "--eos",
+        "</s>",
+    ]);
+    assert_eq!(t["input"]["tokens"], serde_json::json!(["<s>", "my", "shoes", "my", "feet", "</s>"]));
+    assert_eq!(t["input"]["token_ids"], serde_json::json!([0, 3, 4, 3, 2, 1]));
+    let t = trace_json(&["a,b c", "--remove", ""]);
+    assert_eq!(t["input"]["tokens"], serde_json::json!(["a,b", "c"]));
+}
+
+#[test]
+fn selection_flags() {
+    let doc = trace_json(&[
+        "my shoes are small",
+        "--heads",
+        "2",
+        "--layers",
+        "2",
+        "--steps",
+        "weights,output",
+        "--layer",
+        "1",
+        "--head",
+        "0",
+    ]);
+    let ids: Vec<&str> = doc["steps"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["layers.1.attn.weights", "output"]);
+    assert_eq!(doc["steps"][0]["shape"], serde_json::json!([1, 4, 4]));
+    assert_eq!(doc["steps"][0]["heads"], serde_json::json!([0]));
+    let out = cmd().args(["my shoes are small", "--steps", "tokens", "--precision", "2"]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("shoes") && !text.contains("embed"));
+}
+
+#[test]
+fn raw_input_matrix() {
+    // Notebook 002's input matrix, with --scale 0.5 as its √d_in scaling.
+    let dir = tempfile::tempdir().unwrap();
+    let x = write(&dir, "x.json", b"[[0.5159,0.4220,0.5786,0.9455],[0.8057,0.6775,0.6087,0.6179],[0.6932,0.4354,0.0353,0.1908],[0.9268,0.5299,0.0950,0.5789],[0.9131,0.0275,0.1634,0.3009]]");
+    let doc = trace_json(&["--input", &x, "--d-k", "3", "--scale", "0.5", "--attn-bias"]);
+    assert_eq!(doc["input"]["tokens"], serde_json::json!(["x0", "x1", "x2", "x3", "x4"]));
+    assert_eq!(doc["config"]["positions"], "none");
+    assert_usage_error(&["one two", "--input", &x], "the matrix has 5 rows but the sentence has 2 words");
+    let bad = write(&dir, "bad.json", b"[[1, 2], [3]]");
+    assert_usage_error(&["--input", &bad], "rows of different lengths");
+    let nan = write(&dir, "nan.json", b"[[1, \"nan\"]]");
+    assert_usage_error(&["--input", &nan], "not a finite number");
+}
+
+#[test]
+fn same_bytes_every_run() {
+    let args = ["my shoes are small, my feet are big.", "--heads", "2", "--format", "json"];
+    let a = cmd().args(args).output().unwrap().stdout;
+    let b = cmd().args(args).output().unwrap().stdout;
+    assert_eq!(a, b);
+}
+
+#[test]
+fn help_and_version_succeed() {
+    cmd().arg("--help").assert().success().stdout(predicates::str::contains("--heads"));
+    cmd().arg("--version").assert().success();
+}
