@@ -169,6 +169,10 @@ pub struct Cli {
     /// The order in which a layer draws its q, k and v projections.
     #[arg(long, value_name = "ORDER", default_value = "q,k,v", help_heading = "Parameters")]
     pub draw_order: String,
+    /// Discard raw draws before a point (token, position, layers, ffn), e.g. ffn=76 to replay
+    /// a notebook cell that ran twice. Comma list of POINT=N.
+    #[arg(long, value_name = "LIST", help_heading = "Parameters")]
+    pub skip_draws: Option<String>,
     /// Load every parameter from a safetensors or .json file (it fixes the dimensions).
     #[arg(long, value_name = "FILE", help_heading = "Parameters")]
     pub weights: Option<PathBuf>,

@@ -45,6 +45,9 @@ pub enum InitConfig {
         linear: &'static str,
         rand_layout: &'static str,
         draw_order: Vec<&'static str>,
+        /// Raw draws discarded before each point (omitted when none).
+        #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        skip_draws: std::collections::BTreeMap<&'static str, u64>,
     },
     /// Loaded from a weights file.
     File { path: String },

@@ -5,7 +5,7 @@ use crate::cli::{self, Cli};
 use crate::config::{Activation, InitConfig, ModelConfig, Norm, Positions};
 use crate::error::usage;
 use crate::init::file::{self, FileDims, Named};
-use crate::init::seeded::{LinearInit, Proj, RandLayout, Recipe, Reseed};
+use crate::init::seeded::{LinearInit, Proj, RandLayout, Recipe, Reseed, Skip};
 use crate::init::torch_rng::{self, Kernel};
 use crate::limits;
 use crate::model::Input;
@@ -322,6 +322,15 @@ impl Settings {
                     RandLayout::OutIn => "out-in",
                     RandLayout::InOut => "in-out",
                 },
+                skip_draws: [
+                    ("token", r.skip.token),
+                    ("position", r.skip.position),
+                    ("layers", r.skip.layers),
+                    ("ffn", r.skip.ffn),
+                ]
+                .into_iter()
+                .filter(|(_, n)| *n > 0)
+                .collect(),
                 draw_order: r
                     .draw_order
                     .iter()
@@ -450,7 +459,30 @@ fn recipe(cli: &Cli) -> Result<Recipe> {
             _ => Proj::V,
         };
     }
+    let mut skip = Skip::default();
+    for item in cli.skip_draws.iter().flat_map(|s| s.split(',')).map(str::trim).filter(|s| !s.is_empty()) {
+        let bad = || {
+            usage(
+                "--skip-draws",
+                format!("{item:?} is not POINT=N"),
+                "write e.g. --skip-draws ffn=76 (points: token, position, layers, ffn)",
+            )
+        };
+        let (point, n) = item.split_once('=').ok_or_else(bad)?;
+        let n: u64 = n.trim().parse().map_err(|_| bad())?;
+        if n > 1 << 32 {
+            return Err(usage("--skip-draws", format!("{n} draws is too many"), "skip at most 4294967296 draws"));
+        }
+        match point.trim() {
+            "token" => skip.token = n,
+            "position" => skip.position = n,
+            "layers" => skip.layers = n,
+            "ffn" => skip.ffn = n,
+            _ => return Err(bad()),
+        }
+    }
     Ok(Recipe {
+        skip,
         seed,
         kernel: match cli.init {
             cli::InitArg::Torch => Kernel::Avx2,

@@ -1,6 +1,7 @@
 //! Weight files in and out: safetensors (what `--save-weights` writes) and a hand-typeable
 //! JSON form, `{"embed.token.weight": [[…], …], …}`, whose objects may also nest
-//! (`{"embed": {"token": {"weight": …}}}`). Names and layouts are those of [`super::Params`].
+//! (`{"embed": {"token": {"weight": …}}}`). Keys starting with `__` are notes and are skipped.
+//! Names and layouts are those of [`super::Params`].
 
 use super::{LayerNorm, LayerParams, Linear, Params};
 use crate::config::{ModelConfig, Positions};
@@ -79,6 +80,10 @@ fn parse_json(bytes: &[u8], what: &str) -> Result<Named> {
 
 fn flatten(obj: &serde_json::Map<String, serde_json::Value>, prefix: &str, out: &mut Named, what: &str) -> Result<()> {
     for (k, v) in obj {
+        // "__about__" and friends are notes for people, like safetensors' "__metadata__".
+        if k.starts_with("__") {
+            continue;
+        }
         let name = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
         match v {
             serde_json::Value::Object(inner) => flatten(inner, &name, out, what)?,

@@ -44,6 +44,18 @@ pub struct Reseed {
     pub layers: bool,
 }
 
+/// Raw 32-bit draws discarded just before a point, to replay a notebook whose cell ran twice.
+/// Each uniform value (one `nn.Linear` weight or bias element, one `torch.rand` element)
+/// consumes one draw, so one whole FFN of seed 000 is 32 + 8 + 32 + 4 = 76.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Skip {
+    pub token: u64,
+    pub position: u64,
+    pub layers: u64,
+    /// Before every layer's FFN.
+    pub ffn: u64,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recipe {
     pub seed: u64,
@@ -52,6 +64,7 @@ pub struct Recipe {
     pub linear: LinearInit,
     pub layout: RandLayout,
     pub draw_order: [Proj; 3],
+    pub skip: Skip,
 }
 
 /// Draws every parameter for `cfg` following `recipe`.
@@ -64,12 +77,14 @@ pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
         if recipe.reseed.token {
             g.manual_seed(recipe.seed);
         }
+        skip(&mut g, recipe.skip.token);
         Some(tensor(g.embedding(cfg.vocab_size, d, None), &[cfg.vocab_size, d])?)
     };
     let position = if cfg.positions == Positions::Learned {
         if recipe.reseed.position {
             g.manual_seed(recipe.seed);
         }
+        skip(&mut g, recipe.skip.position);
         Some(tensor(g.embedding(cfg.max_len, d, None), &[cfg.max_len, d])?)
     } else {
         None
@@ -77,6 +92,7 @@ pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
     if recipe.reseed.layers {
         g.manual_seed(recipe.seed);
     }
+    skip(&mut g, recipe.skip.layers);
     let mut layers = Vec::with_capacity(cfg.layers);
     for _ in 0..cfg.layers {
         let mut q = None;
@@ -90,6 +106,7 @@ pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
             }
         }
         let out_proj = linear(&mut g, recipe, cfg.v_width(), d, cfg.attn_bias)?;
+        skip(&mut g, recipe.skip.ffn);
         let linear1 = linear(&mut g, recipe, d, cfg.d_ff, cfg.ffn_bias)?;
         let linear2 = linear(&mut g, recipe, cfg.d_ff, d, cfg.ffn_bias)?;
         let (Some(q_proj), Some(k_proj), Some(v_proj)) = (q, k, v) else {
@@ -107,6 +124,12 @@ pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
         });
     }
     Ok(Params { token, position, layers })
+}
+
+fn skip(g: &mut TorchGenerator, n: u64) {
+    for _ in 0..n {
+        g.random();
+    }
 }
 
 fn tensor(values: Vec<f32>, shape: &[usize]) -> Result<Tensor> {
