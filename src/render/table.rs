@@ -3,14 +3,16 @@
 //! token. Tensors wider than `--width` are split into column blocks, never wrapped mid-row.
 
 use crate::trace::{Step, Trace, Values};
-use comfy_table::{presets, CellAlignment, Table};
+use comfy_table::{presets, CellAlignment, Table, TableComponent};
 use std::io::{self, Write};
 
 /// Longest token label shown; longer ones are cut with "…".
 const MAX_LABEL: usize = 12;
 
 pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
-    writeln!(w, "{}", summary(trace))?;
+    for line in wrap(&summary(trace), width) {
+        writeln!(w, "{line}")?;
+    }
     let labels: Vec<String> = trace.tokens.iter().map(|t| cut(t, MAX_LABEL)).collect();
     let mut tokens_done = false;
     for step in &trace.steps {
@@ -27,6 +29,23 @@ pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -
     Ok(())
 }
 
+/// Breaks `text` after its ", " separators so that no line is wider than `width`.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for (i, part) in text.split(", ").enumerate() {
+        let sep = if i == 0 { "" } else { ", " };
+        let cur = lines.last_mut().expect("lines starts non-empty");
+        if !cur.is_empty() && cur.chars().count() + sep.len() + part.chars().count() > width {
+            cur.push(',');
+            lines.push(format!("  {part}"));
+        } else {
+            cur.push_str(sep);
+            cur.push_str(part);
+        }
+    }
+    lines
+}
+
 /// One line saying what was traced, read from the config the JSON document also carries.
 fn summary(trace: &Trace) -> String {
     let c = &trace.config;
@@ -39,7 +58,7 @@ fn summary(trace: &Trace) -> String {
         _ => "?".into(),
     };
     format!(
-        "attn-trace: {}, d_model {}, {} (d_k {}, d_v {}), d_ff {}, {}, {} positions{}, {}-norm, {}, {init}",
+        "attn-trace: {}, d_model {}, {} (d_k {} d_v {}), d_ff {}, {}, {} positions{}, {}-norm, {}, {init}",
         plural(trace.tokens.len() as u64, "token"),
         num("d_model"),
         plural(num("heads"), "head"),
@@ -62,9 +81,25 @@ fn cut(s: &str, max: usize) -> String {
     }
 }
 
+/// A table with column rules but no outer frame: the frame would cost two columns, and
+/// an 8×8 attention matrix with 4 decimals should fit an 80-column terminal.
 fn new_table() -> Table {
     let mut t = Table::new();
     t.load_preset(presets::UTF8_FULL_CONDENSED);
+    for c in [
+        TableComponent::LeftBorder,
+        TableComponent::RightBorder,
+        TableComponent::TopLeftCorner,
+        TableComponent::TopRightCorner,
+        TableComponent::BottomLeftCorner,
+        TableComponent::BottomRightCorner,
+        TableComponent::LeftHeaderIntersection,
+        TableComponent::RightHeaderIntersection,
+        TableComponent::LeftBorderIntersections,
+        TableComponent::RightBorderIntersections,
+    ] {
+        t.remove_style(c);
+    }
     t
 }
 
@@ -76,6 +111,9 @@ fn write_tokens(trace: &Trace, w: &mut dyn Write) -> io::Result<()> {
         header.push("id");
     }
     t.set_header(header);
+    if let Some(col) = t.column_mut(0) {
+        col.set_padding((0, 1));
+    }
     for (i, tok) in trace.tokens.iter().enumerate() {
         let mut row = vec![i.to_string(), tok.clone()];
         if let Some(ids) = &trace.token_ids {
@@ -83,7 +121,15 @@ fn write_tokens(trace: &Trace, w: &mut dyn Write) -> io::Result<()> {
         }
         t.add_row(row);
     }
-    writeln!(w, "{t}")
+    emit(&t, w)
+}
+
+/// Writes a table without trailing spaces on its lines.
+fn emit(t: &Table, w: &mut dyn Write) -> io::Result<()> {
+    for line in t.to_string().lines() {
+        writeln!(w, "{}", line.trim_end())?;
+    }
+    Ok(())
 }
 
 /// Formats one value the way the table shows it.
@@ -138,7 +184,13 @@ fn write_tensor(step: &Step, labels: &[String], precision: usize, width: usize, 
             } else {
                 format!(" · columns {start}–{} of {cols}", end - 1)
             };
-            writeln!(w, "\n{}{head}{part}  [{dims} = {shape}]", step.id)?;
+            let title = format!("{}{head}{part}", step.id);
+            let about = format!("[{dims} = {shape}]");
+            if title.chars().count() + 2 + about.chars().count() <= width {
+                writeln!(w, "\n{title}  {about}")?;
+            } else {
+                writeln!(w, "\n{title}\n{about}")?;
+            }
             let mut t = new_table();
             let mut header = vec![if by_key { "q \\ k".to_string() } else { "pos".to_string() }];
             header.extend(col_labels[start..end].iter().cloned());
@@ -148,12 +200,15 @@ fn write_tensor(step: &Step, labels: &[String], precision: usize, width: usize, 
                 row.extend(block[r * cols + start..r * cols + end].iter().cloned());
                 t.add_row(row);
             }
+            if let Some(col) = t.column_mut(0) {
+                col.set_padding((0, 1));
+            }
             for c in 1..=(end - start) {
                 if let Some(col) = t.column_mut(c) {
                     col.set_cell_alignment(CellAlignment::Right);
                 }
             }
-            writeln!(w, "{t}")?;
+            emit(&t, w)?;
         }
     }
     Ok(())
@@ -166,10 +221,10 @@ fn label(labels: &[String], r: usize) -> String {
     }
 }
 
-/// Splits columns into blocks whose table fits `width`: each column costs its width plus
-/// two spaces of padding and one border; the label column and the final border are shared.
+/// Splits columns into blocks whose table fits `width`: each value column costs its width,
+/// a space either side and the rule before it; the label column has one space after it.
 fn column_blocks(col_w: &[usize], label_w: usize, width: usize) -> Vec<(usize, usize)> {
-    let fixed = label_w + 3 + 1;
+    let fixed = label_w + 1;
     let mut blocks = Vec::new();
     let mut start = 0;
     while start < col_w.len() {
@@ -191,9 +246,11 @@ mod tests {
 
     #[test]
     fn blocks_fit_the_width() {
-        // label 6 → fixed 10; each 7-wide column costs 10: 80 fits 7 columns.
+        // label 6 → fixed 7; each 7-wide column costs 10: 80 fits 7 columns.
         let b = column_blocks(&[7; 16], 6, 80);
         assert_eq!(b, vec![(0, 7), (7, 14), (14, 16)]);
+        // An 8×8 attention matrix: labels "0 shoes" (7), values 6 wide → 8 + 8·9 = 80.
+        assert_eq!(column_blocks(&[6; 8], 7, 80), vec![(0, 8)]);
         assert_eq!(column_blocks(&[200], 6, 80), vec![(0, 1)]);
     }
 }

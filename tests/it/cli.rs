@@ -231,7 +231,9 @@ fn flags_change_the_output() {
     let s8 = "my shoes are small, my feet are big.";
     let (a, b) = (trace_json(&[s8]), trace_json(&[s8, "--max-len", "12"]));
     assert_eq!(b["config"]["max_len"], 12);
-    let pos = |d: &serde_json::Value| d["steps"].as_array().unwrap().iter().find(|s| s["id"] == "embed.position").unwrap()["values"].clone();
+    let pos = |d: &serde_json::Value| {
+        d["steps"].as_array().unwrap().iter().find(|s| s["id"] == "embed.position").unwrap()["values"].clone()
+    };
     assert_eq!(pos(&a)[0], pos(&b)[0]);
     assert!(pos(&a)[7] != pos(&b)[7], "--max-len changed nothing");
     // Token options.
@@ -304,4 +306,25 @@ fn same_bytes_every_run() {
 fn help_and_version_succeed() {
     cmd().arg("--help").assert().success().stdout(predicates::str::contains("--heads"));
     cmd().arg("--version").assert().success();
+}
+
+#[test]
+fn tables_fit_the_width() {
+    for (args, width) in [
+        (vec!["my shoes are small, my feet are big.", "--heads", "2"], 80usize),
+        (vec!["life is short eat dessert first", "--d-model", "24", "--heads", "3", "--d-ff", "100"], 80),
+        (vec!["a much longer sentence with many tokens in it for sure", "--max-len", "12"], 60),
+        (vec!["supercalifragilisticexpialidocious word", "--d-model", "8"], 40),
+    ] {
+        let out = cmd().args(&args).args(["--width", &width.to_string()]).output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        for line in text.lines() {
+            assert!(line.chars().count() <= width, "{args:?}: {} > {width}: {line}", line.chars().count());
+        }
+    }
+    // The 8×8 attention matrix of the README fits 80 columns in one block.
+    let out =
+        cmd().args(["my shoes are small, my feet are big.", "--heads", "2", "--steps", "weights"]).output().unwrap();
+    assert!(!String::from_utf8(out.stdout).unwrap().contains("columns"));
 }

@@ -63,7 +63,13 @@ fn check_notebook(name: &str) {
                     }
                 }
             };
-            assert_eq!(got.len(), want.len(), "{name} {from}: {id} has {} values, the notebook {}", got.len(), want.len());
+            assert_eq!(
+                got.len(),
+                want.len(),
+                "{name} {from}: {id} has {} values, the notebook {}",
+                got.len(),
+                want.len()
+            );
             // The post prints 5 significant digits in e-notation: compare relatively there.
             let sci = check["transform"].as_str() == Some("softmax_of_transpose");
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
