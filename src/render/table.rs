@@ -35,7 +35,8 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     for (i, part) in text.split(", ").enumerate() {
         let sep = if i == 0 { "" } else { ", " };
         let cur = lines.last_mut().expect("lines starts non-empty");
-        if !cur.is_empty() && cur.chars().count() + sep.len() + part.chars().count() > width {
+        // One column is kept for the comma that ends a broken line.
+        if !cur.is_empty() && cur.chars().count() + sep.len() + part.chars().count() + 1 > width {
             cur.push(',');
             lines.push(format!("  {part}"));
         } else {
