@@ -20,7 +20,7 @@ pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -
             "tokens" | "token_ids" => {
                 if !tokens_done {
                     tokens_done = true;
-                    write_tokens(trace, w)?;
+                    write_tokens(trace, width, w)?;
                 }
             }
             _ => write_tensor(step, &labels, precision, width, w)?,
@@ -104,7 +104,9 @@ fn new_table() -> Table {
     t
 }
 
-fn write_tokens(trace: &Trace, w: &mut dyn Write) -> io::Result<()> {
+fn write_tokens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
+    // pos and id columns take at most 16 columns; the token gets the rest (JSON has it whole).
+    let max_token = width.saturating_sub(16).max(MAX_LABEL);
     writeln!(w, "\ntokens [pos = {}]", trace.tokens.len())?;
     let mut t = new_table();
     let mut header = vec!["pos", "token"];
@@ -116,7 +118,7 @@ fn write_tokens(trace: &Trace, w: &mut dyn Write) -> io::Result<()> {
         col.set_padding((0, 1));
     }
     for (i, tok) in trace.tokens.iter().enumerate() {
-        let mut row = vec![i.to_string(), tok.clone()];
+        let mut row = vec![i.to_string(), cut(tok, max_token)];
         if let Some(ids) = &trace.token_ids {
             row.push(ids[i].to_string());
         }
