@@ -29,6 +29,25 @@ pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -
     Ok(())
 }
 
+/// Joins title parts with " · " (two spaces before the bracketed shape), breaking lines so
+/// that none is wider than `width` where the parts allow it.
+fn wrap_parts(parts: &[String], width: usize) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for part in parts {
+        let sep = if part.starts_with('[') { "  " } else { " · " };
+        let cur = lines.last_mut().expect("lines starts non-empty");
+        if cur.is_empty() {
+            cur.push_str(part);
+        } else if cur.chars().count() + sep.len() + part.chars().count() > width {
+            lines.push(part.clone());
+        } else {
+            cur.push_str(sep);
+            cur.push_str(part);
+        }
+    }
+    lines
+}
+
 /// Breaks `text` after its ", " separators so that no line is wider than `width`.
 fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut lines = vec![String::new()];
@@ -166,7 +185,7 @@ fn write_tensor(step: &Step, labels: &[String], precision: usize, width: usize, 
     for g in 0..groups {
         let head = if step.is_per_head() {
             let h = step.heads.as_ref().map_or(g, |hs| hs[g]);
-            format!(" · head {h}")
+            format!("head {h}")
         } else {
             String::new()
         };
@@ -187,12 +206,12 @@ fn write_tensor(step: &Step, labels: &[String], precision: usize, width: usize, 
             } else {
                 format!(" · columns {start}–{} of {cols}", end - 1)
             };
-            let title = format!("{}{head}{part}", step.id);
-            let about = format!("[{dims} = {shape}]");
-            if title.chars().count() + 2 + about.chars().count() <= width {
-                writeln!(w, "\n{title}  {about}")?;
-            } else {
-                writeln!(w, "\n{title}\n{about}")?;
+            let mut title: Vec<String> = vec![step.id.clone()];
+            title.extend([head.clone(), part].into_iter().filter(|p| !p.is_empty()));
+            title.push(format!("[{dims} = {shape}]"));
+            writeln!(w)?;
+            for line in wrap_parts(&title, width) {
+                writeln!(w, "{line}")?;
             }
             let mut t = new_table();
             let mut header = vec![if by_key { "q \\ k".to_string() } else { "pos".to_string() }];
