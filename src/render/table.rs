@@ -204,7 +204,7 @@ fn write_tensor(step: &Step, labels: &[String], precision: usize, width: usize, 
             let part = if start == 0 && end == cols {
                 String::new()
             } else {
-                format!(" · columns {start}–{} of {cols}", end - 1)
+                format!("columns {start}–{} of {cols}", end - 1)
             };
             let mut title: Vec<String> = vec![step.id.clone()];
             title.extend([head.clone(), part].into_iter().filter(|p| !p.is_empty()));
