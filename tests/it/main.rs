@@ -3,5 +3,6 @@
 mod cli;
 mod common;
 mod golden;
+mod oracle;
 mod reference;
 mod seeds;

@@ -1,0 +1,53 @@
+//! Traces compared with the PyTorch oracle (fixtures/oracle): for every case, PyTorch 2.5.1
+//! drew the weights with torch.manual_seed and standard modules and ran the forward pass with
+//! nn.Linear, nn.LayerNorm and F.softmax; attn-trace, run with the case's arguments, must agree
+//! on every step within the tolerance below. This checks the torch-compatible initialisation
+//! and the forward pass together, against PyTorch itself.
+
+use crate::common::*;
+use serde_json::Value;
+
+/// f32 throughout; candle and PyTorch sum in different orders.
+const ATOL: f64 = 1e-5;
+const RTOL: f64 = 1e-5;
+
+#[test]
+fn oracle_cases_match_pytorch() {
+    let dir = root().join("fixtures/oracle/cases");
+    let mut cases: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    cases.sort();
+    assert!(cases.len() >= 20, "expected the oracle's case matrix in {}", dir.display());
+    let mut worst = (0.0f64, String::new());
+    let mut failures = Vec::new();
+    for path in &cases {
+        let case: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let name = case["name"].as_str().unwrap().to_string();
+        let args: Vec<&str> = case["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        let doc = trace_json(&args);
+        assert_eq!(doc["input"]["token_ids"], case["token_ids"], "{name}: token ids");
+        let got = steps(&doc);
+        for step in case["steps"].as_array().unwrap() {
+            let id = step["id"].as_str().unwrap();
+            let Some((shape, vals)) = got.get(id) else {
+                failures.push(format!("{name}: step {id} missing from attn-trace's trace"));
+                continue;
+            };
+            let want_shape: Vec<usize> = step["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
+            if *shape != want_shape {
+                failures.push(format!("{name}: {id} shape {shape:?}, PyTorch {want_shape:?}"));
+                continue;
+            }
+            for (i, (a, b)) in vals.iter().zip(flat(&step["values"])).enumerate() {
+                if !close(*a, b, ATOL, RTOL) {
+                    failures.push(format!("{name}: {id}[{i}] = {a}, PyTorch {b}"));
+                    break;
+                }
+                if a.is_finite() && (a - b).abs() > worst.0 {
+                    worst = ((a - b).abs(), format!("{name} {id}[{i}]"));
+                }
+            }
+        }
+    }
+    eprintln!("{} oracle cases; largest difference {:.2e} at {}", cases.len(), worst.0, worst.1);
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+}
