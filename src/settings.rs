@@ -162,7 +162,7 @@ impl Settings {
         let (d_k, d_v) = match &fd {
             Some(f) => {
                 let need_div = |width: usize, what: &str| -> Result<usize> {
-                    if width % heads != 0 {
+                    if !width.is_multiple_of(heads) {
                         return Err(usage(
                             "--heads",
                             format!(
@@ -180,7 +180,7 @@ impl Settings {
             None => {
                 let dk = match d_k_flag {
                     Some(k) => k,
-                    None if d_model % heads != 0 => {
+                    None if !d_model.is_multiple_of(heads) => {
                         return Err(usage(
                             "--heads",
                             format!("d_model {d_model} is not divisible by {heads} heads"),

@@ -61,7 +61,7 @@ pub struct Tokenized {
 pub fn words(sentence: &str, opts: &TokenizerOptions) -> Vec<String> {
     let kept: String = sentence
         .chars()
-        .filter(|c| !opts.remove.contains(*c) && !(opts.remove_punctuation && is_punctuation(*c)))
+        .filter(|c| !(opts.remove.contains(*c) || opts.remove_punctuation && is_punctuation(*c)))
         .collect();
     let text = if opts.lowercase { kept.to_lowercase() } else { kept };
     text.split_whitespace().map(str::to_string).collect()

@@ -32,7 +32,8 @@ fn oracle_cases_match_pytorch() {
                 failures.push(format!("{name}: step {id} missing from attn-trace's trace"));
                 continue;
             };
-            let want_shape: Vec<usize> = step["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
+            let want_shape: Vec<usize> =
+                step["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
             if *shape != want_shape {
                 failures.push(format!("{name}: {id} shape {shape:?}, PyTorch {want_shape:?}"));
                 continue;

@@ -2,6 +2,9 @@
 //! `--save-weights` wrote, with plain f64 loops (no candle, a hand-written safetensors
 //! reader), and compared within 1e-5. Also the invariants a person checks by hand.
 
+// Index loops on purpose: this file spells the arithmetic out the way a person checks it.
+#![allow(clippy::needless_range_loop)]
+
 use crate::common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
