@@ -73,6 +73,18 @@ pub struct Cli {
     /// The sentence to trace.
     #[arg(value_name = "SENTENCE")]
     pub sentence: Option<String>,
+    /// With --model: a second sentence, traced as a pair with BERT's token types.
+    #[arg(value_name = "PAIR")]
+    pub pair: Option<String>,
+
+    // ---- real models ----
+    /// A Hugging Face model folder (config.json, model.safetensors, tokenizer.json), or
+    /// ORG/NAME already in the local Hugging Face cache. Supported: BERT.
+    #[arg(long, value_name = "DIR", help_heading = "Real models")]
+    pub model: Option<String>,
+    /// With --model: keep the first max_position_embeddings tokens of a longer input.
+    #[arg(long, help_heading = "Real models")]
+    pub truncate: bool,
 
     // ---- tokens ----
     /// Lower-case the sentence before splitting it.
@@ -134,21 +146,22 @@ pub struct Cli {
     /// Factor applied to q·kᵀ [default: 1/√d_k], e.g. 0.5 to divide by √4.
     #[arg(long, value_name = "X", allow_negative_numbers = true, help_heading = "Model")]
     pub scale: Option<f64>,
-    /// Where LayerNorm goes: after each residual sum (post) or before each sublayer (pre).
-    #[arg(long, value_enum, default_value = "post", help_heading = "Model")]
-    pub norm: NormArg,
-    /// FFN activation (gelu is the exact, erf-based one).
-    #[arg(long, value_enum, default_value = "relu", help_heading = "Model")]
-    pub activation: ActivationArg,
+    /// Where LayerNorm goes: after each residual sum (post) or before each sublayer (pre)
+    /// [default: post].
+    #[arg(long, value_enum, help_heading = "Model")]
+    pub norm: Option<NormArg>,
+    /// FFN activation (gelu is the exact, erf-based one) [default: relu].
+    #[arg(long, value_enum, help_heading = "Model")]
+    pub activation: Option<ActivationArg>,
     /// Give the q, k, v and output projections a bias.
     #[arg(long, help_heading = "Model")]
     pub attn_bias: bool,
     /// Leave out the FFN's biases.
     #[arg(long, help_heading = "Model")]
     pub no_ffn_bias: bool,
-    /// LayerNorm epsilon.
-    #[arg(long, value_name = "X", default_value_t = 1e-5, allow_negative_numbers = true, help_heading = "Model")]
-    pub eps: f64,
+    /// LayerNorm epsilon [default: 1e-5; a model's own with --model].
+    #[arg(long, value_name = "X", allow_negative_numbers = true, help_heading = "Model")]
+    pub eps: Option<f64>,
 
     // ---- parameters ----
     /// How seeded parameters are drawn.

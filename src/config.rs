@@ -30,6 +30,9 @@ pub enum Activation {
     Relu,
     /// The exact, erf-based GELU (PyTorch's default `approximate='none'`).
     Gelu,
+    /// GELU's tanh approximation (`gelu_new`, `gelu_pytorch_tanh` in Hugging Face configs).
+    #[serde(rename = "gelu_tanh")]
+    GeluTanh,
 }
 
 /// How the parameters were obtained.
@@ -51,6 +54,16 @@ pub enum InitConfig {
     },
     /// Loaded from a weights file.
     File { path: String },
+}
+
+/// What a real model adds to the configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RealModel {
+    pub path: String,
+    pub model_type: String,
+    pub type_vocab_size: usize,
+    /// Tokens dropped from the end by `--truncate` (0 when nothing was cut).
+    pub truncated: usize,
 }
 
 /// The encoder's shape and arithmetic.
@@ -75,6 +88,9 @@ pub struct ModelConfig {
     pub eps: f64,
     /// Whether the input rows came from a raw `--input` matrix instead of embeddings.
     pub raw_input: bool,
+    /// A real model: its folder, family and BERT-only settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<RealModel>,
     pub init: InitConfig,
 }
 

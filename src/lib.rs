@@ -12,6 +12,7 @@
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod hf;
 pub mod init;
 pub mod limits;
 pub mod model;
@@ -37,16 +38,17 @@ pub fn compute(settings: &Settings) -> Result<trace::Trace> {
             };
             init::file::params(named.clone(), cfg, &what)?
         }
+        Source::Model(weights, hf_config) => weights.params(hf_config)?,
     };
     if let Some(path) = &settings.save_weights {
         init::file::save(&params, path)?;
     }
     let mut trace = trace::Trace::new(settings.tokens.clone(), settings.selection.clone());
     trace.sentence = settings.sentence.clone();
-    trace.token_ids = match &settings.input {
-        model::Input::Ids(ids) => Some(ids.clone()),
-        model::Input::Matrix(_) => None,
-    };
+    if let model::Input::Ids { ids, type_ids } = &settings.input {
+        trace.token_ids = Some(ids.clone());
+        trace.token_type_ids = type_ids.clone();
+    }
     trace.config = serde_json::to_value(cfg)?;
     model::forward(cfg, &params, &settings.input, &mut trace).context("computing the trace")?;
     Ok(trace)

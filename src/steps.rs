@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 /// Steps outside any layer, in trace order.
 pub const GLOBAL: &[&str] =
-    &["tokens", "token_ids", "embed.token", "embed.position", "embed.sum", "embed.out", "output"];
+    &["tokens", "token_ids", "embed.token", "embed.position", "embed.token_type", "embed.sum", "embed.out", "output"];
 
 /// Steps inside `layers.{i}`, in trace order (pre-norm adds `norm1.out` and `norm2.out`,
 /// post-norm has `add_norm1.out` and `add_norm2.out`; `attn.mask` exists with --causal).
@@ -37,7 +37,7 @@ pub const LAYER: &[&str] = &[
 /// Alias → canonical names. Several seed notebooks' and TransformerLens's words are accepted.
 const ALIASES: &[(&str, &[&str])] = &[
     ("ids", &["token_ids"]),
-    ("embed", &["embed.token", "embed.position", "embed.sum", "embed.out"]),
+    ("embed", &["embed.token", "embed.position", "embed.token_type", "embed.sum", "embed.out"]),
     ("input", &["embed.out"]),
     ("q", &["attn.q"]),
     ("k", &["attn.k"]),
@@ -82,7 +82,9 @@ const ALIASES: &[(&str, &[&str])] = &[
 pub fn parse(list: &str, layers: usize) -> Result<BTreeSet<String>> {
     let mut out = BTreeSet::new();
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        if GLOBAL.contains(&item) || LAYER.contains(&item) {
+        if item == "all" {
+            out.extend(GLOBAL.iter().chain(LAYER).map(|s| s.to_string()));
+        } else if GLOBAL.contains(&item) || LAYER.contains(&item) {
             out.insert(item.to_string());
         } else if let Some((_, names)) = ALIASES.iter().find(|(a, _)| *a == item) {
             out.extend(names.iter().map(|n| n.to_string()));
@@ -114,7 +116,7 @@ fn unknown(item: &str) -> anyhow::Error {
         "--steps",
         format!("unknown step {item:?}"),
         format!(
-            "valid steps: {}; per layer (or as layers.N.name): {}; aliases: {}",
+            "valid steps: all, {}; per layer (or as layers.N.name): {}; aliases: {}",
             GLOBAL.join(", "),
             LAYER.join(", "),
             aliases.join(", ")

@@ -100,6 +100,8 @@ pub struct Trace {
     pub tokens: Vec<String>,
     /// Vocabulary ids, absent for a raw input matrix.
     pub token_ids: Option<Vec<u32>>,
+    /// BERT's token types (segment ids) for real models.
+    pub token_type_ids: Option<Vec<u32>>,
     /// Every setting that shaped the numbers, as the JSON document's `config`.
     pub config: serde_json::Value,
     pub steps: Vec<Step>,

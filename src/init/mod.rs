@@ -60,6 +60,10 @@ pub struct Params {
     pub token: Option<Tensor>,
     /// [max_len, d_model]; present only for learned positions.
     pub position: Option<Tensor>,
+    /// [type_vocab_size, d_model]: BERT's segment embeddings (real models only).
+    pub token_type: Option<Tensor>,
+    /// BERT's LayerNorm over the embedding sum (real models only).
+    pub embed_norm: Option<LayerNorm>,
     pub layers: Vec<LayerParams>,
 }
 

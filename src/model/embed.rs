@@ -1,4 +1,6 @@
-//! Token and position embeddings: `embed.token`, `embed.position`, `embed.sum`, `embed.out`.
+//! Token, position and (BERT) token-type embeddings: `embed.token`, `embed.position`,
+//! `embed.token_type`, `embed.sum`, and `embed.out` (BERT's LayerNorm of the sum; otherwise
+//! the sum itself).
 
 use super::{record, Input};
 use crate::config::{ModelConfig, Positions};
@@ -12,7 +14,7 @@ pub fn embed(cfg: &ModelConfig, params: &Params, input: &Input, trace: &mut Trac
     let n = tokens.len();
     trace.record("tokens", &["pos"], &[n], Values::Str(tokens));
     let rows = match input {
-        Input::Ids(ids) => {
+        Input::Ids { ids, .. } => {
             trace.record("token_ids", &["pos"], &[n], Values::Int(ids.iter().map(|&i| i as i64).collect()));
             let table = params.token.as_ref().context("internal: token embeddings are missing")?;
             let idx = Tensor::new(ids.as_slice(), &Device::Cpu)?;
@@ -22,16 +24,28 @@ pub fn embed(cfg: &ModelConfig, params: &Params, input: &Input, trace: &mut Trac
         }
         Input::Matrix(m) => m.clone(), // [pos, d_model], given by the user
     };
-    let sum = match position_rows(cfg, params, n)? {
+    let with_position = match position_rows(cfg, params, n)? {
         Some(position) => {
             record(trace, "embed.position", &["pos", "d_model"], &position)?; // [pos, d_model]
             (&rows + &position)?
         }
         None => rows,
     }; // [pos, d_model]
+    let sum = match (&params.token_type, input) {
+        (Some(table), Input::Ids { type_ids: Some(types), .. }) => {
+            let idx = Tensor::new(types.as_slice(), &Device::Cpu)?;
+            let token_type = table.index_select(&idx, 0)?; // [pos, d_model]
+            record(trace, "embed.token_type", &["pos", "d_model"], &token_type)?;
+            (&with_position + &token_type)?
+        }
+        _ => with_position,
+    }; // [pos, d_model]
     record(trace, "embed.sum", &["pos", "d_model"], &sum)?;
-    // Only BERT-style models normalise here; the toy encoder passes the sum through.
-    let out = sum; // [pos, d_model]
+    // BERT normalises the sum (its own eps); the toy encoder passes it through.
+    let out = match &params.embed_norm {
+        Some(norm) => super::norm::layer_norm(&sum, norm, cfg.eps)?,
+        None => sum,
+    }; // [pos, d_model]
     record(trace, "embed.out", &["pos", "d_model"], &out)?;
     Ok(out)
 }

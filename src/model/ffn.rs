@@ -13,6 +13,7 @@ pub fn ffn(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, trace: &mut
     let act = match cfg.activation {
         Activation::Relu => hidden.relu()?,
         Activation::Gelu => hidden.gelu_erf()?,
+        Activation::GeluTanh => hidden.gelu()?,
     }; // [pos, d_ff]
     record(trace, &format!("layers.{l}.ffn.act"), &["pos", "d_ff"], &act)?;
     let out = linear(&act, &p.linear2)?; // [pos, d_model]

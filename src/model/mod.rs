@@ -18,7 +18,11 @@ use candle_core::Tensor;
 /// What enters the encoder: token ids, or a raw `[pos, d_model]` matrix (seed 002).
 #[derive(Debug, Clone)]
 pub enum Input {
-    Ids(Vec<u32>),
+    /// Vocabulary ids, and BERT's token types (segment ids) for real models.
+    Ids {
+        ids: Vec<u32>,
+        type_ids: Option<Vec<u32>>,
+    },
     Matrix(Tensor),
 }
 

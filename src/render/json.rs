@@ -21,11 +21,14 @@ use std::io::{self, Write};
 pub const SCHEMA_VERSION: u32 = 1;
 
 pub fn write(trace: &Trace, w: &mut dyn Write) -> io::Result<()> {
-    let input = serde_json::json!({
+    let mut input = serde_json::json!({
         "sentence": trace.sentence,
         "tokens": trace.tokens,
         "token_ids": trace.token_ids,
     });
+    if let Some(types) = &trace.token_type_ids {
+        input["token_type_ids"] = serde_json::json!(types);
+    }
     writeln!(w, "{{")?;
     writeln!(w, "  \"schema_version\": {SCHEMA_VERSION},")?;
     writeln!(w, "  \"input\": {},", serde_json::to_string(&input)?)?;

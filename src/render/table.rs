@@ -9,10 +9,16 @@ use std::io::{self, Write};
 /// Longest token label shown; longer ones are cut with "…".
 const MAX_LABEL: usize = 12;
 
-pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
+/// The first lines of every table view: what was traced, wrapped to `width`.
+pub fn write_header(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
     for line in wrap(&summary(trace), width) {
         writeln!(w, "{line}")?;
     }
+    Ok(())
+}
+
+pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
+    write_header(trace, width, w)?;
     let labels: Vec<String> = trace.tokens.iter().map(|t| cut(t, MAX_LABEL)).collect();
     let mut tokens_done = false;
     for step in &trace.steps {
@@ -29,9 +35,13 @@ pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -
     Ok(())
 }
 
+fn text_of(v: &serde_json::Value) -> String {
+    v.as_str().unwrap_or("?").to_string()
+}
+
 /// Joins title parts with " · " (two spaces before the bracketed shape), breaking lines so
 /// that none is wider than `width` where the parts allow it.
-fn wrap_parts(parts: &[String], width: usize) -> Vec<String> {
+pub fn wrap_parts(parts: &[String], width: usize) -> Vec<String> {
     let mut lines = vec![String::new()];
     for part in parts {
         let sep = if part.starts_with('[') { "  " } else { " · " };
@@ -73,6 +83,9 @@ fn summary(trace: &Trace) -> String {
     let text = |k: &str| c[k].as_str().unwrap_or("?").to_string();
     let plural = |n: u64, w: &str| if n == 1 { format!("{n} {w}") } else { format!("{n} {w}s") };
     let init = match c["init"]["kind"].as_str() {
+        _ if c["model"].is_object() => {
+            format!("{} model {}", text_of(&c["model"]["model_type"]), text_of(&c["model"]["path"]))
+        }
         Some("torch") => format!("torch init, seed {}", c["init"]["seed"]),
         Some("file") => format!("weights {}", c["init"]["path"].as_str().unwrap_or("?")),
         _ => "?".into(),
@@ -93,7 +106,7 @@ fn summary(trace: &Trace) -> String {
     )
 }
 
-fn cut(s: &str, max: usize) -> String {
+pub fn cut(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         s.to_string()
     } else {
@@ -103,7 +116,7 @@ fn cut(s: &str, max: usize) -> String {
 
 /// A table with column rules but no outer frame: the frame would cost two columns, and
 /// an 8×8 attention matrix with 4 decimals should fit an 80-column terminal.
-fn new_table() -> Table {
+pub fn new_table() -> Table {
     let mut t = Table::new();
     t.load_preset(presets::UTF8_FULL_CONDENSED);
     for c in [
@@ -123,7 +136,7 @@ fn new_table() -> Table {
     t
 }
 
-fn write_tokens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
+pub fn write_tokens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
     // pos and id columns take at most 16 columns; the token gets the rest (JSON has it whole).
     let max_token = width.saturating_sub(16).max(MAX_LABEL);
     writeln!(w, "\ntokens [pos = {}]", trace.tokens.len())?;
@@ -131,6 +144,9 @@ fn write_tokens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()
     let mut header = vec!["pos", "token"];
     if trace.token_ids.is_some() {
         header.push("id");
+    }
+    if trace.token_type_ids.is_some() {
+        header.push("type");
     }
     t.set_header(header);
     if let Some(col) = t.column_mut(0) {
@@ -141,13 +157,16 @@ fn write_tokens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()
         if let Some(ids) = &trace.token_ids {
             row.push(ids[i].to_string());
         }
+        if let Some(types) = &trace.token_type_ids {
+            row.push(types[i].to_string());
+        }
         t.add_row(row);
     }
     emit(&t, w)
 }
 
 /// Writes a table without trailing spaces on its lines.
-fn emit(t: &Table, w: &mut dyn Write) -> io::Result<()> {
+pub fn emit(t: &Table, w: &mut dyn Write) -> io::Result<()> {
     for line in t.to_string().lines() {
         writeln!(w, "{}", line.trim_end())?;
     }

@@ -315,8 +315,16 @@ fn tables_fit_the_width() {
         (vec!["life is short eat dessert first", "--d-model", "24", "--heads", "3", "--d-ff", "100"], 80),
         (vec!["a much longer sentence with many tokens in it for sure", "--max-len", "12"], 60),
         (vec!["supercalifragilisticexpialidocious word", "--d-model", "8"], 40),
+        (
+            vec!["my shoes are small, my feet are big.", "the cats played with a dog", "--model", "fixtures/tiny-bert"],
+            80,
+        ),
+        (
+            vec!["my shoes are small, my feet are big.", "the cats played with a dog", "--model", "fixtures/tiny-bert"],
+            60,
+        ),
     ] {
-        let out = cmd().args(&args).args(["--width", &width.to_string()]).output().unwrap();
+        let out = cmd().current_dir(root()).args(&args).args(["--width", &width.to_string()]).output().unwrap();
         assert!(out.status.success());
         let text = String::from_utf8(out.stdout).unwrap();
         for line in text.lines() {

@@ -5,7 +5,7 @@
 use crate::common::*;
 
 fn golden(name: &str, args: &[&str]) {
-    let out = cmd().args(args).output().unwrap();
+    let out = cmd().current_dir(root()).args(args).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let path = root().join("fixtures/golden").join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
@@ -69,6 +69,29 @@ fn golden_json_selection() {
             "weights,context",
             "--format",
             "json",
+        ],
+    );
+}
+
+#[test]
+fn golden_summary_tiny_bert_pair() {
+    golden("tiny-bert-pair.summary.txt", &["my shoes are small.", "my feet are big.", "--model", "fixtures/tiny-bert"]);
+}
+
+#[test]
+fn golden_json_tiny_bert_selection() {
+    golden(
+        "tiny-bert.json",
+        &[
+            "the cats played",
+            "--model",
+            "fixtures/tiny-bert",
+            "--format",
+            "json",
+            "--steps",
+            "embed,weights",
+            "--layer",
+            "1",
         ],
     );
 }

@@ -1,5 +1,6 @@
 //! Integration tests, one binary with a module per area (linking candle once, not per file).
 
+mod bert;
 mod cli;
 mod common;
 mod golden;

@@ -1,5 +1,8 @@
 //! Checked and derived settings: everything `run` needs, with every user-facing validation
-//! message. Nothing here allocates a tensor before the memory estimate has passed.
+//! message. Nothing here allocates a tensor before the memory estimate has passed. The toy
+//! encoder's settings are here; a real model's (`--model`) are in [`real`].
+
+mod real;
 
 use crate::cli::{self, Cli};
 use crate::config::{Activation, InitConfig, ModelConfig, Norm, Positions};
@@ -20,6 +23,8 @@ use std::path::PathBuf;
 pub enum Source {
     Seeded(Recipe),
     File(Named),
+    /// A real model's memory-mapped checkpoint.
+    Model(crate::hf::weights::Weights, crate::hf::config::HfConfig),
 }
 
 #[derive(Debug, Clone)]
@@ -27,6 +32,8 @@ pub struct Output {
     pub format: cli::Format,
     pub precision: usize,
     pub width: usize,
+    /// Tables as a summary (a real model without --steps): see `render::summary`.
+    pub summary: bool,
 }
 
 #[derive(Debug)]
@@ -42,7 +49,7 @@ pub struct Settings {
 }
 
 /// Rejects a zero for a flag that names a size.
-fn nonzero(flag: &str, v: Option<usize>) -> Result<Option<usize>> {
+pub(crate) fn nonzero(flag: &str, v: Option<usize>) -> Result<Option<usize>> {
     match v {
         Some(0) => Err(usage(flag, "must be at least 1", format!("pass a positive number, e.g. {flag} 2"))),
         _ => Ok(v),
@@ -50,7 +57,7 @@ fn nonzero(flag: &str, v: Option<usize>) -> Result<Option<usize>> {
 }
 
 /// Takes the file's value, or the flag's if it agrees; a contradiction names both values.
-fn agree(flag: &str, given: Option<usize>, from_file: usize, weights: &str) -> Result<usize> {
+pub(crate) fn agree(flag: &str, given: Option<usize>, from_file: usize, weights: &str) -> Result<usize> {
     match given {
         Some(g) if g != from_file => Err(usage(
             flag,
@@ -63,6 +70,21 @@ fn agree(flag: &str, given: Option<usize>, from_file: usize, weights: &str) -> R
 
 impl Settings {
     pub fn from_cli(cli: Cli) -> Result<Settings> {
+        check_output_flags(&cli)?;
+        if cli.model.is_some() {
+            return real::from_cli(cli);
+        }
+        if cli.pair.is_some() {
+            return Err(usage(
+                "PAIR",
+                "a sentence pair needs a real model's token types",
+                "pass --model DIR, or join the sentences",
+            ));
+        }
+        if cli.truncate {
+            return Err(usage("--truncate", "it applies to real models", "pass --model DIR too, or drop --truncate"));
+        }
+        let eps = cli.eps.unwrap_or(1e-5);
         let d_model_flag = nonzero("--d-model", cli.d_model)?;
         let heads_flag = nonzero("--heads", cli.heads)?;
         let d_k_flag = nonzero("--d-k", cli.d_k)?;
@@ -70,32 +92,6 @@ impl Settings {
         let d_ff_flag = nonzero("--d-ff", cli.d_ff)?;
         let layers_flag = nonzero("--layers", cli.layers)?;
         let max_len_flag = nonzero("--max-len", cli.max_len)?;
-        if cli.width < 40 {
-            return Err(usage(
-                "--width",
-                format!("{} is too narrow for a table", cli.width),
-                "pass --width 40 or more",
-            ));
-        }
-        if cli.precision > 12 {
-            return Err(usage(
-                "--precision",
-                format!("{} digits is more than f32 holds", cli.precision),
-                "pass --precision 12 or fewer (JSON always has every digit)",
-            ));
-        }
-        if !cli.eps.is_finite() || cli.eps < 0.0 {
-            return Err(usage(
-                "--eps",
-                format!("{} is not a finite, non-negative number", cli.eps),
-                "pass e.g. --eps 1e-5",
-            ));
-        }
-        if let Some(s) = cli.scale {
-            if !s.is_finite() {
-                return Err(usage("--scale", format!("{s} is not a finite number"), "pass e.g. --scale 0.5"));
-            }
-        }
         let max_memory = limits::parse_size(&cli.max_memory)?;
 
         // ---- input: a raw matrix, or the sentence's tokens ----
@@ -281,24 +277,6 @@ impl Settings {
             }
             _ => vocab_size,
         };
-        if let (Some(l), true) = (cli.layer, true) {
-            if l >= layers {
-                return Err(usage(
-                    "--layer",
-                    format!("layer {l} does not exist; the model has {layers}"),
-                    format!("pass --layer 0 to {}", layers - 1),
-                ));
-            }
-        }
-        if let Some(h) = cli.head {
-            if h >= heads {
-                return Err(usage(
-                    "--head",
-                    format!("head {h} does not exist; the model has {heads}"),
-                    format!("pass --head 0 to {}", heads - 1),
-                ));
-            }
-        }
         let scale = cli.scale.unwrap_or(1.0 / (d_k as f64).sqrt());
 
         let recipe = recipe(&cli)?;
@@ -354,36 +332,33 @@ impl Settings {
             positions,
             causal: cli.causal,
             scale,
-            norm: match cli.norm {
+            norm: match cli.norm.unwrap_or(cli::NormArg::Post) {
                 cli::NormArg::Post => Norm::Post,
                 cli::NormArg::Pre => Norm::Pre,
             },
-            activation: match cli.activation {
+            activation: match cli.activation.unwrap_or(cli::ActivationArg::Relu) {
                 cli::ActivationArg::Relu => Activation::Relu,
                 cli::ActivationArg::Gelu => Activation::Gelu,
             },
             attn_bias,
             ffn_bias,
-            eps: cli.eps,
+            eps,
             raw_input: matrix.is_some(),
+            model: None,
             init,
         };
         limits::check(&cfg, n, max_memory)?;
 
         let input = match (matrix, ids) {
             (Some((rows, cols, values)), _) => Input::Matrix(Tensor::from_vec(values, (rows, cols), &Device::Cpu)?),
-            (None, Some(ids)) => Input::Ids(ids),
+            (None, Some(ids)) => Input::Ids { ids, type_ids: None },
             (None, None) => anyhow::bail!("internal: neither ids nor a matrix"),
         };
         let source = match named {
             Some(nm) => Source::File(nm),
             None => Source::Seeded(recipe),
         };
-        let selection = Selection {
-            steps: cli.steps.as_deref().map(|s| crate::steps::parse(s, layers)).transpose()?,
-            layer: cli.layer,
-            head: cli.head,
-        };
+        let selection = selection(&cli, layers, heads)?;
         Ok(Settings {
             sentence,
             tokens,
@@ -391,10 +366,62 @@ impl Settings {
             cfg,
             source,
             selection,
-            output: Output { format: cli.format, precision: cli.precision, width: cli.width },
+            output: Output { format: cli.format, precision: cli.precision, width: cli.width, summary: false },
             save_weights: cli.save_weights,
         })
     }
+}
+
+/// Checks the flags every run shares: output shape, numbers that must be finite.
+fn check_output_flags(cli: &Cli) -> Result<()> {
+    if cli.width < 40 {
+        return Err(usage("--width", format!("{} is too narrow for a table", cli.width), "pass --width 40 or more"));
+    }
+    if cli.precision > 12 {
+        return Err(usage(
+            "--precision",
+            format!("{} digits is more than f32 holds", cli.precision),
+            "pass --precision 12 or fewer (JSON always has every digit)",
+        ));
+    }
+    if let Some(eps) = cli.eps {
+        if !eps.is_finite() || eps < 0.0 {
+            return Err(usage("--eps", format!("{eps} is not a finite, non-negative number"), "pass e.g. --eps 1e-5"));
+        }
+    }
+    if let Some(s) = cli.scale {
+        if !s.is_finite() {
+            return Err(usage("--scale", format!("{s} is not a finite number"), "pass e.g. --scale 0.5"));
+        }
+    }
+    Ok(())
+}
+
+/// `--steps`, `--layer` and `--head`, checked against the model's sizes.
+pub(crate) fn selection(cli: &Cli, layers: usize, heads: usize) -> Result<Selection> {
+    if let Some(l) = cli.layer {
+        if l >= layers {
+            return Err(usage(
+                "--layer",
+                format!("layer {l} does not exist; the model has {layers}"),
+                format!("pass --layer 0 to {}", layers - 1),
+            ));
+        }
+    }
+    if let Some(h) = cli.head {
+        if h >= heads {
+            return Err(usage(
+                "--head",
+                format!("head {h} does not exist; the model has {heads}"),
+                format!("pass --head 0 to {}", heads - 1),
+            ));
+        }
+    }
+    Ok(Selection {
+        steps: cli.steps.as_deref().map(|s| crate::steps::parse(s, layers)).transpose()?,
+        layer: cli.layer,
+        head: cli.head,
+    })
 }
 
 fn tokenizer_options(cli: &Cli) -> Result<TokenizerOptions> {

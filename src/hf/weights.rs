@@ -1,0 +1,102 @@
+//! BERT checkpoint names → [`Params`]. Names are looked up with or without the `bert.`
+//! prefix (sentence-transformers checkpoints drop it), and older `gamma`/`beta` LayerNorm
+//! names are accepted. Buffers such as `embeddings.position_ids` are ignored.
+
+use crate::error::usage;
+use crate::hf::config::HfConfig;
+use crate::init::{LayerNorm, LayerParams, Linear, Params};
+use anyhow::Result;
+use candle_core::safetensors::MmapedSafetensors;
+use candle_core::{DType, Device, Tensor};
+use std::path::Path;
+
+pub struct Weights {
+    st: MmapedSafetensors,
+    prefix: &'static str,
+    what: String,
+}
+
+impl Weights {
+    pub fn open(path: &Path, what: &str) -> Result<Weights> {
+        // SAFETY: the file is mapped read-only; as everywhere with mmap, it must not be
+        // truncated while we run. candle's safetensors reader checks the header and offsets.
+        let st = unsafe { MmapedSafetensors::new(path) }.map_err(|e| {
+            let why = e.to_string().lines().next().unwrap_or("").to_string();
+            usage(
+                what,
+                format!("model.safetensors is not a readable safetensors file ({why})"),
+                "restore or re-download the model",
+            )
+        })?;
+        let prefix = if st.get("bert.embeddings.word_embeddings.weight").is_ok() { "bert." } else { "" };
+        Ok(Weights { st, prefix, what: what.to_string() })
+    }
+
+    fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        let full = format!("{}{name}", self.prefix);
+        let t = self.st.load(&full, &Device::Cpu).map_err(|_| {
+            usage(
+                &self.what,
+                format!("model.safetensors has no tensor {full}"),
+                "use a BERT checkpoint with the standard names",
+            )
+        })?;
+        if t.dims() != shape {
+            return Err(usage(
+                &self.what,
+                format!("tensor {full} has shape {:?} but config.json implies {shape:?}", t.dims()),
+                "use the config.json that belongs to these weights",
+            ));
+        }
+        Ok(if t.dtype() == DType::F32 { t } else { t.to_dtype(DType::F32)? })
+    }
+
+    fn linear(&self, name: &str, d_in: usize, d_out: usize) -> Result<Linear> {
+        Ok(Linear {
+            weight: self.get(&format!("{name}.weight"), &[d_out, d_in])?,
+            bias: Some(self.get(&format!("{name}.bias"), &[d_out])?),
+        })
+    }
+
+    fn norm(&self, name: &str, d: usize) -> Result<LayerNorm> {
+        let w = self.get(&format!("{name}.weight"), &[d]).or_else(|_| self.get(&format!("{name}.gamma"), &[d]))?;
+        let b = self.get(&format!("{name}.bias"), &[d]).or_else(|_| self.get(&format!("{name}.beta"), &[d]))?;
+        Ok(LayerNorm { weight: w, bias: b })
+    }
+
+    /// Every parameter the trace needs.
+    pub fn params(&self, c: &HfConfig) -> Result<Params> {
+        let d = c.hidden_size;
+        let token = self.get("embeddings.word_embeddings.weight", &[c.vocab_size, d])?;
+        let position = self.get("embeddings.position_embeddings.weight", &[c.max_position_embeddings, d])?;
+        let token_type = self.get("embeddings.token_type_embeddings.weight", &[c.type_vocab_size, d])?;
+        let embed_norm = self.norm("embeddings.LayerNorm", d)?;
+        let mut layers = Vec::with_capacity(c.num_hidden_layers);
+        for i in 0..c.num_hidden_layers {
+            let p = format!("encoder.layer.{i}");
+            layers.push(LayerParams {
+                q_proj: self.linear(&format!("{p}.attention.self.query"), d, d)?,
+                k_proj: self.linear(&format!("{p}.attention.self.key"), d, d)?,
+                v_proj: self.linear(&format!("{p}.attention.self.value"), d, d)?,
+                out_proj: self.linear(&format!("{p}.attention.output.dense"), d, d)?,
+                norm1: self.norm(&format!("{p}.attention.output.LayerNorm"), d)?,
+                linear1: self.linear(&format!("{p}.intermediate.dense"), d, c.intermediate_size)?,
+                linear2: self.linear(&format!("{p}.output.dense"), c.intermediate_size, d)?,
+                norm2: self.norm(&format!("{p}.output.LayerNorm"), d)?,
+            });
+        }
+        Ok(Params {
+            token: Some(token),
+            position: Some(position),
+            token_type: Some(token_type),
+            embed_norm: Some(embed_norm),
+            layers,
+        })
+    }
+}
+
+impl std::fmt::Debug for Weights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Weights({}, prefix {:?})", self.what, self.prefix)
+    }
+}

@@ -1,0 +1,202 @@
+//! Real models against transformers 4.46.3 (fixtures/oracle/bert, made by bert_oracle.py):
+//! every layer's attention weights and hidden state within 1e-4, for MiniLM (fetched by
+//! tests/fetch-model.sh; these tests fail, not skip, when it is missing) and the tiny BERT
+//! checkpoint in fixtures/tiny-bert, whose layer-0 intermediates are checked step by step.
+
+use crate::common::*;
+use serde_json::Value;
+use std::path::PathBuf;
+
+const TOL: f64 = 1e-4;
+
+fn minilm() -> PathBuf {
+    let dir = root().join(".cache/models/all-MiniLM-L6-v2");
+    assert!(
+        dir.join("model.safetensors").is_file(),
+        "the test model is missing at {}: run tests/fetch-model.sh (tests/run.sh does it for you)",
+        dir.display()
+    );
+    dir
+}
+
+fn compare(what: &str, got: &[f64], want: &Value) {
+    let want = flat(want);
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert!(close(*a, *b, TOL, TOL), "{what}[{i}]: attn-trace {a}, transformers {b}");
+    }
+}
+
+fn check_case(file: &str) {
+    let case: Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("fixtures/oracle/bert").join(file)).unwrap())
+            .unwrap();
+    let dir = if case["model"] == "minilm" { minilm() } else { root().join(case["model_dir"].as_str().unwrap()) };
+    let mut args = vec![case["sentence"].as_str().unwrap().to_string()];
+    if let Some(p) = case["pair"].as_str() {
+        args.push(p.to_string());
+    }
+    args.extend(["--model".to_string(), dir.to_str().unwrap().to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let doc = trace_json(&args);
+    assert_eq!(doc["input"]["tokens"], case["tokens"], "{file}: tokens");
+    assert_eq!(doc["input"]["token_ids"], case["input_ids"], "{file}: ids");
+    assert_eq!(doc["input"]["token_type_ids"], case["token_type_ids"], "{file}: token types");
+    let s = steps(&doc);
+    compare(&format!("{file} embed.out"), &s["embed.out"].1, &case["hidden_states"][0]);
+    let layers = case["attentions"].as_array().unwrap().len();
+    for l in 0..layers {
+        compare(
+            &format!("{file} layers.{l}.attn.weights"),
+            &s[&format!("layers.{l}.attn.weights")].1,
+            &case["attentions"][l],
+        );
+        compare(
+            &format!("{file} layers.{l}.add_norm2.out"),
+            &s[&format!("layers.{l}.add_norm2.out")].1,
+            &case["hidden_states"][l + 1],
+        );
+    }
+    if let Some(embed) = case["embed"].as_object() {
+        for (k, id) in [
+            ("word", "embed.token"),
+            ("position", "embed.position"),
+            ("token_type", "embed.token_type"),
+            ("sum", "embed.sum"),
+            ("out", "embed.out"),
+        ] {
+            compare(&format!("{file} {id}"), &s[id].1, &embed[k]);
+        }
+    }
+    if let Some(l0) = case["layer0"].as_object() {
+        for (k, name) in [
+            ("q", "attn.q"),
+            ("k", "attn.k"),
+            ("v", "attn.v"),
+            ("raw_scores", "attn.raw_scores"),
+            ("scores", "attn.scores"),
+            ("weights", "attn.weights"),
+            ("context", "attn.context"),
+            ("concat", "attn.concat"),
+            ("attn_out", "attn.out"),
+            ("add_norm1_sum", "add_norm1.sum"),
+            ("add_norm1_out", "add_norm1.out"),
+            ("ffn_hidden", "ffn.hidden"),
+            ("ffn_act", "ffn.act"),
+            ("ffn_out", "ffn.out"),
+            ("add_norm2_sum", "add_norm2.sum"),
+            ("add_norm2_out", "add_norm2.out"),
+        ] {
+            compare(&format!("{file} layers.0.{name}"), &s[&format!("layers.0.{name}")].1, &l0[k]);
+        }
+    }
+}
+
+#[test]
+fn tiny_bert_matches_transformers_step_by_step() {
+    for f in ["tiny-bert_shoes.json", "tiny-bert_split.json", "tiny-bert_pair.json"] {
+        check_case(f);
+    }
+}
+
+#[test]
+fn minilm_matches_transformers() {
+    for f in
+        ["minilm_shoes.json", "minilm_wordpieces.json", "minilm_long.json", "minilm_punct.json", "minilm_pair.json"]
+    {
+        check_case(f);
+    }
+}
+
+/// A copy of the tiny checkpoint that a test may break.
+fn tiny_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(root().join("fixtures/tiny-bert").join(f), dir.path().join(f)).unwrap();
+    }
+    dir
+}
+
+fn usage_error(args: &[&str], fragment: &str) {
+    let out = cmd().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(out.stdout.is_empty(), "{args:?} wrote to stdout");
+    assert!(err.contains(fragment), "{args:?}: expected {fragment:?} in {err:?}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn bad_model_folders() {
+    let empty = tempfile::tempdir().unwrap();
+    let e = empty.path().to_str().unwrap();
+    usage_error(&["a b", "--model", e], "config.json is missing");
+    usage_error(&["a b", "--model", "no/such-model-anywhere"], "not in the local Hugging Face cache");
+    usage_error(&["a b", "--model", "./nope"], "no such folder");
+
+    let d = tiny_copy();
+    let p = d.path().to_str().unwrap().to_string();
+    let cfg = std::fs::read_to_string(d.path().join("config.json")).unwrap();
+    std::fs::write(d.path().join("config.json"), cfg.replace("\"bert\"", "\"gpt2\"")).unwrap();
+    usage_error(
+        &["a b", "--model", &p],
+        "model_type \"gpt2\" is not supported (use a model of a supported family: bert)",
+    );
+    std::fs::write(d.path().join("config.json"), cfg.replace("\"vocab_size\": 80", "\"vocab_size\": 10")).unwrap();
+    usage_error(&["a b", "--model", &p], "tokenizer.json has 80 tokens but config.json's vocab_size is 10");
+    std::fs::write(d.path().join("config.json"), &cfg).unwrap();
+
+    let st = std::fs::read(d.path().join("model.safetensors")).unwrap();
+    std::fs::write(d.path().join("model.safetensors"), &st[..st.len() / 3]).unwrap();
+    usage_error(&["a b", "--model", &p], "model.safetensors is not a readable safetensors file");
+    std::fs::write(d.path().join("model.safetensors"), &st).unwrap();
+    std::fs::write(d.path().join("tokenizer.json"), "{ not json").unwrap();
+    usage_error(&["a b", "--model", &p], "tokenizer.json cannot be read");
+
+    let tiny = root().join("fixtures/tiny-bert");
+    let t = tiny.to_str().unwrap();
+    usage_error(&["a b", "--model", t, "--heads", "3"], "--heads 3 contradicts --model");
+    usage_error(&["a b", "--model", t, "--norm", "pre"], "post-norm");
+    usage_error(&["a b", "--model", t, "--weights", "x.json"], "--weights: it applies to the toy encoder");
+    usage_error(&["", "--model", t], "sentence: it is empty");
+    usage_error(&["a b", "", "--model", t], "PAIR: the second sentence is empty");
+    usage_error(&["a b", "c d"], "PAIR: a sentence pair needs a real model");
+}
+
+#[test]
+fn too_long_is_an_error_unless_truncated() {
+    let tiny = root().join("fixtures/tiny-bert");
+    let t = tiny.to_str().unwrap();
+    let long = vec!["cat"; 40].join(" "); // 42 tokens; max_position_embeddings is 32
+    usage_error(&[&long, "--model", t], "it has 42 tokens but the model takes at most 32");
+    let out = cmd()
+        .args([long.as_str(), "--model", t, "--truncate", "--format", "json", "--steps", "tokens"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--truncate dropped the last 10 tokens"), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["input"]["tokens"].as_array().unwrap().len(), 32);
+    assert_eq!(doc["input"]["tokens"][31], "[SEP]");
+    assert_eq!(doc["config"]["model"]["truncated"], 10);
+}
+
+#[test]
+fn hugging_face_cache_layout_is_found() {
+    let hub = tempfile::tempdir().unwrap();
+    let repo = hub.path().join("models--acme--tiny-bert");
+    let snap = repo.join("snapshots/0123abcd");
+    std::fs::create_dir_all(&snap).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), "0123abcd").unwrap();
+    for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(root().join("fixtures/tiny-bert").join(f), snap.join(f)).unwrap();
+    }
+    let out = cmd()
+        .env("HF_HUB_CACHE", hub.path())
+        .args(["my shoes are small", "--model", "acme/tiny-bert", "--format", "json", "--steps", "output"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
