@@ -7,11 +7,14 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let cli = match attn_trace::cli::Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
-            // --help and --version print to stdout and succeed; real usage errors exit 2.
-            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
+        // --help and --version print to stdout and succeed.
+        Err(e) if !e.use_stderr() => {
             let _ = e.print();
-            return ExitCode::from(code);
+            return ExitCode::from(exit::OK);
+        }
+        Err(e) => {
+            eprintln!("attn-trace: {}", one_line(&e.render().to_string()));
+            return ExitCode::from(exit::USAGE);
         }
     };
     let stdout = std::io::stdout();
@@ -26,4 +29,17 @@ fn main() -> ExitCode {
             ExitCode::from(exit_code(&e))
         }
     }
+}
+
+/// Folds clap's multi-line usage error into the one line every attn-trace error is:
+/// "error: invalid value 'xml' for '--format <FORMAT>' [possible values: table, json]".
+fn one_line(text: &str) -> String {
+    let kept: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .collect();
+    let joined = kept.join(" ");
+    let msg = joined.strip_prefix("error: ").unwrap_or(&joined);
+    format!("{msg} (see attn-trace --help)")
 }

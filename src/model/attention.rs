@@ -47,3 +47,65 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, trace
     record(trace, &id("out"), &["pos", "d_model"], &out)?;
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Activation, InitConfig, Norm, Positions};
+    use crate::init::{LayerNorm, Linear};
+
+    fn eye() -> Linear {
+        Linear { weight: Tensor::new(&[[1f32, 0.0], [0.0, 1.0]], &Device::Cpu).unwrap(), bias: None }
+    }
+
+    #[test]
+    fn softmax_of_zero_and_ln3_is_a_quarter_and_three_quarters() {
+        // Identity projections, scale 1: token 1 = [√ln3, 0] scores [0, ln 3] against the
+        // keys [0, 0] and itself, so its weights are [1/4, 3/4] and its context 3/4 of itself.
+        let a = 3f32.ln().sqrt();
+        let x = Tensor::new(&[[0f32, 0.0], [a, 0.0]], &Device::Cpu).unwrap();
+        let norm = LayerNorm {
+            weight: Tensor::ones(2, candle_core::DType::F32, &Device::Cpu).unwrap(),
+            bias: Tensor::zeros(2, candle_core::DType::F32, &Device::Cpu).unwrap(),
+        };
+        let p = LayerParams {
+            q_proj: eye(),
+            k_proj: eye(),
+            v_proj: eye(),
+            out_proj: eye(),
+            norm1: norm.clone(),
+            linear1: eye(),
+            linear2: eye(),
+            norm2: norm,
+        };
+        let cfg = ModelConfig {
+            d_model: 2,
+            heads: 1,
+            d_k: 2,
+            d_v: 2,
+            d_ff: 2,
+            layers: 1,
+            vocab_size: 0,
+            max_len: 2,
+            positions: Positions::None,
+            causal: false,
+            scale: 1.0,
+            norm: Norm::Post,
+            activation: Activation::Relu,
+            attn_bias: false,
+            ffn_bias: false,
+            eps: 1e-5,
+            raw_input: true,
+            model: None,
+            init: InitConfig::File { path: String::new() },
+        };
+        let mut trace = Trace::new(vec!["a".into(), "b".into()], Default::default());
+        let out = attention(&cfg, &p, &x, 0, &mut trace).unwrap();
+        let w = trace.get("layers.0.attn.weights").unwrap().f32s().unwrap().to_vec();
+        let close = |a: f32, b: f32| (a - b).abs() < 1e-6;
+        assert!(close(w[0], 0.5) && close(w[1], 0.5), "{w:?}");
+        assert!(close(w[2], 0.25) && close(w[3], 0.75), "{w:?}");
+        let out = out.to_vec2::<f32>().unwrap();
+        assert!(close(out[1][0], 0.75 * a) && close(out[1][1], 0.0), "{out:?}");
+    }
+}
