@@ -38,7 +38,10 @@ pub fn compute(settings: &Settings) -> Result<trace::Trace> {
             };
             init::file::params(named.clone(), cfg, &what)?
         }
-        Source::Model(weights, hf_config) => weights.params(hf_config)?,
+        Source::Model(weights, hf_config) => match &settings.input {
+            model::Input::Ids { ids, .. } => weights.params(hf_config, ids)?,
+            model::Input::Matrix(_) => anyhow::bail!("internal: a real model takes token ids"),
+        },
     };
     if let Some(path) = &settings.save_weights {
         init::file::save(&params, path)?;

@@ -243,7 +243,7 @@ pub fn params(mut named: Named, cfg: &ModelConfig, what: &str) -> Result<Params>
             "check the name against README's weight-file names, or the flags (--layers, --positions, --attn-bias) that say which tensors exist",
         ));
     }
-    Ok(Params { token, position, token_type: None, embed_norm: None, layers })
+    Ok(Params { token, token_rows: None, position, token_type: None, embed_norm: None, layers })
 }
 
 fn take(named: &mut Named, name: &str, shape: &[usize], what: &str) -> Result<Tensor> {

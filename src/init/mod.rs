@@ -56,8 +56,11 @@ pub struct LayerParams {
 /// Every parameter of one encoder stack.
 #[derive(Debug, Clone)]
 pub struct Params {
-    /// [vocab_size, d_model]; absent when the input is a raw matrix.
+    /// [vocab_size, d_model]; absent when the input is a raw matrix, or when a real model's
+    /// rows were gathered straight from its memory-mapped file into `token_rows`.
     pub token: Option<Tensor>,
+    /// [pos, d_model]: the token-embedding rows of this input, already looked up.
+    pub token_rows: Option<Tensor>,
     /// [max_len, d_model]; present only for learned positions.
     pub position: Option<Tensor>,
     /// [type_vocab_size, d_model]: BERT's segment embeddings (real models only).

@@ -123,7 +123,7 @@ pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
             norm2: layer_norm(d)?,
         });
     }
-    Ok(Params { token, position, token_type: None, embed_norm: None, layers })
+    Ok(Params { token, token_rows: None, position, token_type: None, embed_norm: None, layers })
 }
 
 fn skip(g: &mut TorchGenerator, n: u64) {

@@ -16,9 +16,11 @@ pub fn embed(cfg: &ModelConfig, params: &Params, input: &Input, trace: &mut Trac
     let rows = match input {
         Input::Ids { ids, .. } => {
             trace.record("token_ids", &["pos"], &[n], Values::Int(ids.iter().map(|&i| i as i64).collect()));
-            let table = params.token.as_ref().context("internal: token embeddings are missing")?;
-            let idx = Tensor::new(ids.as_slice(), &Device::Cpu)?;
-            let token = table.index_select(&idx, 0)?; // [pos, d_model]
+            let token = match (&params.token_rows, &params.token) {
+                (Some(rows), _) => rows.clone(), // [pos, d_model], gathered at load
+                (None, Some(table)) => table.index_select(&Tensor::new(ids.as_slice(), &Device::Cpu)?, 0)?,
+                (None, None) => anyhow::bail!("internal: token embeddings are missing"),
+            }; // [pos, d_model]
             record(trace, "embed.token", &["pos", "d_model"], &token)?;
             token
         }
