@@ -13,6 +13,14 @@ pub enum Format {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorArg {
+    /// Colour when stdout is a terminal and NO_COLOR is not set.
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PositionsArg {
     Learned,
     Sinusoidal,
@@ -212,6 +220,12 @@ pub struct Cli {
     /// Table width in columns; wider tensors are split into column blocks.
     #[arg(long, value_name = "N", default_value_t = 80, help_heading = "Output")]
     pub width: usize,
+    /// Colour in views that use it (auto: only on a terminal, and never with NO_COLOR set).
+    #[arg(long, value_enum, default_value = "auto", help_heading = "Output")]
+    pub color: ColorArg,
+    /// Print no notes on stderr (errors are still printed).
+    #[arg(long, short = 'q', help_heading = "Output")]
+    pub quiet: bool,
     /// Refuse runs whose tensors would need more than this many bytes (e.g. 512MiB, 8GiB).
     #[arg(long, value_name = "SIZE", default_value = "2GiB", help_heading = "Output")]
     pub max_memory: String,

@@ -37,6 +37,21 @@ pub struct Output {
     pub width: usize,
     /// Tables as a summary (a real model without --steps): see `render::summary`.
     pub summary: bool,
+    /// Whether views that can colour should (`--color`, NO_COLOR, a terminal).
+    pub color: bool,
+}
+
+/// Resolves `--color`: `always` and `never` are what they say; `auto` colours only a
+/// terminal, and never when NO_COLOR is set to anything non-empty (no-color.org).
+pub fn use_color(arg: cli::ColorArg) -> bool {
+    use std::io::IsTerminal;
+    match arg {
+        cli::ColorArg::Always => true,
+        cli::ColorArg::Never => false,
+        cli::ColorArg::Auto => {
+            std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -369,7 +384,13 @@ impl Settings {
             cfg,
             source,
             selection,
-            output: Output { format: cli.format, precision: cli.precision, width: cli.width, summary: false },
+            output: Output {
+                format: cli.format,
+                precision: cli.precision,
+                width: cli.width,
+                summary: false,
+                color: use_color(cli.color),
+            },
             save_weights: cli.save_weights,
         })
     }

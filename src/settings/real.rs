@@ -83,7 +83,7 @@ pub fn from_cli(cli: Cli) -> Result<Settings> {
         ));
     }
     let enc = model.encode(&sentence, cli.pair.as_deref(), cli.truncate)?;
-    if enc.truncated > 0 {
+    if enc.truncated > 0 && !cli.quiet {
         eprintln!(
             "attn-trace: note: --truncate dropped the last {} tokens to fit max_position_embeddings {max_len}",
             enc.truncated
@@ -131,6 +131,7 @@ pub fn from_cli(cli: Cli) -> Result<Settings> {
             precision: cli.precision,
             width: cli.width,
             summary: cli.format == cli::Format::Table && cli.steps.is_none(),
+            color: super::use_color(cli.color),
         },
         selection,
         save_weights: None,
