@@ -78,9 +78,12 @@ pub enum VocabOrderArg {
     after_help = "Step ids, the JSON document and exit codes (0 ok, 1 failure, 2 usage) are described in README.md."
 )]
 pub struct Cli {
-    /// The sentence to trace.
+    /// The sentence to trace; "-" reads it from standard input.
     #[arg(value_name = "SENTENCE")]
     pub sentence: Option<String>,
+    /// Read the sentence from a file (UTF-8; surrounding white space is trimmed).
+    #[arg(long, value_name = "FILE", conflicts_with = "sentence", help_heading = "Tokens")]
+    pub file: Option<std::path::PathBuf>,
     /// With --model: a second sentence, traced as a pair with BERT's token types.
     #[arg(value_name = "PAIR")]
     pub pair: Option<String>,
@@ -223,6 +226,12 @@ pub struct Cli {
     /// Colour in views that use it (auto: only on a terminal, and never with NO_COLOR set).
     #[arg(long, value_enum, default_value = "auto", help_heading = "Output")]
     pub color: ColorArg,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) and exit.
+    #[arg(long, value_name = "SHELL", help_heading = "Output")]
+    pub completions: Option<clap_complete::Shell>,
+    /// Print the man page (roff) and exit: attn-trace --man > attn-trace.1
+    #[arg(long, help_heading = "Output")]
+    pub man: bool,
     /// Print no notes on stderr (errors are still printed).
     #[arg(long, short = 'q', help_heading = "Output")]
     pub quiet: bool,

@@ -59,6 +59,15 @@ pub fn compute(settings: &Settings) -> Result<trace::Trace> {
 
 /// Runs one command line: check it, compute the trace, render it to `out`.
 pub fn run(cli: cli::Cli, out: &mut dyn Write) -> Result<()> {
+    // Completions and the man page come from the clap definition itself, so they never drift.
+    if let Some(shell) = cli.completions {
+        clap_complete::generate(shell, &mut <cli::Cli as clap::CommandFactory>::command(), "attn-trace", out);
+        return Ok(());
+    }
+    if cli.man {
+        clap_mangen::Man::new(<cli::Cli as clap::CommandFactory>::command()).render(out)?;
+        return Ok(());
+    }
     let settings = Settings::from_cli(cli)?;
     let trace = compute(&settings)?;
     // Render into memory first only when small; otherwise stream. Either way nothing is

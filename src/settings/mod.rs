@@ -4,6 +4,7 @@
 
 mod parse;
 mod real;
+mod text;
 
 use parse::{read_matrix, recipe, tokenizer_options};
 
@@ -87,8 +88,9 @@ pub(crate) fn agree(flag: &str, given: Option<usize>, from_file: usize, weights:
 }
 
 impl Settings {
-    pub fn from_cli(cli: Cli) -> Result<Settings> {
+    pub fn from_cli(mut cli: Cli) -> Result<Settings> {
         check_output_flags(&cli)?;
+        cli.sentence = text::sentence(cli.sentence.take(), cli.file.as_deref())?;
         if cli.model.is_some() {
             return real::from_cli(cli);
         }

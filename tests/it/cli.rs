@@ -340,3 +340,56 @@ fn tables_fit_the_width() {
         cmd().args(["my shoes are small, my feet are big.", "--heads", "2", "--steps", "weights"]).output().unwrap();
     assert!(!String::from_utf8(out.stdout).unwrap().contains("columns"));
 }
+
+#[test]
+fn sentence_from_stdin_and_file() {
+    let doc: serde_json::Value = serde_json::from_slice(
+        &cmd()
+            .args(["-", "--format", "json", "--steps", "tokens"])
+            .write_stdin("my shoes are small\n")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(doc["input"]["tokens"], serde_json::json!(["my", "shoes", "are", "small"]));
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(&dir, "s.txt", "my feet\n".as_bytes());
+    let doc = trace_json(&["--file", &f, "--steps", "tokens"]);
+    assert_eq!(doc["input"]["tokens"], serde_json::json!(["my", "feet"]));
+    // Not UTF-8: the error names the first bad byte and its offset.
+    let out = cmd().arg("-").write_stdin(&b"my sh\xffoes"[..]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("standard input: not UTF-8: byte 0xff at offset 5"));
+    assert!(out.stdout.is_empty());
+    let bad = write(&dir, "latin1.txt", b"caf\xe9");
+    assert_usage_error(&["--file", &bad], "not UTF-8: byte 0xe9 at offset 3");
+    assert_usage_error(&["--file", "/nonexistent/s.txt"], "--file /nonexistent/s.txt");
+    assert_usage_error(&["a b", "--file", &f], "cannot be used with");
+    // Empty standard input is an empty sentence.
+    let out = cmd().arg("-").write_stdin("").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn completions_and_man_page_come_from_the_cli() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = cmd().args(["--completions", shell]).output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        // fish writes "-l heads", the others "--heads".
+        assert!(text.contains("max-memory") && text.contains("heads") && text.contains("attn-trace"), "{shell}");
+    }
+    let out = cmd().arg("--man").output().unwrap();
+    let man = String::from_utf8(out.stdout).unwrap();
+    assert!(man.starts_with(".ie") && man.contains(".TH attn-trace 1") && man.contains("\\-\\-heads"));
+}
+
+#[test]
+fn a_million_tokens_is_refused_before_allocating() {
+    let sentence = vec!["w"; 1_000_000].join(" ");
+    let out = cmd().args(["-", "--positions", "sinusoidal"]).write_stdin(sentence).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("above the cap") && err.contains("--max-memory"), "{err}");
+}
