@@ -5,5 +5,6 @@ mod cli;
 mod common;
 mod golden;
 mod oracle;
+mod props;
 mod reference;
 mod seeds;
