@@ -20,15 +20,28 @@ pub fn read(path: &Path) -> Result<Named> {
     let bytes =
         std::fs::read(path).map_err(|e| usage(&what, e, "pass the path of an existing, readable weights file"))?;
     let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
-    let named = if is_json { parse_json(&bytes, &what)? } else { parse_safetensors(&bytes, &what)? };
+    parse(&bytes, is_json, &what)
+}
+
+/// Parses a weights file's bytes (JSON or safetensors); the fuzz targets call this directly.
+pub fn parse(bytes: &[u8], is_json: bool, what: &str) -> Result<Named> {
+    let named = if is_json { parse_json(bytes, what)? } else { parse_safetensors(bytes, what)? };
     if named.is_empty() {
-        return Err(usage(
-            &what,
-            "the file holds no tensors",
-            "save weights with --save-weights, or list them by name",
-        ));
+        return Err(usage(what, "the file holds no tensors", "save weights with --save-weights, or list them by name"));
     }
     Ok(named)
+}
+
+/// Names of tensors holding NaN or an infinity: allowed (the trace shows what they do), but
+/// worth a note, since they are rarely meant.
+pub fn non_finite(named: &Named) -> Vec<String> {
+    named
+        .iter()
+        .filter(|(_, t)| {
+            t.flatten_all().and_then(|f| f.to_vec1::<f32>()).map(|v| v.iter().any(|x| !x.is_finite())).unwrap_or(false)
+        })
+        .map(|(n, _)| n.clone())
+        .collect()
 }
 
 fn parse_safetensors(bytes: &[u8], what: &str) -> Result<Named> {

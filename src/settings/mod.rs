@@ -154,6 +154,12 @@ impl Settings {
             Some(p) => Some(file::read(p)?),
             None => None,
         };
+        if let (Some(nm), false) = (&named, cli.quiet) {
+            let bad = file::non_finite(nm);
+            if !bad.is_empty() {
+                eprintln!("attn-trace: note: the weights hold NaN or infinite values in {}", bad.join(", "));
+            }
+        }
         let fd: Option<FileDims> = match (&named, &weights_name) {
             (Some(nm), Some(w)) => Some(file::infer(nm, w)?),
             _ => None,
