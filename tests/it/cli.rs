@@ -24,7 +24,7 @@ const BAD: &[(&[&str], &str)] = &[
     (&["a b", "--steps", "layers.3.attn.q"], "names layer 3, but the model has 1"),
     (&["a b", "--layer", "1"], "--layer: layer 1 does not exist"),
     (&["a b", "--head", "1"], "--head: head 1 does not exist"),
-    (&["a b", "--format", "xml"], "invalid value 'xml' for '--format <FORMAT>' [possible values: table, json]"),
+    (&["a b", "--format", "xml"], "invalid value 'xml' for '--format <FORMAT>' [possible values: table, json"),
     (&["a b", "--init", "numpy"], "invalid value 'numpy' for '--init <INIT>'"),
     (&["a b", "--rand-layout", "diagonal"], "invalid value 'diagonal'"),
     (&["a b", "--heads", "two"], "invalid value 'two' for '--heads <N>'"),
