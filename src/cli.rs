@@ -10,6 +10,8 @@ pub enum Format {
     Table,
     /// One JSON document: schema_version, input, config, steps.
     Json,
+    /// Each head's attention weights as a coloured grid (shaded characters without colour).
+    Heatmap,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -238,4 +240,27 @@ pub struct Cli {
     /// Refuse runs whose tensors would need more than this many bytes (e.g. 512MiB, 8GiB).
     #[arg(long, value_name = "SIZE", default_value = "2GiB", help_heading = "Output")]
     pub max_memory: String,
+
+    // ---- views ----
+    /// Walk through one token's attention, head by head: its query, its dot product with
+    /// every key, the scaling, the mask, the softmax and the context vector. A number is a
+    /// position; a word must occur once. Uses --layer (default 0).
+    #[arg(long, value_name = "TOKEN|POS", help_heading = "Views")]
+    pub focus: Option<String>,
+    /// With --focus: write every dot product and sum out term by term, with its numbers.
+    #[arg(long, help_heading = "Views")]
+    pub explain: bool,
+    /// Attention between words: a "##" word piece joins the token before it (sum over a
+    /// word's key pieces, mean over its query pieces).
+    #[arg(long, help_heading = "Views")]
+    pub merge_pieces: bool,
+    /// Attention averaged over heads (mean over heads).
+    #[arg(long, help_heading = "Views")]
+    pub average_heads: bool,
+    /// Also write the trace as one self-contained HTML page with interactive attention maps.
+    #[arg(long, value_name = "FILE", help_heading = "Views")]
+    pub html: Option<PathBuf>,
+    /// Also write an SVG attention map of --layer (default 0): --head, or every head.
+    #[arg(long, value_name = "FILE", help_heading = "Views")]
+    pub svg: Option<PathBuf>,
 }

@@ -12,6 +12,7 @@
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod focus;
 pub mod hf;
 pub mod init;
 pub mod limits;
@@ -21,6 +22,7 @@ pub mod settings;
 pub mod steps;
 pub mod tokenize;
 pub mod trace;
+pub mod views;
 
 use anyhow::{Context, Result};
 use settings::{Settings, Source};
@@ -68,12 +70,16 @@ pub fn run(cli: cli::Cli, out: &mut dyn Write) -> Result<()> {
         clap_mangen::Man::new(<cli::Cli as clap::CommandFactory>::command()).render(out)?;
         return Ok(());
     }
-    let settings = Settings::from_cli(cli)?;
+    let mut settings = Settings::from_cli(cli)?;
+    // The views' steps are recorded even when --steps narrows what is shown.
+    let shown = views::widen(&mut settings);
     let trace = compute(&settings)?;
+    let (trace, views) = views::build(trace, &shown, &settings.output)?;
+    views::write_files(&trace, &views, &settings.output)?;
     // Render into memory first only when small; otherwise stream. Either way nothing is
     // written before the whole trace has been computed, so an error leaves stdout empty.
     let mut w = std::io::BufWriter::with_capacity(1 << 16, out);
-    render::render(&trace, &settings.output, &mut w)?;
+    render::render_views(&trace, &views, &settings.output, &mut w)?;
     w.flush()?;
     Ok(())
 }

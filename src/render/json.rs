@@ -21,6 +21,12 @@ use std::io::{self, Write};
 pub const SCHEMA_VERSION: u32 = 1;
 
 pub fn write(trace: &Trace, w: &mut dyn Write) -> io::Result<()> {
+    write_with(trace, &[], w)
+}
+
+/// The document with optional top-level objects after `steps` (the views' `"focus"` and
+/// `"views"`; see render/focus.rs and render/views.rs), each given as its JSON text.
+pub fn write_with(trace: &Trace, extra: &[(&str, String)], w: &mut dyn Write) -> io::Result<()> {
     let mut input = serde_json::json!({
         "sentence": trace.sentence,
         "tokens": trace.tokens,
@@ -39,7 +45,10 @@ pub fn write(trace: &Trace, w: &mut dyn Write) -> io::Result<()> {
         write_step(step, w)?;
         writeln!(w, "{}", if i + 1 < trace.steps.len() { "," } else { "" })?;
     }
-    writeln!(w, "  ]")?;
+    writeln!(w, "  ]{}", if extra.is_empty() { "" } else { "," })?;
+    for (i, (key, text)) in extra.iter().enumerate() {
+        writeln!(w, "  {}: {text}{}", serde_json::to_string(key)?, if i + 1 < extra.len() { "," } else { "" })?;
+    }
     writeln!(w, "}}")
 }
 

@@ -5,6 +5,7 @@
 mod parse;
 mod real;
 mod text;
+pub mod views;
 
 use parse::{read_matrix, recipe, tokenizer_options};
 
@@ -40,6 +41,8 @@ pub struct Output {
     pub summary: bool,
     /// Whether views that can colour should (`--color`, NO_COLOR, a terminal).
     pub color: bool,
+    /// The views' flags (`--focus`, `--html`, …), checked.
+    pub views: views::ViewOptions,
 }
 
 /// Resolves `--color`: `always` and `never` are what they say; `auto` colours only a
@@ -385,6 +388,7 @@ impl Settings {
             None => Source::Seeded(recipe),
         };
         let selection = selection(&cli, layers, heads)?;
+        let views = views::options(&cli, &tokens, layers)?;
         Ok(Settings {
             sentence,
             tokens,
@@ -398,6 +402,7 @@ impl Settings {
                 width: cli.width,
                 summary: false,
                 color: use_color(cli.color),
+                views,
             },
             save_weights: cli.save_weights,
         })

@@ -117,6 +117,7 @@ pub fn from_cli(cli: Cli) -> Result<Settings> {
     };
     limits::check(&cfg, enc.ids.len(), limits::parse_size(&cli.max_memory)?)?;
     let selection = selection(&cli, layers, heads)?;
+    let views = super::views::options(&cli, &enc.tokens, layers)?;
     Ok(Settings {
         sentence: Some(match &cli.pair {
             Some(p) => format!("{sentence} ‖ {p}"),
@@ -132,6 +133,7 @@ pub fn from_cli(cli: Cli) -> Result<Settings> {
             width: cli.width,
             summary: cli.format == cli::Format::Table && cli.steps.is_none(),
             color: super::use_color(cli.color),
+            views,
         },
         selection,
         save_weights: None,

@@ -8,3 +8,4 @@ mod oracle;
 mod props;
 mod reference;
 mod seeds;
+mod views;

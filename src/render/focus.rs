@@ -1,0 +1,253 @@
+//! The `--focus` walkthrough as text (after the table or heatmap output) and as the JSON
+//! document's `"focus"` object. Per head: the query; a table with each key's raw score q·k,
+//! the scaled score, the mask term (with --causal), the score minus the row max, its exp and
+//! the weight; the sum of the exps; and the context vector as the weighted sum of the value
+//! rows, term by term. `--explain` writes the dot products and sums out with their numbers,
+//! as seed notebook 003 does by hand. All numbers come from [`Focus`]; nothing is computed.
+//!
+//! JSON (`"focus"`, one head per line; f32s from the trace as shortest round-trip decimals,
+//! derived f64s likewise, `"-inf"` for a masked score):
+//! `{"token", "position", "layer", "scale", "key_tokens", "heads": [{"head", "query",
+//! "keys", "products", "raw_scores", "scaled", "mask"?, "scores", "max_score", "shifted",
+//! "exp", "exp_sum", "weights", "values", "weighted_values", "context"}]}`.
+
+use super::heatmap::{blocks, wrap_words};
+use super::{json, table};
+use crate::focus::{Focus, FocusHead};
+use crate::settings::Output;
+use comfy_table::CellAlignment;
+use std::io::{self, Write};
+
+/// A number at the output's precision; −inf for a masked score.
+fn num(x: f64, p: usize) -> String {
+    if x.is_infinite() {
+        (if x > 0.0 { "inf" } else { "-inf" }).to_string()
+    } else {
+        format!("{x:.p$}")
+    }
+}
+
+/// "a×b", with a negative factor in brackets so the signs read.
+fn mul(a: f64, b: f64, p: usize) -> String {
+    let f = |x: f64| if x < 0.0 { format!("({})", num(x, p)) } else { num(x, p) };
+    format!("{}×{}", f(a), f(b))
+}
+
+pub fn write(f: &Focus, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+    for h in &f.heads {
+        write_head(f, h, out, w)?;
+    }
+    Ok(())
+}
+
+/// Writes `text` wrapped to the width: a numbered step continues under its words, a sum
+/// (indented) further in.
+fn lines(text: &str, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+    let indent = if text.starts_with(' ') { "      " } else { "   " };
+    for line in wrap_words(text, out.width, indent) {
+        writeln!(w, "{line}")?;
+    }
+    Ok(())
+}
+
+fn write_head(f: &Focus, h: &FocusHead, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+    let (p, i, l, n) = (out.precision, f.position, f.layer, f.keys.len());
+    let key = |j: usize| format!("{j} {}", table::cut(&f.keys[j], 10));
+    let vec = |v: &[f32]| v.iter().map(|&x| num(x as f64, p)).collect::<Vec<_>>().join(", ");
+    writeln!(w)?;
+    let title = [format!("focus {:?} (position {i})", f.token), format!("layers.{l}.attn"), format!("head {}", h.head)];
+    for line in table::wrap_parts(&title, out.width) {
+        writeln!(w, "{line}")?;
+    }
+    lines(&format!("query q = row {i} of layers.{l}.attn.q = [{}]", vec(&h.query)), out, w)?;
+    lines(&format!("1. raw scores: q·k_j for every key j (layers.{l}.attn.raw_scores)"), out, w)?;
+    if out.views.explain {
+        for j in 0..n {
+            let terms: Vec<String> =
+                h.query.iter().zip(&h.keys[j]).map(|(&a, &b)| mul(a as f64, b as f64, p)).collect();
+            lines(&format!("   q·k_{j} = {} = {}", terms.join(" + "), num(h.raw_scores[j] as f64, p)), out, w)?;
+        }
+    }
+    lines(&format!("2. scaled: × {} ({})", num(f.scale, p.max(4)), scale_note(f, h)), out, w)?;
+    match &h.masked {
+        None => lines("3. mask: none, every key is visible", out, w)?,
+        Some(m) => {
+            let hidden: Vec<String> = (0..n).filter(|&j| m[j]).map(|j| j.to_string()).collect();
+            let which = if hidden.is_empty() { "none".to_string() } else { hidden.join(", ") };
+            lines(&format!("3. mask (--causal): + −inf for the keys after position {i} (hidden: {which})"), out, w)?;
+        }
+    }
+    lines(
+        &format!(
+            "4. softmax: subtract the row max {} from every score first (exp of a large score \
+             overflows; the shift cancels in the ratio), take exp, divide by their sum",
+            num(h.max_score as f64, p)
+        ),
+        out,
+        w,
+    )?;
+    let mut t = table::new_table();
+    let mut header = vec!["key j", "q·k_j", "× scale"];
+    if h.masked.is_some() {
+        header.push("+ mask");
+    }
+    header.extend(["− max", "exp", "weight"]);
+    t.set_header(header.clone());
+    for j in 0..n {
+        let mut row = vec![key(j), num(h.raw_scores[j] as f64, p), num(h.scaled[j] as f64, p)];
+        if h.masked.is_some() {
+            row.push(num(h.scores[j] as f64, p));
+        }
+        row.extend([num(h.shifted[j], p), num(h.exps[j], p), num(h.weights[j] as f64, p)]);
+        t.add_row(row);
+    }
+    let mut sum = vec!["sum".to_string(); 1];
+    sum.resize(header.len() - 2, String::new());
+    let wsum: f64 = h.weights.iter().map(|&x| x as f64).sum();
+    sum.extend([num(h.exp_sum, p), num(wsum, p)]);
+    t.add_row(sum);
+    align(&mut t, header.len());
+    table::emit(&t, w)?;
+    if out.views.explain {
+        let exps: Vec<String> = h.exps.iter().map(|&e| num(e, p)).collect();
+        lines(&format!("   Σ exp = {} = {}", exps.join(" + "), num(h.exp_sum, p)), out, w)?;
+        let j = h.weights.iter().enumerate().fold(0, |b, (j, &x)| if x > h.weights[b] { j } else { b });
+        lines(
+            &format!(
+                "   e.g. weight_{j} = {} / {} = {}",
+                num(h.exps[j], p),
+                num(h.exp_sum, p),
+                num(h.weights[j] as f64, p)
+            ),
+            out,
+            w,
+        )?;
+    }
+    lines(
+        &format!("5. context: Σ_j weight_j · v_j, the terms and their sum (row {i} of layers.{l}.attn.context)"),
+        out,
+        w,
+    )?;
+    write_context(h, &key, out, w)?;
+    if out.views.explain {
+        for d in 0..h.context.len() {
+            let terms: Vec<String> = (0..n).map(|j| mul(h.weights[j] as f64, h.values[j][d] as f64, p)).collect();
+            lines(&format!("   c[{d}] = {} = {}", terms.join(" + "), num(h.context[d] as f64, p)), out, w)?;
+        }
+    }
+    Ok(())
+}
+
+/// Says where the scale comes from: 1/√d_k unless --scale set another.
+fn scale_note(f: &Focus, h: &FocusHead) -> String {
+    let d_k = h.query.len();
+    if (f.scale - 1.0 / (d_k as f64).sqrt()).abs() < 1e-12 {
+        format!("= 1/√d_k = 1/√{d_k}")
+    } else {
+        "--scale".to_string()
+    }
+}
+
+/// The terms w_j·v_j[d] in key rows and value columns (in blocks when wide), then the context.
+fn write_context(h: &FocusHead, key: &dyn Fn(usize) -> String, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+    let (p, n, d_v) = (out.precision, h.values.len(), h.context.len());
+    let cells: Vec<Vec<String>> = (0..n).map(|j| h.weighted[j].iter().map(|&x| num(x, p)).collect()).collect();
+    let ctx: Vec<String> = h.context.iter().map(|&x| num(x as f64, p)).collect();
+    let col_w = cells
+        .iter()
+        .chain([&ctx])
+        .flatten()
+        .map(|c| c.chars().count())
+        .max()
+        .unwrap_or(1)
+        .max(d_v.to_string().len() + 2);
+    let label_w = (0..n).map(|j| key(j).chars().count()).max().unwrap_or(0).max(7);
+    let weight_w = p + 2;
+    for (start, end) in blocks(d_v, col_w + 3, label_w + weight_w + 4, out.width) {
+        let mut t = table::new_table();
+        let mut header = vec!["key j".to_string(), "weight".to_string()];
+        header.extend((start..end).map(|d| format!("w·v[{d}]")));
+        t.set_header(header);
+        for (j, terms) in cells.iter().enumerate() {
+            let mut row = vec![key(j), num(h.weights[j] as f64, p)];
+            row.extend(terms[start..end].iter().cloned());
+            t.add_row(row);
+        }
+        let mut last = vec!["= context".to_string(), String::new()];
+        last.extend(ctx[start..end].iter().cloned());
+        t.add_row(last);
+        align(&mut t, end - start + 2);
+        table::emit(&t, w)?;
+    }
+    Ok(())
+}
+
+fn align(t: &mut comfy_table::Table, cols: usize) {
+    if let Some(c) = t.column_mut(0) {
+        c.set_padding((0, 1));
+    }
+    for c in 1..cols {
+        if let Some(col) = t.column_mut(c) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+}
+
+/// The `"focus"` object of the JSON document.
+pub fn to_json(f: &Focus) -> String {
+    let mut heads = Vec::new();
+    for h in &f.heads {
+        let mut o = format!("{{\"head\": {}, \"query\": {}", h.head, f32s(&h.query));
+        o += &format!(", \"keys\": {}, \"products\": {}", rows(&h.keys, f32s), rows(&h.products, f64s));
+        o += &format!(", \"raw_scores\": {}, \"scaled\": {}", f32s(&h.raw_scores), f32s(&h.scaled));
+        if let Some(m) = &h.masked {
+            o += &format!(", \"mask\": {}", serde_json::to_string(m).unwrap_or_default());
+        }
+        o += &format!(", \"scores\": {}, \"max_score\": {}", f32s(&h.scores), f32_json(h.max_score));
+        o += &format!(", \"shifted\": {}, \"exp\": {}", f64s(&h.shifted), f64s(&h.exps));
+        o += &format!(", \"exp_sum\": {}, \"weights\": {}", f64_json(h.exp_sum), f32s(&h.weights));
+        o += &format!(", \"values\": {}, \"weighted_values\": {}", rows(&h.values, f32s), rows(&h.weighted, f64s));
+        o += &format!(", \"context\": {}}}", f32s(&h.context));
+        heads.push(o);
+    }
+    format!(
+        "{{\"token\": {}, \"position\": {}, \"layer\": {}, \"scale\": {}, \"key_tokens\": {}, \"heads\": [\n    {}\n  ]}}",
+        serde_json::to_string(&f.token).unwrap_or_default(),
+        f.position,
+        f.layer,
+        f64_json(f.scale),
+        serde_json::to_string(&f.keys).unwrap_or_default(),
+        heads.join(",\n    ")
+    )
+}
+
+fn rows<T>(v: &[Vec<T>], each: fn(&[T]) -> String) -> String {
+    format!("[{}]", v.iter().map(|r| each(r)).collect::<Vec<_>>().join(","))
+}
+
+fn f32s(v: &[f32]) -> String {
+    format!("[{}]", v.iter().map(|&x| f32_json(x)).collect::<Vec<_>>().join(","))
+}
+
+fn f64s(v: &[f64]) -> String {
+    format!("[{}]", v.iter().map(|&x| f64_json(x)).collect::<Vec<_>>().join(","))
+}
+
+/// An f32 as the JSON document writes every step value.
+pub fn f32_json(x: f32) -> String {
+    let mut out = Vec::new();
+    // Writing into a Vec cannot fail.
+    let _ = json::write_f32(&mut out, x, &mut ryu::Buffer::new());
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// An f64 as JSON: shortest round-trip decimal, or the documented strings for non-finite.
+pub fn f64_json(x: f64) -> String {
+    if x.is_nan() {
+        "\"nan\"".into()
+    } else if x.is_infinite() {
+        (if x > 0.0 { "\"inf\"" } else { "\"-inf\"" }).into()
+    } else {
+        ryu::Buffer::new().format_finite(x).to_string()
+    }
+}

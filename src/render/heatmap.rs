@@ -1,0 +1,296 @@
+//! `--format heatmap`: each attention map as a coloured grid, query tokens down and key tokens
+//! across, each cell's value written in it when `--precision` leaves room (1 or more digits).
+//! The colour scale runs from 0 to the map's largest weight (a long sentence spreads its
+//! weights thin, and a fixed 0–1 scale would paint it all one colour); a legend under each
+//! title gives the numbers. Colour is viridis (perceptually uniform and readable with
+//! colour-blindness; van der Walt & Smith 2015), in 24-bit when COLORTERM says the terminal
+//! takes it, else from the 256-colour palette; with colour off (`--color`, NO_COLOR, not a
+//! terminal) a cell is shaded with " ░▒▓█" instead. A grid wider than `--width` is split into
+//! blocks of key columns, as tables are. The shared colour scale lives here too: the HTML
+//! and SVG maps use the same one.
+
+use super::{focus, table};
+use crate::settings::Output;
+use crate::trace::Trace;
+use crate::views::{Map, Maps, Views};
+use std::io::{self, Write};
+
+/// viridis at 0, 1/8, …, 1 (R's `viridisLite::viridis(9)`); between them, linear.
+pub const VIRIDIS: [[u8; 3]; 9] = [
+    [0x44, 0x01, 0x54],
+    [0x47, 0x2d, 0x7b],
+    [0x3b, 0x52, 0x8b],
+    [0x2c, 0x72, 0x8e],
+    [0x21, 0x90, 0x8c],
+    [0x27, 0xad, 0x81],
+    [0x5d, 0xc8, 0x63],
+    [0xaa, 0xdc, 0x32],
+    [0xfd, 0xe7, 0x25],
+];
+
+/// Shades from the lowest fifth of the scale to the highest.
+const SHADES: [char; 5] = [' ', '░', '▒', '▓', '█'];
+
+/// Longest row label (after the position).
+const MAX_LABEL: usize = 10;
+
+/// The colour of `t` in [0, 1] (clamped; NaN counts as 0).
+pub fn viridis(t: f64) -> [u8; 3] {
+    let t = if t.is_nan() { 0.0 } else { t.clamp(0.0, 1.0) } * 8.0;
+    let i = (t.floor() as usize).min(7);
+    let f = t - i as f64;
+    let (a, b) = (VIRIDIS[i], VIRIDIS[i + 1]);
+    [0, 1, 2].map(|c| (a[c] as f64 + (b[c] as f64 - a[c] as f64) * f).round() as u8)
+}
+
+/// Whether dark text reads better than light text on `rgb` (WCAG relative luminance).
+pub fn dark_text(rgb: [u8; 3]) -> bool {
+    let lin = |c: u8| {
+        let s = c as f64 / 255.0;
+        if s <= 0.04045 {
+            s / 12.92
+        } else {
+            ((s + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    0.2126 * lin(rgb[0]) + 0.7152 * lin(rgb[1]) + 0.0722 * lin(rgb[2]) > 0.179
+}
+
+/// The map's colour-scale position of `v`: 0 to its largest weight.
+pub fn scale_of(v: f32, max: f32) -> f64 {
+    if max > 0.0 && v.is_finite() {
+        (v / max) as f64
+    } else {
+        0.0
+    }
+}
+
+/// The largest finite value of a map.
+pub fn max_of(values: &[f32]) -> f32 {
+    values.iter().copied().filter(|v| v.is_finite()).fold(0.0, f32::max)
+}
+
+/// The channel levels of xterm's 6×6×6 colour cube (palette indices 16–231).
+const CUBE: [u8; 6] = [0, 95, 135, 175, 215, 255];
+
+/// The nearest colour of the cube: its palette index and its own RGB.
+fn xterm256(rgb: [u8; 3]) -> (u8, [u8; 3]) {
+    let near = |c: u8| (0..6).min_by_key(|&i| (CUBE[i] as i32 - c as i32).abs()).unwrap_or(0);
+    let [r, g, b] = rgb.map(near);
+    ((16 + 36 * r + 6 * g + b) as u8, [CUBE[r], CUBE[g], CUBE[b]])
+}
+
+/// The escape sequence that paints a cell of colour `rgb` with readable text on it (the
+/// text colour is chosen for the colour actually shown).
+fn paint(rgb: [u8; 3], truecolor: bool) -> String {
+    let fg = |shown: [u8; 3]| if dark_text(shown) { "30" } else { "97" };
+    if truecolor {
+        format!("\x1b[48;2;{};{};{};{}m", rgb[0], rgb[1], rgb[2], fg(rgb))
+    } else {
+        let (index, shown) = xterm256(rgb);
+        format!("\x1b[48;5;{index};{}m", fg(shown))
+    }
+}
+
+/// Breaks `text` at spaces so that no line is wider than `width` where words allow; the
+/// text's own leading spaces stay on its first line, later lines start with `indent`.
+pub fn wrap_words(text: &str, width: usize, indent: &str) -> Vec<String> {
+    let body = text.trim_start_matches(' ');
+    let mut lines = vec![text[..text.len() - body.len()].to_string()];
+    let mut fresh = true;
+    for word in body.split(' ') {
+        let cur = lines.last_mut().expect("lines starts non-empty");
+        let len = cur.chars().count();
+        if !fresh && len + 1 + word.chars().count() > width {
+            lines.push(format!("{indent}{word}"));
+        } else {
+            if !fresh {
+                cur.push(' ');
+            }
+            cur.push_str(word);
+        }
+        fresh = false;
+    }
+    lines
+}
+
+/// Splits `cols` equal `slot`-wide columns after a `fixed`-wide label into blocks that fit.
+pub fn blocks(cols: usize, slot: usize, fixed: usize, width: usize) -> Vec<(usize, usize)> {
+    let per = (width.saturating_sub(fixed) / slot.max(1)).max(1);
+    (0..cols).step_by(per).map(|s| (s, (s + per).min(cols))).collect()
+}
+
+/// Cell geometry shared by every map of a run.
+struct Grid {
+    /// Characters of a written value ("0.4123"), 0 when --precision 0 leaves no room.
+    value_w: usize,
+    /// Characters per key column.
+    slot: usize,
+    precision: usize,
+    color: bool,
+    truecolor: bool,
+    width: usize,
+}
+
+pub fn write(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+    table::write_header(trace, out.width, w)?;
+    if let Some(maps) = &views.maps {
+        write_maps(maps, out, w)?;
+    }
+    if let Some(f) = &views.focus {
+        focus::write(f, out, w)?;
+    }
+    Ok(())
+}
+
+fn write_maps(maps: &Maps, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+    let n = maps.labels.len();
+    let value_w = if out.precision == 0 { 0 } else { out.precision + 2 };
+    let digits = n.saturating_sub(1).to_string().len();
+    let slot = (if out.color { value_w + 2 } else { value_w + 3 }).max(digits + 1).max(3);
+    let g = Grid {
+        value_w,
+        slot,
+        precision: out.precision,
+        color: out.color,
+        truecolor: out.views.truecolor,
+        width: out.width,
+    };
+    for rule in &maps.rules {
+        writeln!(w)?;
+        for line in wrap_words(&format!("view: {rule}."), out.width, "  ") {
+            writeln!(w, "{line}")?;
+        }
+    }
+    let cut: Vec<String> = maps
+        .labels
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.chars().count() > (slot - 1).min(MAX_LABEL))
+        .map(|(i, l)| format!("{i} {l}"))
+        .collect();
+    if !cut.is_empty() {
+        writeln!(w)?;
+        let note = format!("labels cut to fit (position, whole token): {}", cut.join(", "));
+        for line in wrap_words(&note, out.width, "  ") {
+            writeln!(w, "{line}")?;
+        }
+    }
+    if maps.maps.is_empty() {
+        writeln!(w, "\n(no attention weights were recorded)")?;
+    }
+    for map in &maps.maps {
+        write_map(map, maps, &g, w)?;
+    }
+    Ok(())
+}
+
+fn write_map(map: &Map, maps: &Maps, g: &Grid, w: &mut dyn Write) -> io::Result<()> {
+    let n = maps.labels.len();
+    let (what, unit) = if maps.pieces.is_some() { ("words", "word") } else { ("", "pos") };
+    let rows: Vec<String> = (0..n).map(|i| format!("{i} {}", table::cut(&maps.labels[i], MAX_LABEL))).collect();
+    let label_w = rows.iter().map(|r| r.chars().count()).max().unwrap_or(0).max(5);
+    let max = max_of(&map.values);
+    for (start, end) in blocks(n, g.slot, label_w + 1, g.width) {
+        let mut title = vec![format!("layers.{}.attn.weights", map.layer), map.head_label()];
+        if !what.is_empty() {
+            title.push(what.to_string());
+        }
+        if start > 0 || end < n {
+            title.push(format!("keys {start}–{} of {n}", end - 1));
+        }
+        title.push(format!("[query_{unit} × key_{unit} = {n} × {n}]"));
+        writeln!(w)?;
+        for line in table::wrap_parts(&title, g.width) {
+            writeln!(w, "{line}")?;
+        }
+        legend(max, g, w)?;
+        let head = |f: &dyn Fn(usize) -> String| -> String {
+            (start..end).map(|k| format!("{:>s$} ", f(k), s = g.slot - 1)).collect()
+        };
+        writeln!(w, "{:label_w$} {}", "", head(&|k| k.to_string()).trim_end())?;
+        let keys = head(&|k| table::cut(&maps.labels[k], g.slot - 1));
+        writeln!(w, "{:label_w$} {}", "q \\ k", keys.trim_end())?;
+        for (q, row_label) in rows.iter().enumerate() {
+            let mut line = format!("{row_label:label_w$} ");
+            for k in start..end {
+                line.push_str(&cell(map.values[q * n + k], max, g));
+            }
+            if g.color {
+                line.push_str("\x1b[0m");
+            }
+            writeln!(w, "{}", line.trim_end())?;
+        }
+    }
+    Ok(())
+}
+
+/// One cell: its value right-aligned in the slot, on its colour or after its shade.
+fn cell(v: f32, max: f32, g: &Grid) -> String {
+    let text = match g.value_w {
+        0 => String::new(),
+        _ if !v.is_finite() => format!("{v}"),
+        _ => format!("{v:.p$}", p = g.precision),
+    };
+    let t = scale_of(v, max);
+    if g.color {
+        format!("{}{text:>s$} ", paint(viridis(t), g.truecolor), s = g.slot - 1)
+    } else {
+        let shade = SHADES[((t * 5.0).floor() as usize).min(4)];
+        let fill: String = std::iter::repeat_n(shade, g.slot - 1 - g.value_w.min(g.slot - 1)).collect();
+        format!("{fill}{text:>v$} ", v = g.value_w)
+    }
+}
+
+/// The colour ramp with its ends, or the shade thresholds.
+fn legend(max: f32, g: &Grid, w: &mut dyn Write) -> io::Result<()> {
+    let p = g.precision.max(2);
+    if g.color {
+        // Ten swatches of two columns, then the top value; the note only where it fits.
+        let ramp: String = (0..10).map(|i| format!("{}  ", paint(viridis(i as f64 / 9.0), g.truecolor))).collect();
+        let top = format!("{max:.p$}");
+        let note = " (the largest weight here)";
+        let note = if "scale 0 ".len() + 20 + 1 + top.len() + note.len() <= g.width { note } else { "" };
+        writeln!(w, "scale 0 {ramp}\x1b[0m {top}{note}")
+    } else {
+        // The shades with the boundaries between them, like the colour ramp with its ends.
+        let mut text = String::from("scale 0");
+        for (i, s) in SHADES.iter().enumerate() {
+            if i > 0 {
+                text.push_str(&format!(" {:.p$}", max * i as f32 / 5.0));
+            }
+            text.push_str(&format!(" '{s}'"));
+        }
+        text.push_str(&format!(" {max:.p$} (the largest weight here)"));
+        for line in wrap_words(&text, g.width, "  ") {
+            writeln!(w, "{line}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_scale_ends_and_cube() {
+        assert_eq!(viridis(0.0), VIRIDIS[0]);
+        assert_eq!(viridis(1.0), VIRIDIS[8]);
+        assert_eq!(viridis(2.0), VIRIDIS[8]);
+        assert_eq!(viridis(0.0625), [0x46, 0x17, 0x68]);
+        // Black and white are the cube's corners.
+        assert_eq!(xterm256([0, 0, 0]), (16, [0, 0, 0]));
+        assert_eq!(xterm256([255, 255, 255]), (231, [255, 255, 255]));
+        assert_eq!(xterm256(VIRIDIS[8]).0, 16 + 36 * 5 + 6 * 4);
+        assert!(dark_text(VIRIDIS[8]) && !dark_text(VIRIDIS[0]));
+    }
+
+    #[test]
+    fn blocks_and_wrapping() {
+        assert_eq!(blocks(8, 9, 8, 80), vec![(0, 8)]);
+        assert_eq!(blocks(8, 9, 8, 40), vec![(0, 3), (3, 6), (6, 8)]);
+        assert_eq!(wrap_words("aa bb cc", 5, " "), vec!["aa bb", " cc"]);
+        assert_eq!(wrap_words("  aa bb", 5, "    "), vec!["  aa", "    bb"]);
+    }
+}

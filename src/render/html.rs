@@ -1,0 +1,150 @@
+//! `--html FILE`: the trace as one self-contained page (inline CSS and JavaScript, no network
+//! fetches; it works from disk). At the top, the attention maps: a layer menu and a head menu
+//! ("all heads" shows every head of the layer side by side), each weight a cell coloured on
+//! the heatmap's viridis scale (0 to the map's largest weight), its value shown on hover.
+//! Then the `--focus` walkthrough when asked for (the text view, preformatted), then a table
+//! per step and head for the other steps that were selected.
+//!
+//! The maps travel as JSON in a `<script type="application/json">` block (f32s as shortest
+//! round-trip decimals, `<` escaped) and html.js draws them; everything else is static HTML.
+//! Nothing depends on the clock or the machine: the same trace gives the same bytes.
+
+use super::focus::f32_json;
+use super::svg::esc;
+use super::{focus, table};
+use crate::focus::Focus;
+use crate::settings::Output;
+use crate::trace::{Step, Trace, Values};
+use crate::views::Maps;
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+const CSS: &str = include_str!("html.css");
+const JS: &str = include_str!("html.js");
+
+pub fn write(trace: &Trace, maps: &Maps, focus: Option<&Focus>, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+    let sentence = trace.sentence.clone().unwrap_or_else(|| trace.tokens.join(" "));
+    let mut header = Vec::new();
+    table::write_header(trace, usize::MAX, &mut header)?;
+    let mut s = String::new();
+    s.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    // An empty icon, so the browser does not ask the file system for /favicon.ico.
+    s.push_str("<link rel=\"icon\" href=\"data:,\">\n");
+    let _ = writeln!(s, "<title>attn-trace: {}</title>", esc(&table::cut(&sentence, 80)));
+    let _ = writeln!(s, "<style>\n{CSS}</style>\n</head>\n<body>");
+    let _ = writeln!(s, "<h1>attn-trace</h1>\n<p class=\"sentence\">{}</p>", esc(&sentence));
+    let _ = writeln!(s, "<p class=\"summary\">{}</p>", esc(String::from_utf8_lossy(&header).trim()));
+    s.push_str("<section id=\"attention\">\n<h2>Attention weights</h2>\n");
+    s.push_str("<div class=\"controls\"><label>Layer <select id=\"layer\"></select></label>\n");
+    s.push_str("<label>Head <select id=\"head\"></select></label></div>\n");
+    for r in &maps.rules {
+        let _ = writeln!(s, "<p class=\"rule\">View: {}.</p>", esc(r));
+    }
+    s.push_str(
+        "<p class=\"rule\">Rows are queries, columns keys; colour runs from 0 to each map's largest weight.</p>\n",
+    );
+    s.push_str("<div id=\"tip\">Hover a cell to see its weight.</div>\n<div id=\"maps\"></div>\n</section>\n");
+    if let Some(f) = focus {
+        let mut text = Vec::new();
+        let plain = Output { color: false, width: out.width.max(100), ..out.clone() };
+        focus::write(f, &plain, &mut text)?;
+        s.push_str("<section id=\"focus\">\n<h2>Focus</h2>\n<pre>");
+        s.push_str(&esc(String::from_utf8_lossy(&text).trim_start()));
+        s.push_str("</pre>\n</section>\n");
+    }
+    s.push_str("<section id=\"steps\">\n<h2>Steps</h2>\n");
+    for step in trace.steps.iter().filter(|st| st.name != "attn.weights") {
+        step_tables(&mut s, step, &trace.tokens, out.precision);
+    }
+    s.push_str("</section>\n");
+    // `<` cannot appear in JSON outside strings, so escaping it keeps "</script>" in a token
+    // from closing the block while JSON.parse still reads the same text.
+    let data = data_json(maps, out.precision).replace('<', "\\u003c");
+    let _ = writeln!(s, "<script id=\"data\" type=\"application/json\">{data}</script>");
+    let _ = writeln!(s, "<script>\n{JS}</script>\n</body>\n</html>");
+    w.write_all(s.as_bytes())
+}
+
+/// The maps and what the script needs to draw them.
+fn data_json(maps: &Maps, precision: usize) -> String {
+    let n = maps.labels.len();
+    let colors: Vec<String> = super::heatmap::VIRIDIS.iter().map(|c| format!("[{},{},{}]", c[0], c[1], c[2])).collect();
+    let mut layers: Vec<String> = Vec::new();
+    for l in maps.layers() {
+        let entries: Vec<String> = maps
+            .layer(l)
+            .iter()
+            .map(|m| {
+                let rows: Vec<String> = (0..n)
+                    .map(|q| {
+                        let row: Vec<String> = m.values[q * n..(q + 1) * n].iter().map(|&v| f32_json(v)).collect();
+                        format!("[{}]", row.join(","))
+                    })
+                    .collect();
+                let head = m.head.map_or("\"mean\"".to_string(), |h| format!("\"{h}\""));
+                format!("{{\"head\":{head},\"label\":\"{}\",\"values\":[{}]}}", m.head_label(), rows.join(","))
+            })
+            .collect();
+        layers.push(format!("{{\"layer\":{l},\"maps\":[{}]}}", entries.join(",\n")));
+    }
+    format!(
+        "{{\"precision\":{precision},\"labels\":{},\"colors\":[{}],\"layers\":[\n{}]}}",
+        serde_json::to_string(&maps.labels).unwrap_or_default(),
+        colors.join(","),
+        layers.join(",\n")
+    )
+}
+
+/// One table per head (or one for the step), rows labelled by token.
+fn step_tables(s: &mut String, step: &Step, tokens: &[String], precision: usize) {
+    let (groups, rows, cols) = match step.shape.as_slice() {
+        [c] => (1, 1, *c),
+        [r, c] => (1, *r, *c),
+        [g, r, c] => (*g, *r, *c),
+        _ => return,
+    };
+    let by_key = step.dims.last() == Some(&"key_pos");
+    let by_pos = step.dims.len() == 1 && step.dims[0] == "pos";
+    let cell = |i: usize| -> String {
+        match &step.values {
+            Values::F32(v) if v[i].is_infinite() => (if v[i] > 0.0 { "inf" } else { "-inf" }).into(),
+            Values::F32(v) => format!("{:.precision$}", v[i]),
+            Values::Bool(v) => (if v[i] { "masked" } else { "·" }).into(),
+            Values::Int(v) => v[i].to_string(),
+            Values::Str(v) => v[i].clone(),
+        }
+    };
+    for g in 0..groups {
+        let head = if step.is_per_head() {
+            format!(" · head {}", step.heads.as_ref().map_or(g, |hs| hs[g]))
+        } else {
+            String::new()
+        };
+        let shape: Vec<String> = step.shape.iter().map(|d| d.to_string()).collect();
+        let _ = writeln!(
+            s,
+            "<h3 id=\"{}{}\">{}{head} <span class=\"dims\">[{} = {}]</span></h3>",
+            esc(&step.id),
+            if step.is_per_head() { format!("-h{g}") } else { String::new() },
+            esc(&step.id),
+            step.dims.join(" × "),
+            shape.join(" × ")
+        );
+        s.push_str("<table class=\"step\"><thead><tr><th></th>");
+        for c in 0..cols {
+            let label = if by_key { tokens.get(c).cloned().unwrap_or_default() } else { c.to_string() };
+            let _ = write!(s, "<th>{}</th>", esc(&label));
+        }
+        s.push_str("</tr></thead><tbody>\n");
+        for r in 0..rows {
+            let label =
+                if by_pos { String::new() } else { format!("{r} {}", tokens.get(r).map_or("", |t| t.as_str())) };
+            let _ = write!(s, "<tr><th>{}</th>", esc(&label));
+            for c in 0..cols {
+                let _ = write!(s, "<td>{}</td>", esc(&cell((g * rows + r) * cols + c)));
+            }
+            s.push_str("</tr>\n");
+        }
+        s.push_str("</tbody></table>\n");
+    }
+}

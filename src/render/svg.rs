@@ -1,0 +1,164 @@
+//! `--svg FILE`: a static attention map for slides. One layer (`--layer`, default 0); one
+//! head with `--head`, else every head of the layer side by side (four to a row), or the mean
+//! with `--average-heads`. Each weight is one `<rect class="cell">` with a `<title>` tooltip,
+//! coloured on the heatmap's viridis scale from 0 to that map's largest weight (stated in
+//! each panel's title); values are written into cells that are large enough. Coordinates are
+//! whole pixels and nothing depends on the clock or the machine, so the bytes are stable.
+
+use super::heatmap::{max_of, scale_of, viridis};
+use crate::settings::Output;
+use crate::trace::Trace;
+use crate::views::{Map, Maps};
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+/// Approximate width of one character of the 11 px sans-serif labels.
+const CHAR_W: usize = 7;
+/// Panels per row in the all-heads grid.
+const PER_ROW: usize = 4;
+
+/// Escapes text for XML content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            // XML 1.0 cannot hold most control characters, even escaped.
+            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn hex(rgb: [u8; 3]) -> String {
+    format!("#{:02x}{:02x}{:02x}", rgb[0], rgb[1], rgb[2])
+}
+
+pub fn write(trace: &Trace, maps: &Maps, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+    let layer = out.views.layer;
+    let shown: Vec<&Map> = maps.layer(layer);
+    let n = maps.labels.len();
+    let labels: Vec<String> = maps.labels.iter().map(|l| super::table::cut(l, 14)).collect();
+    // Cells shrink with the sentence so that a panel stays about 420 px square.
+    let cell = (420 / n.max(1)).clamp(6, 36);
+    let label_px = labels.iter().map(|l| l.chars().count()).max().unwrap_or(1) * CHAR_W + 8;
+    let grid = n * cell;
+    let panel_w = label_px + grid + 24;
+    let panel_h = 22 + label_px + grid + 16;
+    let cols = shown.len().clamp(1, PER_ROW);
+    let rows = shown.len().div_ceil(PER_ROW).max(1);
+    let (width, top) = (cols * panel_w + 16, 56);
+    let height = top + rows * panel_h + 40;
+    let p = out.precision.min(2);
+    let values_fit = cell >= 12 + (p + 2) * 6 && out.precision > 0;
+    let mut s = String::new();
+    // Writing into a String cannot fail.
+    let _ = writeln!(
+        s,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" font-family=\"sans-serif\" font-size=\"11\">"
+    );
+    let _ = writeln!(s, "<rect width=\"{width}\" height=\"{height}\" fill=\"#ffffff\"/>");
+    let what = if maps.pieces.is_some() { ", words" } else { "" };
+    let _ = writeln!(
+        s,
+        "<text x=\"8\" y=\"20\" font-size=\"15\" font-weight=\"bold\">layers.{layer}.attn.weights{what}</text>"
+    );
+    let sentence = trace.sentence.clone().unwrap_or_else(|| trace.tokens.join(" "));
+    let mut note = format!("“{}”. Colour: 0 to each map's largest weight.", super::table::cut(&sentence, 90));
+    for r in &maps.rules {
+        note.push_str(&format!(" View: {r}."));
+    }
+    let _ = writeln!(s, "<text x=\"8\" y=\"40\" fill=\"#444444\">{}</text>", esc(&note));
+    if shown.is_empty() {
+        let _ = writeln!(s, "<text x=\"8\" y=\"70\">no attention weights were recorded for layer {layer}</text>");
+    }
+    for (i, map) in shown.iter().enumerate() {
+        let (x0, y0) = (8 + (i % PER_ROW) * panel_w, top + (i / PER_ROW) * panel_h);
+        panel(&mut s, map, &labels, (x0, y0), (cell, label_px), values_fit.then_some(p));
+    }
+    legend(&mut s, 8, height - 28);
+    s.push_str("</svg>\n");
+    w.write_all(s.as_bytes())
+}
+
+/// One map: title, key labels (rotated), query labels, cells.
+fn panel(
+    s: &mut String,
+    map: &Map,
+    labels: &[String],
+    (x0, y0): (usize, usize),
+    (cell, label_px): (usize, usize),
+    values: Option<usize>,
+) {
+    let n = labels.len();
+    let max = max_of(&map.values);
+    let (gx, gy) = (x0 + label_px, y0 + 22 + label_px);
+    let _ = writeln!(
+        s,
+        "<g class=\"map\" data-layer=\"{}\" data-head=\"{}\">",
+        map.layer,
+        map.head.map_or("mean".into(), |h| h.to_string())
+    );
+    let _ = writeln!(
+        s,
+        "<text x=\"{gx}\" y=\"{}\" font-weight=\"bold\">{} (max {max:.2})</text>",
+        y0 + 14,
+        map.head_label()
+    );
+    for (k, l) in labels.iter().enumerate() {
+        let x = gx + k * cell + cell / 2 + 4;
+        let _ = writeln!(s, "<text transform=\"translate({x},{}) rotate(-90)\">{}</text>", gy - 4, esc(l));
+    }
+    for (q, l) in labels.iter().enumerate() {
+        let y = gy + q * cell + cell / 2 + 4;
+        let _ = writeln!(s, "<text x=\"{}\" y=\"{y}\" text-anchor=\"end\">{}</text>", gx - 4, esc(l));
+    }
+    for q in 0..n {
+        for k in 0..n {
+            let v = map.values[q * n + k];
+            let rgb = viridis(scale_of(v, max));
+            let (x, y) = (gx + k * cell, gy + q * cell);
+            let tip = format!("{} → {}: {v:.4}", labels[q], labels[k]);
+            let _ = writeln!(
+                s,
+                "<rect class=\"cell\" x=\"{x}\" y=\"{y}\" width=\"{cell}\" height=\"{cell}\" fill=\"{}\"><title>{}</title></rect>",
+                hex(rgb),
+                esc(&tip)
+            );
+            if let Some(p) = values {
+                let fg = if super::heatmap::dark_text(rgb) { "#000000" } else { "#ffffff" };
+                let _ = writeln!(
+                    s,
+                    "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"9\" fill=\"{fg}\">{v:.p$}</text>",
+                    x + cell / 2,
+                    y + cell / 2 + 3
+                );
+            }
+        }
+    }
+    s.push_str("</g>\n");
+}
+
+/// A colour bar from 0 to "max" of a map.
+fn legend(s: &mut String, x: usize, y: usize) {
+    let _ = writeln!(s, "<text x=\"{x}\" y=\"{}\">0</text>", y + 11);
+    for i in 0..20 {
+        let rgb = viridis(i as f64 / 19.0);
+        let _ =
+            writeln!(s, "<rect x=\"{}\" y=\"{y}\" width=\"10\" height=\"14\" fill=\"{}\"/>", x + 14 + i * 10, hex(rgb));
+    }
+    let _ = writeln!(s, "<text x=\"{}\" y=\"{}\">the map's largest weight</text>", x + 220, y + 11);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(super::esc("<a & 'b'>\u{1}"), "&lt;a &amp; &apos;b&apos;&gt;\u{fffd}");
+    }
+}

@@ -1,0 +1,125 @@
+//! The views' flags, checked (`--focus`, `--explain`, `--merge-pieces`, `--average-heads`,
+//! `--html`, `--svg`) for the toy encoder and real models alike: the focus token is resolved
+//! to a position here, so a bad one is a usage error before any tensor is computed.
+
+use crate::cli::Cli;
+use crate::error::usage;
+use anyhow::Result;
+use std::path::PathBuf;
+
+/// What the views were asked for. Part of [`super::Output`].
+#[derive(Debug, Clone, Default)]
+pub struct ViewOptions {
+    /// `--focus`: the position of the token whose attention is walked through.
+    pub focus: Option<usize>,
+    /// The layer the walkthrough uses: `--layer`, else 0.
+    pub layer: usize,
+    /// `--explain`: write every sum out term by term.
+    pub explain: bool,
+    pub merge_pieces: bool,
+    pub average_heads: bool,
+    pub html: Option<PathBuf>,
+    pub svg: Option<PathBuf>,
+    /// Whether the terminal takes 24-bit colour (COLORTERM truecolor or 24bit); otherwise the
+    /// heatmap uses the 256-colour palette, which every colour terminal has.
+    pub truecolor: bool,
+}
+
+impl ViewOptions {
+    /// Whether attention maps are shown in a derived form (words, or the mean over heads).
+    pub fn derived(&self) -> bool {
+        self.merge_pieces || self.average_heads
+    }
+}
+
+/// Checks the views' flags against the tokens and the model's size.
+pub fn options(cli: &Cli, tokens: &[String], layers: usize) -> Result<ViewOptions> {
+    if cli.explain && cli.focus.is_none() {
+        return Err(usage("--explain", "it explains a --focus walkthrough", "add --focus TOKEN or --focus POS"));
+    }
+    if cli.average_heads && cli.head.is_some() {
+        return Err(usage(
+            "--average-heads",
+            "--head keeps a single head, so there is nothing to average",
+            "drop --head or --average-heads",
+        ));
+    }
+    let focus = cli.focus.as_deref().map(|f| resolve(f, tokens)).transpose()?;
+    let colorterm = std::env::var("COLORTERM").unwrap_or_default();
+    Ok(ViewOptions {
+        focus,
+        layer: cli.layer.unwrap_or(0).min(layers.saturating_sub(1)),
+        explain: cli.explain,
+        merge_pieces: cli.merge_pieces,
+        average_heads: cli.average_heads,
+        html: cli.html.clone(),
+        svg: cli.svg.clone(),
+        truecolor: matches!(colorterm.as_str(), "truecolor" | "24bit"),
+    })
+}
+
+/// `--focus TOKEN|POS`: a number is a position; a word must occur exactly once (exact
+/// spelling first, then ignoring case). Errors list the tokens with their positions.
+pub fn resolve(given: &str, tokens: &[String]) -> Result<usize> {
+    let listing = || {
+        let all: Vec<String> = tokens.iter().enumerate().map(|(i, t)| format!("{i} {t}")).collect();
+        format!("the tokens are {}", all.join(", "))
+    };
+    if let Ok(pos) = given.trim().parse::<usize>() {
+        if pos < tokens.len() {
+            return Ok(pos);
+        }
+        return Err(usage(
+            format!("--focus {given}"),
+            format!("position {pos} is past the last token ({} tokens)", tokens.len()),
+            listing(),
+        ));
+    }
+    let exact: Vec<usize> = (0..tokens.len()).filter(|&i| tokens[i] == given).collect();
+    let found = if exact.is_empty() {
+        (0..tokens.len()).filter(|&i| tokens[i].to_lowercase() == given.to_lowercase()).collect()
+    } else {
+        exact
+    };
+    match found.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(usage(format!("--focus {given}"), format!("{given:?} is not a token of this input"), listing())),
+        many => {
+            let at: Vec<String> = many.iter().map(|p| p.to_string()).collect();
+            Err(usage(
+                format!("--focus {given}"),
+                format!("{given:?} is ambiguous: it occurs {} times, at positions {}", many.len(), at.join(", ")),
+                format!("pass a position instead; {}", listing()),
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve;
+
+    fn toks(s: &str) -> Vec<String> {
+        s.split(' ').map(String::from).collect()
+    }
+
+    #[test]
+    fn positions_words_and_case() {
+        let t = toks("my shoes are small my feet");
+        assert_eq!(resolve("1", &t).unwrap(), 1);
+        assert_eq!(resolve("feet", &t).unwrap(), 5);
+        assert_eq!(resolve("SHOES", &t).unwrap(), 1);
+        let e = resolve("my", &t).unwrap_err().to_string();
+        assert!(e.contains("ambiguous") && e.contains("positions 0, 4") && e.contains("4 my"), "{e}");
+        assert!(resolve("hat", &t).unwrap_err().to_string().contains("not a token"));
+        assert!(resolve("6", &t).unwrap_err().to_string().contains("past the last"));
+    }
+
+    #[test]
+    fn exact_spelling_wins_over_case() {
+        // Seed 003's sentence has "My" and "my": each spelling names one token.
+        let t = toks("My shoes my");
+        assert_eq!(resolve("My", &t).unwrap(), 0);
+        assert_eq!(resolve("my", &t).unwrap(), 2);
+    }
+}

@@ -1,0 +1,136 @@
+"""Opens attn-trace's --html page in headless Chromium and checks that it works.
+
+Usage: check_html.py PAGE.html TRACE.json SCREENSHOT.png
+TRACE.json is the same run's --format json output (the numbers the page must show).
+
+Checks, each of which fails the run:
+  - the page draws heads x n x n cells for the layer it opens on (all heads shown);
+  - hovering a cell shows its layer, head, tokens and weight, and the weight equals the
+    JSON trace's value at the page's precision;
+  - choosing one head draws that head's n x n cells, with the colours it had among all heads;
+  - choosing another layer redraws the cells with that layer's weights and other colours;
+  - the focus walkthrough is on the page when the run had --focus;
+  - the browser console holds no errors (and no page requested the network);
+and saves a screenshot of the page.
+"""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
+
+FAILURES = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        FAILURES.append(what)
+
+
+def main(page, trace_path, shot):
+    with open(trace_path, encoding="utf-8") as f:
+        doc = json.load(f)
+    tokens = doc["input"]["tokens"]
+    n = len(tokens)
+    weights = {s["layer"]: s["values"] for s in doc["steps"] if s["name"] == "attn.weights"}
+    layers = sorted(weights)
+    heads = len(weights[layers[0]])
+    check(len(layers) >= 2 and heads >= 2, f"the trace has {len(layers)} layers and {heads} heads to switch between")
+
+    profile = tempfile.mkdtemp(prefix="attn-trace-chromium-")
+    opts = Options()
+    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for flag in ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1200,900", f"--user-data-dir={profile}"]:
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    service = Service(shutil.which("chromedriver") or "/usr/bin/chromedriver")
+    driver = webdriver.Chrome(service=service, options=opts)
+    try:
+        driver.get("file://" + os.path.abspath(page))
+        precision = driver.execute_script("return JSON.parse(document.getElementById('data').textContent).precision")
+
+        def cells():
+            return driver.find_elements(By.CSS_SELECTOR, "#maps .cell")
+
+        def colours():
+            return driver.execute_script(
+                "return [...document.querySelectorAll('#maps .cell')].map(c => "
+                "[c.dataset.head, c.dataset.q, c.dataset.k, getComputedStyle(c).backgroundColor])")
+
+        def hover(layer, head, q, k):
+            sel = f'#maps .cell[data-layer="{layer}"][data-head="{head}"][data-q="{q}"][data-k="{k}"]'
+            cell = driver.find_element(By.CSS_SELECTOR, sel)
+            ActionChains(driver).move_to_element(cell).perform()
+            tip = driver.find_element(By.ID, "tip").text
+            want = weights[layer][head][q][k]
+            shown = tip.rsplit(": ", 1)[-1]
+            # JS's toFixed and Python's format may round an exact tie differently: allow
+            # half a unit in the last shown place, and compare the text otherwise.
+            close = abs(float(shown) - want) <= 0.5 * 10 ** -precision + 1e-12
+            check(close and f"{q} {tokens[q]} → {k} {tokens[k]}" in tip and f"head {head}" in tip,
+                  f"hovering layer {layer} head {head} [{q}][{k}] shows {tip!r}; the JSON says {want:.{precision}f}")
+
+        first = layers[0]
+        check(len(cells()) == heads * n * n,
+              f"layer {first}: {len(cells())} cells drawn, want heads×n×n = {heads}×{n}×{n} = {heads * n * n}")
+        hover(first, 0, 0, 0)
+        hover(first, heads - 1, n - 1, 1)
+        hover(first, 1, 3, n - 2)
+        everything = colours()
+        driver.save_screenshot(shot)
+        check(os.path.getsize(shot) > 10_000, f"screenshot saved to {shot}")
+
+        Select(driver.find_element(By.ID, "head")).select_by_value("1")
+        one = colours()
+        check(len(one) == n * n and all(c[0] == "1" for c in one),
+              f"head 1 alone: {len(one)} cells, all of head 1 (want {n * n})")
+        check(one == [c for c in everything if c[0] == "1"], "head 1 keeps the colours it had among all heads")
+        hover(first, 1, 2, 5)
+
+        second = layers[1]
+        Select(driver.find_element(By.ID, "layer")).select_by_value(str(second))
+        two = colours()
+        check(len(two) == n * n, f"layer {second}, head 1: {len(two)} cells (want {n * n})")
+        check([c[3] for c in two] != [c[3] for c in one], f"layer {second} draws other colours than layer {first}")
+        hover(second, 1, 2, 5)
+        Select(driver.find_element(By.ID, "head")).select_by_value("all")
+        check(len(cells()) == heads * n * n, f"layer {second}, all heads: {len(cells())} cells")
+        hover(second, 0, n - 1, 0)
+
+        if os.environ.get("EXPECT_FOCUS"):
+            text = driver.find_element(By.ID, "focus").text
+            check("focus" in text and "context" in text, "the focus walkthrough is on the page")
+
+        logs = driver.get_log("browser")
+        bad = [entry for entry in logs if entry["level"] in ("SEVERE", "WARNING")]
+        check(not bad, f"no console errors or warnings ({len(logs)} log entries): {bad}")
+        requests = [json.loads(e["message"])["message"] for e in driver.get_log("performance")]
+        urls = {m["params"]["request"]["url"] for m in requests if m["method"] == "Network.requestWillBeSent"}
+        # chrome:// is the browser's own start page, loaded before ours.
+        remote = sorted(u for u in urls if not u.startswith(("file://", "data:", "chrome://")))
+        check(not remote and any(u.endswith(os.path.basename(page)) for u in urls),
+              f"the page made no network requests: {remote}")
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+    if FAILURES:
+        print(f"{len(FAILURES)} check(s) failed", file=sys.stderr)
+        sys.exit(1)
+    print("html: all checks passed")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    main(*sys.argv[1:])

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The --html page in a real browser (README: Views). Installs Debian's chromium and
+# chromium-driver if they are missing (apt-get; run as root, as CI does), builds a venv with
+# the pinned selenium under .cache/, writes a page and its JSON trace with the debug binary,
+# then tests/browser/check_html.py checks the page. The page, the JSON and a screenshot are
+# left in .cache/artifacts/ (CI uploads them).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  echo "browser: installing chromium and chromium-driver (apt-get)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+
+venv=.cache/browser-venv
+if ! cmp -s tests/browser/requirements.txt "$venv/requirements.txt" 2>/dev/null; then
+  echo "browser: building $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r tests/browser/requirements.txt
+  cp tests/browser/requirements.txt "$venv/requirements.txt"
+fi
+
+cargo build --locked -q
+art=.cache/artifacts
+mkdir -p "$art"
+# Two layers of two heads, so that both menus have something to switch; --focus adds the
+# walkthrough. The JSON is the same run's numbers, which the page must show.
+target/debug/attn-trace "my shoes are small, my feet are big." --heads 2 --layers 2 --focus shoes \
+  --html "$art/trace.html" --format json >"$art/trace.json"
+EXPECT_FOCUS=1 "$venv/bin/python" tests/browser/check_html.py "$art/trace.html" "$art/trace.json" "$art/html.png"
