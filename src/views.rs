@@ -83,6 +83,11 @@ fn wants_maps(out: &Output) -> bool {
 pub fn widen(settings: &mut Settings) -> Selection {
     let shown = settings.selection.clone();
     let v = &settings.output.views;
+    // The heatmap shows nothing but the weights (and the focus): copying out every other
+    // step of a real model would only cost time and memory.
+    if settings.output.format == Format::Heatmap && v.html.is_none() && settings.selection.steps.is_none() {
+        settings.selection.steps = Some(std::iter::once("attn.weights".to_string()).collect());
+    }
     if let Some(steps) = settings.selection.steps.as_mut() {
         if v.focus.is_some() {
             steps.extend(focus::needed_steps(v.layer));

@@ -3,7 +3,8 @@
 //! ("all heads" shows every head of the layer side by side), each weight a cell coloured on
 //! the heatmap's viridis scale (0 to the map's largest weight), its value shown on hover.
 //! Then the `--focus` walkthrough when asked for (the text view, preformatted), then a table
-//! per step and head for the other steps that were selected.
+//! per step and head for the other steps that were selected (for a real model only when
+//! `--steps` selects them, as its terminal view is a summary too).
 //!
 //! The maps travel as JSON in a `<script type="application/json">` block (f32s as shortest
 //! round-trip decimals, `<` escaped) and html.js draws them; everything else is static HTML.
@@ -53,8 +54,13 @@ pub fn write(trace: &Trace, maps: &Maps, focus: Option<&Focus>, out: &Output, w:
         s.push_str("</pre>\n</section>\n");
     }
     s.push_str("<section id=\"steps\">\n<h2>Steps</h2>\n");
-    for step in trace.steps.iter().filter(|st| st.name != "attn.weights") {
-        step_tables(&mut s, step, &trace.tokens, out.precision);
+    if out.views.html_tables {
+        for step in trace.steps.iter().filter(|st| st.name != "attn.weights") {
+            step_tables(&mut s, step, &trace.tokens, out.precision);
+        }
+    } else {
+        s.push_str("<p class=\"rule\">A real model's step tables are left out unless --steps asks for them ");
+        s.push_str("(e.g. --steps attn --layer 0).</p>\n");
     }
     s.push_str("</section>\n");
     // `<` cannot appear in JSON outside strings, so escaping it keeps "</script>" in a token

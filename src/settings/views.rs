@@ -20,6 +20,9 @@ pub struct ViewOptions {
     pub average_heads: bool,
     pub html: Option<PathBuf>,
     pub svg: Option<PathBuf>,
+    /// Whether the HTML page holds a table per step: not for a real model unless `--steps`
+    /// asks (all of MiniLM's steps for 20 tokens are some 18 MB of tables).
+    pub html_tables: bool,
     /// Whether the terminal takes 24-bit colour (COLORTERM truecolor or 24bit); otherwise the
     /// heatmap uses the 256-colour palette, which every colour terminal has.
     pub truecolor: bool,
@@ -54,6 +57,7 @@ pub fn options(cli: &Cli, tokens: &[String], layers: usize) -> Result<ViewOption
         average_heads: cli.average_heads,
         html: cli.html.clone(),
         svg: cli.svg.clone(),
+        html_tables: cli.model.is_none() || cli.steps.is_some(),
         truecolor: matches!(colorterm.as_str(), "truecolor" | "24bit"),
     })
 }

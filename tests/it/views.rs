@@ -282,6 +282,20 @@ fn html_is_one_offline_deterministic_file() {
 }
 
 #[test]
+fn html_of_a_real_model_has_step_tables_only_when_steps_asks() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("p.html");
+    let p = page.to_str().unwrap();
+    run(&["the cats played", "--model", "fixtures/tiny-bert", "--html", p], &[]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("<table") && html.contains("step tables are left out"));
+    run(&["the cats played", "--model", "fixtures/tiny-bert", "--steps", "q", "--html", p], &[]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    // Two layers of two heads of q, one table each.
+    assert_eq!(html.matches("<table").count(), 4, "{html}");
+}
+
+#[test]
 fn heatmap_fits_the_width_and_notes_cut_labels() {
     let sentence = "the extraordinarily unbelievable tokenization of internationalization happened today";
     for width in ["40", "80", "120"] {
@@ -310,6 +324,14 @@ fn heatmap_of_minilm_words() {
         out.lines().filter_map(|l| l.strip_prefix("layers.5.attn.weights · head ")).map(|l| &l[..2]).collect();
     assert_eq!(heads.len(), 12, "{heads:?}");
     assert!(out.contains("view: word pieces"), "{out}");
+}
+
+#[test]
+fn heatmap_draws_the_weights_whatever_steps_says() {
+    let out =
+        String::from_utf8(run(&[SEED000, "--steps", "q", "--format", "heatmap", "--color", "never"], &[])).unwrap();
+    assert!(out.contains("layers.0.attn.weights · head 0"), "{out}");
+    assert!(!out.contains("attn.q"), "{out}");
 }
 
 fn strip_ansi(s: &str) -> String {
