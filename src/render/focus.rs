@@ -11,7 +11,7 @@
 //! "keys", "products", "raw_scores", "scaled", "mask"?, "scores", "max_score", "shifted",
 //! "exp", "exp_sum", "weights", "values", "weighted_values", "context"}]}`.
 
-use super::heatmap::{blocks, wrap_words};
+use super::heatmap::wrap_words;
 use super::{json, table};
 use crate::focus::{Focus, FocusHead};
 use crate::settings::Output;
@@ -86,28 +86,26 @@ fn write_head(f: &Focus, h: &FocusHead, out: &Output, w: &mut dyn Write) -> io::
         out,
         w,
     )?;
-    let mut t = table::new_table();
-    let mut header = vec!["key j", "q·k_j", "× scale"];
+    // The softmax table: one row per key, then the sums.
+    let f = |v: &[f64]| -> Vec<String> { v.iter().map(|&x| num(x, p)).collect() };
+    let f32s = |v: &[f32]| -> Vec<String> { v.iter().map(|&x| num(x as f64, p)).collect() };
+    let mut cols = vec![("q·k_j", f32s(&h.raw_scores)), ("× scale", f32s(&h.scaled))];
     if h.masked.is_some() {
-        header.push("+ mask");
+        cols.push(("+ mask", f32s(&h.scores)));
     }
-    header.extend(["− max", "exp", "weight"]);
-    t.set_header(header.clone());
-    for j in 0..n {
-        let mut row = vec![key(j), num(h.raw_scores[j] as f64, p), num(h.scaled[j] as f64, p)];
-        if h.masked.is_some() {
-            row.push(num(h.scores[j] as f64, p));
-        }
-        row.extend([num(h.shifted[j], p), num(h.exps[j], p), num(h.weights[j] as f64, p)]);
-        t.add_row(row);
-    }
-    let mut sum = vec!["sum".to_string(); 1];
-    sum.resize(header.len() - 2, String::new());
+    cols.extend([("− max", f(&h.shifted)), ("exp", f(&h.exps)), ("weight", f32s(&h.weights))]);
     let wsum: f64 = h.weights.iter().map(|&x| x as f64).sum();
-    sum.extend([num(h.exp_sum, p), num(wsum, p)]);
-    t.add_row(sum);
-    align(&mut t, header.len());
-    table::emit(&t, w)?;
+    let last = cols.len() - 1;
+    for (i, (_, cells)) in cols.iter_mut().enumerate() {
+        cells.push(match i {
+            _ if i == last => num(wsum, p),
+            _ if i + 1 == last => num(h.exp_sum, p),
+            _ => String::new(),
+        });
+    }
+    let mut labels: Vec<String> = (0..n).map(key).collect();
+    labels.push("sum".into());
+    columns("key j", &labels, &cols, out.width, w)?;
     if out.views.explain {
         let exps: Vec<String> = h.exps.iter().map(|&e| num(e, p)).collect();
         lines(&format!("   Σ exp = {} = {}", exps.join(" + "), num(h.exp_sum, p)), out, w)?;
@@ -148,36 +146,55 @@ fn scale_note(f: &Focus, h: &FocusHead) -> String {
     }
 }
 
-/// The terms w_j·v_j[d] in key rows and value columns (in blocks when wide), then the context.
+/// The terms w_j·v_j[d] in key rows and value columns, then the context vector.
 fn write_context(h: &FocusHead, key: &dyn Fn(usize) -> String, out: &Output, w: &mut dyn Write) -> io::Result<()> {
-    let (p, n, d_v) = (out.precision, h.values.len(), h.context.len());
-    let cells: Vec<Vec<String>> = (0..n).map(|j| h.weighted[j].iter().map(|&x| num(x, p)).collect()).collect();
-    let ctx: Vec<String> = h.context.iter().map(|&x| num(x as f64, p)).collect();
-    let col_w = cells
+    let (p, n) = (out.precision, h.values.len());
+    let mut cols = vec![("weight".to_string(), h.weights.iter().map(|&x| num(x as f64, p)).collect::<Vec<_>>())];
+    cols[0].1.push(String::new());
+    for (d, &c) in h.context.iter().enumerate() {
+        let mut cells: Vec<String> = h.weighted.iter().map(|row| num(row[d], p)).collect();
+        cells.push(num(c as f64, p));
+        cols.push((format!("w·v[{d}]"), cells));
+    }
+    let mut labels: Vec<String> = (0..n).map(key).collect();
+    labels.push("= context".into());
+    columns("key j", &labels, &cols, out.width, w)
+}
+
+/// Writes labelled columns as tables, as many columns to a table as fit `width`.
+fn columns<S: AsRef<str>>(
+    corner: &str,
+    labels: &[String],
+    cols: &[(S, Vec<String>)],
+    width: usize,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let col_w: Vec<usize> = cols
         .iter()
-        .chain([&ctx])
-        .flatten()
-        .map(|c| c.chars().count())
-        .max()
-        .unwrap_or(1)
-        .max(d_v.to_string().len() + 2);
-    let label_w = (0..n).map(|j| key(j).chars().count()).max().unwrap_or(0).max(7);
-    let weight_w = p + 2;
-    for (start, end) in blocks(d_v, col_w + 3, label_w + weight_w + 4, out.width) {
+        .map(|(h, c)| c.iter().map(|x| x.chars().count()).chain([h.as_ref().chars().count()]).max().unwrap_or(1))
+        .collect();
+    let label_w = labels.iter().map(|l| l.chars().count()).chain([corner.len()]).max().unwrap_or(1);
+    let mut start = 0;
+    while start < cols.len() {
+        // Each column costs its width, a space either side and the rule before it.
+        let mut end = start + 1;
+        let mut used = label_w + 1 + col_w[start] + 3;
+        while end < cols.len() && used + col_w[end] + 3 <= width {
+            used += col_w[end] + 3;
+            end += 1;
+        }
         let mut t = table::new_table();
-        let mut header = vec!["key j".to_string(), "weight".to_string()];
-        header.extend((start..end).map(|d| format!("w·v[{d}]")));
+        let mut header = vec![corner.to_string()];
+        header.extend(cols[start..end].iter().map(|(h, _)| h.as_ref().to_string()));
         t.set_header(header);
-        for (j, terms) in cells.iter().enumerate() {
-            let mut row = vec![key(j), num(h.weights[j] as f64, p)];
-            row.extend(terms[start..end].iter().cloned());
+        for (r, label) in labels.iter().enumerate() {
+            let mut row = vec![label.clone()];
+            row.extend(cols[start..end].iter().map(|(_, c)| c[r].clone()));
             t.add_row(row);
         }
-        let mut last = vec!["= context".to_string(), String::new()];
-        last.extend(ctx[start..end].iter().cloned());
-        t.add_row(last);
-        align(&mut t, end - start + 2);
+        align(&mut t, end - start + 1);
         table::emit(&t, w)?;
+        start = end;
     }
     Ok(())
 }

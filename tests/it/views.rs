@@ -327,6 +327,20 @@ fn heatmap_of_minilm_words() {
 }
 
 #[test]
+fn focus_fits_the_width() {
+    for width in ["40", "80"] {
+        let args = [SEED000, "--heads", "2", "--causal", "--focus", "2", "--explain", "--steps", "tokens"];
+        let out = String::from_utf8(run(&with(&args, &["--width", width]), &[])).unwrap();
+        let w: usize = width.parse().unwrap();
+        for line in out.lines() {
+            assert!(line.chars().count() <= w, "--width {width}: {line:?}");
+        }
+        // At 40 columns the softmax table is split in two, the second starting at "− max".
+        assert_eq!(out.contains("key j   ┆   − max"), w == 40, "{out}");
+    }
+}
+
+#[test]
 fn heatmap_draws_the_weights_whatever_steps_says() {
     let out =
         String::from_utf8(run(&[SEED000, "--steps", "q", "--format", "heatmap", "--color", "never"], &[])).unwrap();
