@@ -346,6 +346,11 @@ fn heatmap_draws_the_weights_whatever_steps_says() {
         String::from_utf8(run(&[SEED000, "--steps", "q", "--format", "heatmap", "--color", "never"], &[])).unwrap();
     assert!(out.contains("layers.0.attn.weights · head 0"), "{out}");
     assert!(!out.contains("attn.q"), "{out}");
+    // With --focus the walkthrough follows the maps.
+    let out =
+        String::from_utf8(run(&[SEED000, "--format", "heatmap", "--focus", "feet", "--color", "never"], &[])).unwrap();
+    let (maps, walk) = out.split_once("focus \"feet\" (position 5)").expect("no walkthrough");
+    assert!(maps.contains("layers.0.attn.weights · head 0") && walk.contains("= context"), "{out}");
 }
 
 fn strip_ansi(s: &str) -> String {
