@@ -10,6 +10,9 @@ pub enum Format {
     Table,
     /// One JSON document: schema_version, input, config, steps.
     Json,
+    /// JSON Lines: a header line (schema_version, input, config), then one step per line,
+    /// written as each step is computed.
+    Jsonl,
     /// Each head's attention weights as a coloured grid (shaded characters without colour).
     Heatmap,
 }
@@ -263,4 +266,17 @@ pub struct Cli {
     /// Also write an SVG attention map of --layer (default 0): --head, or every head.
     #[arg(long, value_name = "FILE", help_heading = "Views")]
     pub svg: Option<PathBuf>,
+
+    // ---- testing ----
+    /// Also write every recorded step as a named tensor to FILE: .safetensors or .npz
+    /// (f32; the mask as uint8; token ids as int64).
+    #[arg(long, value_name = "FILE", help_heading = "Testing")]
+    pub save_trace: Option<PathBuf>,
+    /// With --model: recompute the output with candle-transformers' own BertModel and
+    /// report the largest difference (exit 1 above --check-tol).
+    #[arg(long, help_heading = "Testing")]
+    pub check: bool,
+    /// The largest absolute difference --check accepts [default: 1e-4].
+    #[arg(long, value_name = "X", help_heading = "Testing")]
+    pub check_tol: Option<f64>,
 }

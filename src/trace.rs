@@ -91,6 +91,31 @@ impl Selection {
     }
 }
 
+/// A consumer of steps as they are recorded: `--format jsonl` writes each one out while the
+/// model goes on computing. An error stops the stream (e.g. `| head -3` closed the pipe).
+pub type SinkFn = Box<dyn FnMut(&Step) -> std::io::Result<()> + Send>;
+
+/// The trace's optional sink; see [`Trace::stream`]. A cloned trace does not stream.
+#[derive(Default)]
+pub struct Sink {
+    f: Option<SinkFn>,
+    /// Whether steps are also kept in `steps` (they are not, unless something else needs them).
+    keep: bool,
+    failed: Option<std::io::Error>,
+}
+
+impl Clone for Sink {
+    fn clone(&self) -> Self {
+        Sink::default()
+    }
+}
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Sink {{ streaming: {}, keep: {} }}", self.f.is_some(), self.keep)
+    }
+}
+
 /// The ordered steps of one run plus the labels renderers need.
 #[derive(Debug, Clone, Default)]
 pub struct Trace {
@@ -106,6 +131,10 @@ pub struct Trace {
     pub config: serde_json::Value,
     pub steps: Vec<Step>,
     pub selection: Selection,
+    /// Where steps go as they are recorded, if anywhere (`--format jsonl`).
+    pub sink: Sink,
+    /// `--check`'s result, for the JSON document's `check` object.
+    pub check: Option<serde_json::Value>,
 }
 
 /// Splits `layers.3.attn.q` into (Some(3), "attn.q"); other ids have no layer.
@@ -125,8 +154,24 @@ impl Trace {
         Trace { tokens, selection, ..Default::default() }
     }
 
+    /// Hands every step to `f` as it is recorded; with `keep` false the trace does not hold
+    /// the steps itself, so memory holds one step at a time.
+    pub fn stream(&mut self, f: SinkFn, keep: bool) {
+        self.sink = Sink { f: Some(f), keep, failed: None };
+    }
+
+    /// Ends streaming: drops the sink (closing whatever it writes to) and returns the error
+    /// that stopped it, if any.
+    pub fn end_stream(&mut self) -> Option<std::io::Error> {
+        std::mem::take(&mut self.sink).failed
+    }
+
     /// Whether a step with this id would be kept; lets callers skip copying tensors out.
     pub fn wants(&self, id: &str) -> bool {
+        // A stream whose reader left needs no more steps.
+        if self.sink.failed.is_some() && !self.sink.keep {
+            return false;
+        }
         let (layer, name) = split_id(id);
         self.selection.wants(id, layer, name)
     }
@@ -151,6 +196,14 @@ impl Trace {
         if let Some(h) = self.selection.head {
             if step.is_per_head() {
                 narrow_head(&mut step, h);
+            }
+        }
+        if let Some(f) = self.sink.f.as_mut() {
+            if self.sink.failed.is_none() {
+                self.sink.failed = f(&step).err();
+            }
+            if !self.sink.keep {
+                return;
             }
         }
         self.steps.push(step);
@@ -196,6 +249,19 @@ mod tests {
         assert_eq!(t.steps[0].values, Values::F32(vec![3., 4.]));
         assert_eq!(t.steps[0].heads, Some(vec![1]));
         assert_eq!(t.steps[1].shape, vec![2, 1]);
+    }
+
+    #[test]
+    fn a_sink_sees_every_step_and_keeps_none() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let mut t = Trace::new(vec!["a".into()], Selection::default());
+        t.stream(Box::new(move |s: &Step| Ok(log.lock().unwrap().push(s.id.clone()))), false);
+        t.record("embed.sum", &["pos", "d_model"], &[1, 1], Values::F32(vec![1.0]));
+        t.record("output", &["pos", "d_model"], &[1, 1], Values::F32(vec![2.0]));
+        assert_eq!(*seen.lock().unwrap(), ["embed.sum", "output"]);
+        assert!(t.steps.is_empty());
+        assert!(t.end_stream().is_none());
     }
 
     #[test]

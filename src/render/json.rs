@@ -52,7 +52,8 @@ pub fn write_with(trace: &Trace, extra: &[(&str, String)], w: &mut dyn Write) ->
     writeln!(w, "}}")
 }
 
-fn write_step(step: &Step, w: &mut dyn Write) -> io::Result<()> {
+/// One step object, as in `steps` (and as each line of `--format jsonl`).
+pub fn write_step(step: &Step, w: &mut dyn Write) -> io::Result<()> {
     let layer = step.layer.map_or("null".to_string(), |l| l.to_string());
     write!(
         w,

@@ -5,6 +5,7 @@ pub mod focus;
 pub mod heatmap;
 pub mod html;
 pub mod json;
+pub mod jsonl;
 pub mod summary;
 pub mod svg;
 pub mod table;
@@ -58,8 +59,12 @@ pub fn render_views(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Writ
             if let Some(maps) = derived {
                 extra.push(("views", views::to_json(maps)));
             }
+            if let Some(check) = &trace.check {
+                extra.push(("check", check.to_string()));
+            }
             json::write_with(trace, &extra, w)
         }
         Format::Heatmap => heatmap::write(trace, views, out, w),
+        Format::Jsonl => jsonl::write(trace, w),
     }
 }

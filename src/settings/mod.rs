@@ -4,6 +4,7 @@
 
 mod parse;
 mod real;
+pub mod testing;
 mod text;
 pub mod views;
 
@@ -68,6 +69,8 @@ pub struct Settings {
     pub selection: Selection,
     pub output: Output,
     pub save_weights: Option<PathBuf>,
+    /// `--save-trace` and `--check`.
+    pub testing: testing::Testing,
 }
 
 /// Rejects a zero for a flag that names a size.
@@ -389,6 +392,7 @@ impl Settings {
         };
         let selection = selection(&cli, layers, heads)?;
         let views = views::options(&cli, &tokens, layers)?;
+        let testing = testing::options(&cli, None)?;
         Ok(Settings {
             sentence,
             tokens,
@@ -405,6 +409,7 @@ impl Settings {
                 views,
             },
             save_weights: cli.save_weights,
+            testing,
         })
     }
 }

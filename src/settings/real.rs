@@ -118,6 +118,7 @@ pub fn from_cli(cli: Cli) -> Result<Settings> {
     limits::check(&cfg, enc.ids.len(), limits::parse_size(&cli.max_memory)?)?;
     let selection = selection(&cli, layers, heads)?;
     let views = super::views::options(&cli, &enc.tokens, layers)?;
+    let testing = super::testing::options(&cli, Some(&cfg))?;
     Ok(Settings {
         sentence: Some(match &cli.pair {
             Some(p) => format!("{sentence} ‖ {p}"),
@@ -137,5 +138,6 @@ pub fn from_cli(cli: Cli) -> Result<Settings> {
         },
         selection,
         save_weights: None,
+        testing,
     })
 }

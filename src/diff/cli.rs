@@ -1,0 +1,39 @@
+//! `attn-trace diff A B`: its command line, parsed by its own clap struct because the main
+//! command's first positional argument is the sentence (main.rs dispatches on the word).
+
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DiffFormat {
+    /// The first divergence, a table of the largest error per step, then what is missing.
+    Table,
+    /// The same report as one JSON object.
+    Json,
+}
+
+/// Compare two traces step by step and report where they part ways.
+///
+/// Exit status: 0 when every step both traces hold agrees within tolerance, 1 when a step
+/// diverges (a value outside tolerance or a shape mismatch), 2 for unusable input.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "attn-trace diff", version, max_term_width = 100)]
+#[command(after_help = "Inputs, name aliases and the report are described in README.md, \"Traces as test material\".")]
+pub struct DiffCli {
+    /// The trace under test: attn-trace JSON/JSONL, a --save-trace file (.safetensors,
+    /// .npz), or your own JSON object / safetensors / npz of tensors named by step id.
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+    /// The reference trace, in any of the same forms.
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+    /// Absolute tolerance.
+    #[arg(long, value_name = "X", default_value_t = 1e-5)]
+    pub atol: f64,
+    /// Relative tolerance (times |b|).
+    #[arg(long, value_name = "X", default_value_t = 1e-5)]
+    pub rtol: f64,
+    /// Report format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: DiffFormat,
+}

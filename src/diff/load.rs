@@ -1,0 +1,181 @@
+//! Reading one side of a diff: an attn-trace JSON document or JSONL stream, a JSON object of
+//! named tensors, or a safetensors or npz file of named tensors. Names are mapped to
+//! canonical step ids ([`super::names`]); TransformerLens tensors lose their batch dimension
+//! of 1 and, for q/k/v/z, their `[pos, head, d_head]` layout. Anything unreadable is a usage
+//! error naming the file.
+
+use super::json::{doc_steps, named_tensors};
+use super::names::{self, resolve};
+use crate::error::usage;
+use crate::export::{npz, safetensors, Data, Named};
+use anyhow::Result;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One step as read from a file.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The name the file used.
+    pub given: String,
+    pub shape: Vec<usize>,
+    pub data: Data,
+    pub dims: Vec<String>,
+    /// Which heads a step narrowed by `--head` holds (attn-trace documents only).
+    pub heads: Option<Vec<usize>>,
+}
+
+/// One side of a diff.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub path: String,
+    /// What the file turned out to be, e.g. "attn-trace JSON document".
+    pub kind: &'static str,
+    /// Steps by canonical id.
+    pub steps: BTreeMap<String, Entry>,
+    /// Names that are not steps, skipped.
+    pub ignored: Vec<String>,
+    /// What was done to fit the file to attn-trace's layouts.
+    pub notes: Vec<String>,
+}
+
+/// A step as a file gave it, before its name is resolved.
+pub struct Raw {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub data: Data,
+    pub dims: Option<Vec<String>>,
+    pub heads: Option<Vec<usize>>,
+}
+
+/// Reads and recognises a trace file.
+pub fn load(path: &Path) -> Result<Loaded> {
+    let what = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| usage(&what, e, "pass a trace file that exists and is readable"))?;
+    let first = bytes.iter().copied().find(|b| !b.is_ascii_whitespace());
+    let (kind, raws): (&'static str, Vec<Raw>) = if npz::looks_like(&bytes) {
+        ("npz", from_named(npz::read(&bytes, &what)?))
+    } else if first == Some(b'{') {
+        let text = std::str::from_utf8(&bytes).map_err(|_| usage(&what, "not UTF-8 text", "pass a JSON file"))?;
+        match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(v) if v.get("schema_version").is_some() && v.get("steps").is_some() => {
+                ("attn-trace JSON document", doc_steps(&v, &what)?)
+            }
+            Ok(v) => ("JSON object of named tensors", named_tensors(&v, &what)?),
+            Err(e) if text.lines().nth(1).is_some() && e.line() > 1 => ("attn-trace JSONL", jsonl(text, &what)?),
+            Err(e) => return Err(usage(&what, format!("not valid JSON: {e}"), "pass a JSON object of named tensors")),
+        }
+    } else if bytes.len() >= 9 && bytes[8] == b'{' {
+        ("safetensors", from_named(safetensors::read(&bytes, &what)?))
+    } else {
+        return Err(usage(
+            &what,
+            "not a trace: neither JSON, JSONL, safetensors nor npz",
+            "pass attn-trace --format json output, a --save-trace file, or a JSON object of named tensors",
+        ));
+    };
+    fit(path, kind, raws)
+}
+
+/// attn-trace's `--format jsonl`: a header line, then one step object per line.
+fn jsonl(text: &str, what: &str) -> Result<Vec<Raw>> {
+    let mut steps = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| usage(what, format!("line {}: not valid JSON: {e}", i + 1), "pass a whole JSONL trace"))?;
+        if i == 0 {
+            if v.get("schema_version").is_none() {
+                return Err(usage(what, "not valid JSON, nor attn-trace JSONL", "pass a JSON object of named tensors"));
+            }
+            continue;
+        }
+        steps.push(v);
+    }
+    let doc = serde_json::json!({"schema_version": 1, "steps": steps});
+    doc_steps(&doc, what)
+}
+
+fn from_named(named: Vec<Named>) -> Vec<Raw> {
+    named.into_iter().map(|n| Raw { name: n.name, shape: n.shape, data: n.data, dims: None, heads: None }).collect()
+}
+
+/// Resolves names, undoes TransformerLens's layouts and rejects two names for one step.
+fn fit(path: &Path, kind: &'static str, raws: Vec<Raw>) -> Result<Loaded> {
+    let what = path.display().to_string();
+    let mut out = Loaded { path: what.clone(), kind, steps: BTreeMap::new(), ignored: Vec::new(), notes: Vec::new() };
+    let (mut batch, mut transposed) = (Vec::new(), Vec::new());
+    for raw in raws {
+        let Some(r) = resolve(&raw.name) else {
+            out.ignored.push(raw.name);
+            continue;
+        };
+        let dims = raw.dims.unwrap_or_else(|| names::dims(&r.id));
+        let (mut shape, mut data) = (raw.shape, raw.data);
+        // A batch of one: TransformerLens caches always have it; a user's code may too.
+        if shape.len() == dims.len() + 1 && shape[0] == 1 {
+            shape.remove(0);
+            batch.push(raw.name.clone());
+        }
+        let per_head_tl = ["attn.q", "attn.k", "attn.v", "attn.context"].contains(&crate::trace::split_id(&r.id).1);
+        if r.tl && per_head_tl && shape.len() == 3 {
+            (shape, data) = swap_first_two(shape, data);
+            transposed.push(raw.name.clone());
+        }
+        if data.len() != shape.iter().product::<usize>() {
+            return Err(usage(&what, format!("{}: shape {shape:?} does not fit its values", raw.name), "fix the file"));
+        }
+        if let Some(prev) = out.steps.get(&r.id) {
+            return Err(usage(
+                &what,
+                format!("{} and {} both name step {}", prev.given, raw.name, r.id),
+                "keep one of them",
+            ));
+        }
+        out.steps.insert(r.id, Entry { given: raw.name, shape, data, dims, heads: raw.heads });
+    }
+    if !batch.is_empty() {
+        out.notes.push(format!("{what}: dropped a leading batch dimension of 1 from {}", list(&batch)));
+    }
+    if !transposed.is_empty() {
+        out.notes.push(format!(
+            "{what}: read {} as TransformerLens's [pos, head, d_head] and compared as [head, pos, d_head]",
+            list(&transposed)
+        ));
+    }
+    Ok(out)
+}
+
+/// `[p, h, …]` → `[h, p, …]`, row-major.
+fn swap_first_two(shape: Vec<usize>, data: Data) -> (Vec<usize>, Data) {
+    let (p, h, inner) = (shape[0], shape[1], shape[2..].iter().product::<usize>());
+    let order = (0..h).flat_map(|hi| (0..p).flat_map(move |pi| (0..inner).map(move |k| (pi * h + hi) * inner + k)));
+    let data = match data {
+        Data::Num(v) if v.len() == p * h * inner => Data::Num(order.map(|i| v[i]).collect()),
+        Data::Str(v) if v.len() == p * h * inner => Data::Str(order.map(|i| v[i].clone()).collect()),
+        other => return (shape, other),
+    };
+    let mut new = shape;
+    new.swap(0, 1);
+    (new, data)
+}
+
+/// A short list of names: the first three and a count of the rest.
+pub fn list(names: &[String]) -> String {
+    let shown: Vec<&str> = names.iter().take(3).map(String::as_str).collect();
+    match names.len() {
+        n if n > 3 => format!("{} and {} more", shown.join(", "), n - 3),
+        _ => shown.join(", "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transformer_lens_layout_is_undone() {
+        // [pos 2, head 3, d 1] → [head 3, pos 2, d 1]
+        let (shape, data) = swap_first_two(vec![2, 3, 1], Data::Num(vec![0., 1., 2., 10., 11., 12.]));
+        assert_eq!(shape, vec![3, 2, 1]);
+        assert_eq!(data, Data::Num(vec![0., 10., 1., 11., 2., 12.]));
+    }
+}

@@ -1,0 +1,98 @@
+//! Traces as files of named tensors (`--save-trace FILE`), and the reader `attn-trace diff`
+//! uses for such files, whoever wrote them.
+//!
+//! Every recorded step becomes one tensor named by its step id, in the step's own shape:
+//! f32 tensors as float32, the boolean `attn.mask` as uint8 (1 = hidden), `token_ids` as
+//! int64. The token strings are kept too: in safetensors' `__metadata__` (whose values can
+//! only be strings) as a JSON array under `tokens`, and in an npz as a numpy unicode array
+//! `tokens`, which `numpy.load` reads without pickle. The format follows the extension:
+//! `.safetensors` ([`safetensors`]) or `.npz` ([`npz`]). Bytes are deterministic: tensors
+//! are written in sorted order, with fixed zip timestamps.
+
+pub mod npy;
+pub mod npz;
+pub mod safetensors;
+
+use crate::error::usage;
+use crate::trace::{Step, Values};
+use anyhow::Result;
+use std::path::Path;
+
+/// A tensor read back from a file: numbers as f64 (for comparing), or strings.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Data {
+    Num(Vec<f64>),
+    Str(Vec<String>),
+}
+
+impl Data {
+    pub fn len(&self) -> usize {
+        match self {
+            Data::Num(v) => v.len(),
+            Data::Str(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One named tensor as stored in a file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Named {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub data: Data,
+}
+
+/// A step's values as the bytes and dtype a file stores: (safetensors dtype, numpy descr,
+/// little-endian bytes). Strings have no fixed-size numeric form and return `None`.
+pub fn encode(step: &Step) -> Option<(&'static str, &'static str, Vec<u8>)> {
+    match &step.values {
+        Values::F32(v) => Some(("F32", "<f4", v.iter().flat_map(|x| x.to_le_bytes()).collect())),
+        Values::Bool(v) => Some(("U8", "|u1", v.iter().map(|&b| b as u8).collect())),
+        Values::Int(v) => Some(("I64", "<i8", v.iter().flat_map(|x| x.to_le_bytes()).collect())),
+        Values::Str(_) => None,
+    }
+}
+
+/// A step's values as f64 for comparing, rounded the same way as files are read.
+pub fn step_data(values: &Values) -> Data {
+    match values {
+        Values::F32(v) => Data::Num(v.iter().map(|&x| x as f64).collect()),
+        Values::Bool(v) => Data::Num(v.iter().map(|&b| b as u8 as f64).collect()),
+        Values::Int(v) => Data::Num(v.iter().map(|&x| x as f64).collect()),
+        Values::Str(v) => Data::Str(v.clone()),
+    }
+}
+
+/// Which file format a path asks for, by its extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Safetensors,
+    Npz,
+}
+
+/// The format `--save-trace` writes for this path; other extensions are a usage error.
+pub fn kind_for(path: &Path) -> Result<Kind> {
+    match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+        Some("safetensors") => Ok(Kind::Safetensors),
+        Some("npz") => Ok(Kind::Npz),
+        _ => Err(usage(
+            format!("--save-trace {}", path.display()),
+            "the file name must end in .safetensors or .npz (the extension chooses the format)",
+            "e.g. --save-trace trace.safetensors or --save-trace trace.npz",
+        )),
+    }
+}
+
+/// Writes every step of a trace to `path` in the format its extension names.
+pub fn save(steps: &[Step], tokens: &[String], path: &Path) -> Result<()> {
+    let what = format!("--save-trace {}", path.display());
+    let bytes = match kind_for(path)? {
+        Kind::Safetensors => safetensors::write(steps, tokens)?,
+        Kind::Npz => npz::write(steps, tokens)?,
+    };
+    std::fs::write(path, bytes).map_err(|e| usage(&what, e, "pass a path in a writable folder"))
+}
