@@ -256,7 +256,13 @@ mod tests {
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let log = seen.clone();
         let mut t = Trace::new(vec!["a".into()], Selection::default());
-        t.stream(Box::new(move |s: &Step| Ok(log.lock().unwrap().push(s.id.clone()))), false);
+        t.stream(
+            Box::new(move |s: &Step| {
+                log.lock().unwrap().push(s.id.clone());
+                Ok(())
+            }),
+            false,
+        );
         t.record("embed.sum", &["pos", "d_model"], &[1, 1], Values::F32(vec![1.0]));
         t.record("output", &["pos", "d_model"], &[1, 1], Values::F32(vec![2.0]));
         assert_eq!(*seen.lock().unwrap(), ["embed.sum", "output"]);

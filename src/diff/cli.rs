@@ -28,10 +28,10 @@ pub struct DiffCli {
     #[arg(value_name = "B")]
     pub b: PathBuf,
     /// Absolute tolerance.
-    #[arg(long, value_name = "X", default_value_t = 1e-5)]
+    #[arg(long, value_name = "X", default_value_t = 1e-5, allow_negative_numbers = true)]
     pub atol: f64,
     /// Relative tolerance (times |b|).
-    #[arg(long, value_name = "X", default_value_t = 1e-5)]
+    #[arg(long, value_name = "X", default_value_t = 1e-5, allow_negative_numbers = true)]
     pub rtol: f64,
     /// Report format.
     #[arg(long, value_enum, default_value = "table")]

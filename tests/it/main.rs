@@ -3,6 +3,8 @@
 mod bert;
 mod cli;
 mod common;
+mod diff;
+mod export;
 mod golden;
 mod oracle;
 mod props;
