@@ -2,7 +2,7 @@
 //! `--html`, `--svg`) for the toy encoder and real models alike: the focus token is resolved
 //! to a position here, so a bad one is a usage error before any tensor is computed.
 
-use crate::cli::Cli;
+use crate::cli::{Cli, Format};
 use crate::error::usage;
 use anyhow::Result;
 use std::path::PathBuf;
@@ -39,6 +39,22 @@ impl ViewOptions {
 pub fn options(cli: &Cli, tokens: &[String], layers: usize) -> Result<ViewOptions> {
     if cli.explain && cli.focus.is_none() {
         return Err(usage("--explain", "it explains a --focus walkthrough", "add --focus TOKEN or --focus POS"));
+    }
+    if cli.format == Format::Jsonl {
+        let asked = [
+            ("--focus", cli.focus.is_some()),
+            ("--merge-pieces", cli.merge_pieces),
+            ("--average-heads", cli.average_heads),
+            ("--html", cli.html.is_some()),
+            ("--svg", cli.svg.is_some()),
+        ];
+        if let Some((flag, _)) = asked.iter().find(|(_, on)| *on) {
+            return Err(usage(
+                flag,
+                "--format jsonl writes each step as it is computed, and the views need the whole trace",
+                "use --format json, table or heatmap",
+            ));
+        }
     }
     if cli.average_heads && cli.head.is_some() {
         return Err(usage(

@@ -188,6 +188,10 @@ fn focus_errors_are_usage_errors_that_list_the_tokens() {
     assert!(usage_error(&[SEED000, "--explain"]).contains("--focus"));
     assert!(usage_error(&[SEED000, "--heads", "2", "--head", "1", "--average-heads"]).contains("--head"));
     assert!(usage_error(&["my shoes", "--model", "fixtures/tiny-bert", "--focus", "hat"]).contains("[CLS]"));
+    for flag in ["--merge-pieces", "--average-heads"] {
+        assert!(usage_error(&[SEED000, "--format", "jsonl", flag]).contains("--format json"));
+    }
+    assert!(usage_error(&[SEED000, "--format", "jsonl", "--focus", "1"]).contains("whole trace"));
     let e = usage_error(&[SEED000, "--html", "/nonexistent-dir/x.html"]);
     assert!(e.contains("--html /nonexistent-dir/x.html"), "{e}");
 }
