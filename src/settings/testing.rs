@@ -1,7 +1,7 @@
-//! The flags that make a run test material (`--save-trace`, `--check`, `--check-tol`) and
-//! the one combination `--format jsonl` cannot stream, checked before anything is computed.
+//! The flags that make a run test material (`--save-trace`, `--check`, `--check-tol`),
+//! checked before anything is computed. (Views with `--format jsonl` are refused in views.rs.)
 
-use crate::cli::{Cli, Format};
+use crate::cli::Cli;
 use crate::config::ModelConfig;
 use crate::error::usage;
 use anyhow::Result;
@@ -26,23 +26,6 @@ pub struct Testing {
 pub fn options(cli: &Cli, real: Option<&ModelConfig>) -> Result<Testing> {
     if let Some(path) = &cli.save_trace {
         crate::export::kind_for(path)?;
-    }
-    if cli.format == Format::Jsonl {
-        let views = [
-            ("--focus", cli.focus.is_some()),
-            ("--explain", cli.explain),
-            ("--merge-pieces", cli.merge_pieces),
-            ("--average-heads", cli.average_heads),
-            ("--html", cli.html.is_some()),
-            ("--svg", cli.svg.is_some()),
-        ];
-        if let Some((flag, _)) = views.iter().find(|(_, on)| *on) {
-            return Err(usage(
-                flag,
-                "views are not streamed by --format jsonl",
-                format!("use --format json with {flag}, or drop {flag}"),
-            ));
-        }
     }
     let tol = match cli.check_tol {
         Some(t) if !t.is_finite() || t < 0.0 => {

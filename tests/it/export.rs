@@ -108,7 +108,7 @@ fn testing_flags_are_checked() {
         (&[SENTENCE, "--save-trace", "t.pt"], ".safetensors or .npz"),
         (&[SENTENCE, "--check"], "--model"),
         (&[SENTENCE, "--check-tol", "1e-3"], "--check"),
-        (&[SENTENCE, "--format", "jsonl", "--focus", "1"], "not streamed"),
+        (&[SENTENCE, "--format", "jsonl", "--focus", "1"], "jsonl"),
     ];
     for (args, want) in cases {
         let out = cmd().args(*args).output().unwrap();
