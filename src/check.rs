@@ -57,12 +57,12 @@ impl Check {
     pub fn line(&self) -> String {
         let dims: Vec<String> = self.shape.iter().map(|d| d.to_string()).collect();
         format!(
-            "check: {}: max |attn-trace output − candle-transformers BertModel| = {:.3e} {} --check-tol {:e} \
+            "check: {}: max |attn-trace output − candle-transformers BertModel| = {:.3e} {} --check-tol {} \
              at {:?} of {} values (candle: {LAYER_NORM}; {})",
             if self.ok() { "ok" } else { "failed" },
             self.max_abs,
             if self.ok() { "≤" } else { ">" },
-            self.tol,
+            if self.tol == 0.0 { "0".to_string() } else { format!("{:e}", self.tol) },
             self.at,
             dims.join("×"),
             self.activation,
