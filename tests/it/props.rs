@@ -74,7 +74,7 @@ proptest! {
     #[test]
     fn layer_norm_rows_are_standardised(args in config()) {
         let (s, t) = run(&args);
-        let eps = s.cfg.eps as f64;
+        let eps = s.cfg.eps;
         for l in 0..s.cfg.layers {
             let pairs: Vec<(String, String)> = if s.cfg.norm == attn_trace::config::Norm::Post {
                 vec![("add_norm1.sum".into(), "add_norm1.out".into()), ("add_norm2.sum".into(), "add_norm2.out".into())]
