@@ -67,6 +67,10 @@ pub fn write_step(step: &Step, w: &mut dyn Write) -> io::Result<()> {
         write!(w, "\"heads\": {}, ", serde_json::to_string(h)?)?;
     }
     write!(w, "\"values\": ")?;
+    if let Values::F32(v) = &step.values {
+        write_f32_nested(w, &step.shape, v)?;
+        return write!(w, "}}");
+    }
     let mut buf = ryu::Buffer::new();
     let mut item = |w: &mut dyn Write, i: usize| -> io::Result<()> {
         match &step.values {
@@ -103,6 +107,74 @@ fn nested(
     write!(w, "]")
 }
 
+/// The hot path (a real model's trace is hundreds of MB of floats): the innermost rows are
+/// formatted into a byte buffer and handed to the writer in large pieces, instead of a
+/// dynamic call and a `write` per number. Output is identical to the general path.
+fn write_f32_nested(w: &mut dyn Write, shape: &[usize], values: &[f32]) -> io::Result<()> {
+    let Some((&last, outer)) = shape.split_last() else {
+        let mut out = Vec::new();
+        push_f32(&mut out, values[0], &mut ryu::Buffer::new());
+        return w.write_all(&out);
+    };
+    let rows: usize = outer.iter().product();
+    let mut out: Vec<u8> = Vec::with_capacity(1 << 16);
+    let mut fmt = ryu::Buffer::new();
+    for r in 0..rows {
+        // Open the brackets of every dimension that starts at this row.
+        let mut opens = 0;
+        let mut span = 1;
+        for &d in outer.iter().rev() {
+            if r % (span * d) == 0 {
+                opens += 1;
+                span *= d
+            } else {
+                break;
+            }
+        }
+        if r > 0 {
+            out.push(b',');
+        }
+        out.extend(std::iter::repeat_n(b'[', opens + 1));
+        for (i, &x) in values[r * last..(r + 1) * last].iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            push_f32(&mut out, x, &mut fmt);
+        }
+        // Close the row and every dimension that ends with it.
+        let mut closes = 0;
+        let mut span = 1;
+        for &d in outer.iter().rev() {
+            if (r + 1) % (span * d) == 0 {
+                closes += 1;
+                span *= d
+            } else {
+                break;
+            }
+        }
+        out.extend(std::iter::repeat_n(b']', closes + 1));
+        if out.len() > 1 << 16 {
+            w.write_all(&out)?;
+            out.clear();
+        }
+    }
+    if rows == 0 {
+        out.extend(std::iter::repeat_n(b'[', outer.len()));
+        out.extend(std::iter::repeat_n(b']', outer.len()));
+    }
+    w.write_all(&out)
+}
+
+fn push_f32(out: &mut Vec<u8>, v: f32, fmt: &mut ryu::Buffer) {
+    if v.is_nan() {
+        out.extend_from_slice(b"\"nan\"");
+    } else if v.is_infinite() {
+        out.extend_from_slice(if v > 0.0 { b"\"inf\"" } else { b"\"-inf\"" });
+    } else {
+        out.extend_from_slice(fmt.format_finite(v).as_bytes());
+    }
+}
+
 /// The one documented way to write an f32: shortest round-trip decimal, or a string for
 /// NaN and the infinities.
 pub fn write_f32(w: &mut dyn Write, v: f32, buf: &mut ryu::Buffer) -> io::Result<()> {
@@ -118,6 +190,23 @@ pub fn write_f32(w: &mut dyn Write, v: f32, buf: &mut ryu::Buffer) -> io::Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nested_f32_arrays_follow_the_shape() {
+        for shape in [vec![2usize, 3, 2], vec![1, 1, 4], vec![3], vec![2, 2, 1, 2]] {
+            let n: usize = shape.iter().product();
+            let v: Vec<f32> = (0..n).map(|i| i as f32 - 1.5).collect();
+            let mut out = Vec::new();
+            write_f32_nested(&mut out, &shape, &v).unwrap();
+            let parsed: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            // Rebuild the expected nesting from the shape, innermost dimension first.
+            let mut expect: Vec<serde_json::Value> = v.iter().map(|&x| serde_json::json!(x)).collect();
+            for &d in shape.iter().rev() {
+                expect = expect.chunks(d).map(|c| serde_json::Value::Array(c.to_vec())).collect();
+            }
+            assert_eq!(parsed, expect[0], "{shape:?}");
+        }
+    }
 
     #[test]
     fn floats_and_non_finite() {
