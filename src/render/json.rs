@@ -117,16 +117,69 @@ fn write_f32_nested(w: &mut dyn Write, shape: &[usize], values: &[f32]) -> io::R
         return w.write_all(&out);
     };
     let rows: usize = outer.iter().product();
-    let mut out: Vec<u8> = Vec::with_capacity(1 << 16);
+    if rows == 0 {
+        let mut out = vec![b'['; outer.len()];
+        out.extend(std::iter::repeat_n(b']', outer.len()));
+        return w.write_all(&out);
+    }
+    // Large tensors are formatted on every core: a row's bytes depend only on its index, so
+    // chunks of rows formatted apart and written in order give the same bytes.
+    // available_parallelism reads cgroup files on Linux: ask once, and only for big tensors.
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let threads = if values.len() < PARALLEL_FROM {
+        1
+    } else {
+        *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()).min(8))
+    };
+    if threads < 2 {
+        let mut out = Vec::with_capacity(1 << 16);
+        return format_rows(w, &mut out, outer, last, values, 0..rows, true);
+    }
+    let per = rows.div_ceil(threads);
+    let parts: io::Result<Vec<Vec<u8>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| (t * per).min(rows)..((t + 1) * per).min(rows))
+            .map(|range| {
+                scope.spawn(move || {
+                    let mut out = Vec::with_capacity(range.len() * last * 12);
+                    // Writing into a Vec cannot fail.
+                    let _ = format_rows(&mut std::io::sink(), &mut out, outer, last, values, range, false);
+                    out
+                })
+            })
+            .collect();
+        // A formatting thread cannot fail short of a bug; if one did, fail rather than write
+        // a document with a hole in it.
+        handles.into_iter().map(|h| h.join().map_err(|_| io::Error::other("a JSON formatting thread failed"))).collect()
+    });
+    for part in parts? {
+        w.write_all(&part)?;
+    }
+    Ok(())
+}
+
+/// Tensors with at least this many values are formatted in parallel.
+const PARALLEL_FROM: usize = 1 << 18;
+
+/// Formats rows `range` into `out`; with `flush`, hands `out` to `w` every 64 KiB.
+fn format_rows(
+    w: &mut dyn Write,
+    out: &mut Vec<u8>,
+    outer: &[usize],
+    last: usize,
+    values: &[f32],
+    range: std::ops::Range<usize>,
+    flush: bool,
+) -> io::Result<()> {
     let mut fmt = ryu::Buffer::new();
-    for r in 0..rows {
+    for r in range {
         // Open the brackets of every dimension that starts at this row.
         let mut opens = 0;
         let mut span = 1;
         for &d in outer.iter().rev() {
             if r % (span * d) == 0 {
                 opens += 1;
-                span *= d
+                span *= d;
             } else {
                 break;
             }
@@ -139,7 +192,7 @@ fn write_f32_nested(w: &mut dyn Write, shape: &[usize], values: &[f32]) -> io::R
             if i > 0 {
                 out.push(b',');
             }
-            push_f32(&mut out, x, &mut fmt);
+            push_f32(out, x, &mut fmt);
         }
         // Close the row and every dimension that ends with it.
         let mut closes = 0;
@@ -147,22 +200,21 @@ fn write_f32_nested(w: &mut dyn Write, shape: &[usize], values: &[f32]) -> io::R
         for &d in outer.iter().rev() {
             if (r + 1) % (span * d) == 0 {
                 closes += 1;
-                span *= d
+                span *= d;
             } else {
                 break;
             }
         }
         out.extend(std::iter::repeat_n(b']', closes + 1));
-        if out.len() > 1 << 16 {
-            w.write_all(&out)?;
+        if flush && out.len() > 1 << 16 {
+            w.write_all(out)?;
             out.clear();
         }
     }
-    if rows == 0 {
-        out.extend(std::iter::repeat_n(b'[', outer.len()));
-        out.extend(std::iter::repeat_n(b']', outer.len()));
+    if flush {
+        w.write_all(out)?;
     }
-    w.write_all(&out)
+    Ok(())
 }
 
 fn push_f32(out: &mut Vec<u8>, v: f32, fmt: &mut ryu::Buffer) {
@@ -193,7 +245,8 @@ mod tests {
 
     #[test]
     fn nested_f32_arrays_follow_the_shape() {
-        for shape in [vec![2usize, 3, 2], vec![1, 1, 4], vec![3], vec![2, 2, 1, 2]] {
+        // The last shape is large enough to take the parallel path.
+        for shape in [vec![2usize, 3, 2], vec![1, 1, 4], vec![3], vec![2, 2, 1, 2], vec![3, 301, 300]] {
             let n: usize = shape.iter().product();
             let v: Vec<f32> = (0..n).map(|i| i as f32 - 1.5).collect();
             let mut out = Vec::new();
