@@ -54,10 +54,15 @@ pub fn compute_with(
             };
             init::file::params(named.clone(), cfg, &what)?
         }
-        Source::Model(weights, hf_config) => match &settings.input {
-            model::Input::Ids { ids, .. } => weights.params(hf_config, ids)?,
-            model::Input::Matrix(_) => anyhow::bail!("internal: a real model takes token ids"),
-        },
+        Source::Model(weights, hf_config) => {
+            let model::Input::Ids { ids, .. } = &settings.input else {
+                anyhow::bail!("internal: a real model takes token ids");
+            };
+            let taken = weights.lock().ok().and_then(|mut w| w.take());
+            let weights = taken.context("internal: the model's weights were already used")?;
+            weights.params(hf_config, ids)?
+            // `weights` drops here: the file is unmapped.
+        }
     };
     if let Some(path) = &settings.save_weights {
         init::file::save(&params, path)?;

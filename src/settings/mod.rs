@@ -29,8 +29,9 @@ use std::path::PathBuf;
 pub enum Source {
     Seeded(Recipe),
     File(Named),
-    /// A real model's memory-mapped checkpoint.
-    Model(crate::hf::weights::Weights, crate::hf::config::HfConfig),
+    /// A real model's memory-mapped checkpoint, taken (and unmapped) once its parameters are
+    /// copied out, so the mapped pages stop counting towards the run's memory.
+    Model(std::sync::Mutex<Option<crate::hf::weights::Weights>>, crate::hf::config::HfConfig),
 }
 
 #[derive(Debug, Clone)]

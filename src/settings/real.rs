@@ -127,7 +127,7 @@ pub fn from_cli(cli: Cli) -> Result<Settings> {
         tokens: enc.tokens,
         input: Input::Ids { ids: enc.ids, type_ids: Some(enc.type_ids) },
         cfg,
-        source: Source::Model(model.weights, c),
+        source: Source::Model(std::sync::Mutex::new(Some(model.weights)), c),
         output: Output {
             format: cli.format,
             precision: cli.precision,
