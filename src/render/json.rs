@@ -24,9 +24,9 @@ pub fn write(trace: &Trace, w: &mut dyn Write) -> io::Result<()> {
     write_with(trace, &[], w)
 }
 
-/// The document with optional top-level objects after `steps` (the views' `"focus"` and
-/// `"views"`; see render/focus.rs and render/views.rs), each given as its JSON text.
-pub fn write_with(trace: &Trace, extra: &[(&str, String)], w: &mut dyn Write) -> io::Result<()> {
+/// The document's `input` object (also the first line of `--format jsonl`): the sentence,
+/// its tokens and ids, and a real model's token types.
+pub fn input_object(trace: &Trace) -> serde_json::Value {
     let mut input = serde_json::json!({
         "sentence": trace.sentence,
         "tokens": trace.tokens,
@@ -35,6 +35,13 @@ pub fn write_with(trace: &Trace, extra: &[(&str, String)], w: &mut dyn Write) ->
     if let Some(types) = &trace.token_type_ids {
         input["token_type_ids"] = serde_json::json!(types);
     }
+    input
+}
+
+/// The document with optional top-level objects after `steps` (the views' `"focus"` and
+/// `"views"`; see render/focus.rs and render/views.rs), each given as its JSON text.
+pub fn write_with(trace: &Trace, extra: &[(&str, String)], w: &mut dyn Write) -> io::Result<()> {
+    let input = input_object(trace);
     writeln!(w, "{{")?;
     writeln!(w, "  \"schema_version\": {SCHEMA_VERSION},")?;
     writeln!(w, "  \"input\": {},", serde_json::to_string(&input)?)?;

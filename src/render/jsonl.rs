@@ -17,14 +17,7 @@ use std::sync::mpsc::sync_channel;
 
 /// The first line: what was traced, without steps.
 pub fn header(trace: &Trace) -> io::Result<String> {
-    let mut input = serde_json::json!({
-        "sentence": trace.sentence,
-        "tokens": trace.tokens,
-        "token_ids": trace.token_ids,
-    });
-    if let Some(types) = &trace.token_type_ids {
-        input["token_type_ids"] = serde_json::json!(types);
-    }
+    let input = json::input_object(trace);
     Ok(format!(
         "{{\"schema_version\": {}, \"input\": {}, \"config\": {}}}\n",
         json::SCHEMA_VERSION,
