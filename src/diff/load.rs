@@ -51,11 +51,18 @@ pub struct Raw {
 pub fn load(path: &Path) -> Result<Loaded> {
     let what = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| usage(&what, e, "pass a trace file that exists and is readable"))?;
+    parse(&bytes, &what)
+}
+
+/// Recognises and reads a trace file's bytes; `what` names it in errors. The fuzz target
+/// `diff_input` calls this directly.
+pub fn parse(bytes: &[u8], what: &str) -> Result<Loaded> {
+    let what = what.to_string();
     let first = bytes.iter().copied().find(|b| !b.is_ascii_whitespace());
-    let (kind, raws): (&'static str, Vec<Raw>) = if npz::looks_like(&bytes) {
-        ("npz", from_named(npz::read(&bytes, &what)?))
+    let (kind, raws): (&'static str, Vec<Raw>) = if npz::looks_like(bytes) {
+        ("npz", from_named(npz::read(bytes, &what)?))
     } else if first == Some(b'{') {
-        let text = std::str::from_utf8(&bytes).map_err(|_| usage(&what, "not UTF-8 text", "pass a JSON file"))?;
+        let text = std::str::from_utf8(bytes).map_err(|_| usage(&what, "not UTF-8 text", "pass a JSON file"))?;
         match serde_json::from_str::<serde_json::Value>(text) {
             Ok(v) if v.get("schema_version").is_some() && v.get("steps").is_some() => {
                 ("attn-trace JSON document", doc_steps(&v, &what)?)
@@ -65,7 +72,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
             Err(e) => return Err(usage(&what, format!("not valid JSON: {e}"), "pass a JSON object of named tensors")),
         }
     } else if bytes.len() >= 9 && bytes[8] == b'{' {
-        ("safetensors", from_named(safetensors::read(&bytes, &what)?))
+        ("safetensors", from_named(safetensors::read(bytes, &what)?))
     } else {
         return Err(usage(
             &what,
@@ -73,7 +80,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
             "pass attn-trace --format json output, a --save-trace file, or a JSON object of named tensors",
         ));
     };
-    fit(path, kind, raws)
+    fit(what, kind, raws)
 }
 
 /// attn-trace's `--format jsonl`: a header line, then one step object per line.
@@ -99,8 +106,7 @@ fn from_named(named: Vec<Named>) -> Vec<Raw> {
 }
 
 /// Resolves names, undoes TransformerLens's layouts and rejects two names for one step.
-fn fit(path: &Path, kind: &'static str, raws: Vec<Raw>) -> Result<Loaded> {
-    let what = path.display().to_string();
+fn fit(what: String, kind: &'static str, raws: Vec<Raw>) -> Result<Loaded> {
     let mut out = Loaded { path: what.clone(), kind, steps: BTreeMap::new(), ignored: Vec::new(), notes: Vec::new() };
     let (mut batch, mut transposed) = (Vec::new(), Vec::new());
     for raw in raws {

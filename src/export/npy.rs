@@ -64,10 +64,14 @@ pub fn read(bytes: &[u8]) -> Result<(Vec<usize>, Data), String> {
         return Err("the array is Fortran-ordered (save numpy.ascontiguousarray(x))".into());
     }
     let shape = parse_shape(header).ok_or("the .npy header has no readable shape")?;
-    let count: usize = shape.iter().product();
+    // Checked: a header may declare any shape, and the product must not overflow.
+    let count = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or("the .npy shape is too large")?;
     let data = &bytes[start + len..];
     let need = |size: usize| -> Result<&[u8], String> {
-        data.get(..count * size).ok_or_else(|| format!("the data is shorter than its shape {shape:?} needs"))
+        count
+            .checked_mul(size)
+            .and_then(|n| data.get(..n))
+            .ok_or_else(|| format!("the data is shorter than its shape {shape:?} needs"))
     };
     fn le<const N: usize>(d: &[u8], f: impl Fn([u8; N]) -> f64) -> Vec<f64> {
         d.chunks_exact(N).map(|c| f(c.try_into().unwrap_or([0; N]))).collect()
@@ -83,9 +87,12 @@ pub fn read(bytes: &[u8]) -> Result<(Vec<usize>, Data), String> {
         "|i1" => need(1)?.iter().map(|&b| b as i8 as f64).collect(),
         d if d.starts_with("<U") => {
             let n: usize = d[2..].parse().map_err(|_| format!("unreadable string dtype {d}"))?;
-            let raw = need(4 * n)?;
+            if n == 0 {
+                return Ok((shape, Data::Str(vec![String::new(); count])));
+            }
+            let raw = need(n.checked_mul(4).ok_or_else(|| format!("string dtype {d} is too wide"))?)?;
             let strings = raw
-                .chunks_exact(4 * n.max(1))
+                .chunks_exact(4 * n)
                 .map(|s| {
                     s.chunks_exact(4)
                         .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))

@@ -59,7 +59,10 @@ pub fn read(bytes: &[u8], what: &str) -> Result<Vec<Named>> {
         })?;
         let member = file.name().map_err(|e| bad(format!("zip member {i}: {e}")))?.to_string();
         let Some(name) = member.strip_suffix(".npy") else { continue };
-        let mut buf = Vec::with_capacity(file.size() as usize);
+        // The declared size is the file's word, not a fact: a stored member cannot be larger
+        // than the whole input, so never reserve more than that (found by fuzzing: a header
+        // claiming 2.8 GB).
+        let mut buf = Vec::with_capacity((file.size() as usize).min(bytes.len()));
         file.read_to_end(&mut buf).map_err(|e| bad(format!("{member}: {e}")))?;
         let (shape, data) = npy::read(&buf).map_err(|why| bad(format!("{member}: {why}")))?;
         out.push(Named { name: name.to_string(), shape, data });
