@@ -135,7 +135,7 @@ fn fmt(l: &Leaf) -> String {
     match l {
         Leaf::Num(v) if v.is_nan() => "nan".into(),
         Leaf::Num(v) if v.is_infinite() => (if *v > 0.0 { "inf" } else { "-inf" }).into(),
-        Leaf::Num(v) => ryu::Buffer::new().format_finite(*v as f32).to_string(),
+        Leaf::Num(v) => zmij::Buffer::new().format_finite(*v as f32).to_string(),
         Leaf::Str(s) => format!("{s:?}"),
     }
 }

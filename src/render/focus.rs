@@ -254,7 +254,7 @@ fn f64s(v: &[f64]) -> String {
 pub fn f32_json(x: f32) -> String {
     let mut out = Vec::new();
     // Writing into a Vec cannot fail.
-    let _ = json::write_f32(&mut out, x, &mut ryu::Buffer::new());
+    let _ = json::write_f32(&mut out, x, &mut zmij::Buffer::new());
     String::from_utf8_lossy(&out).into_owned()
 }
 
@@ -265,6 +265,6 @@ pub fn f64_json(x: f64) -> String {
     } else if x.is_infinite() {
         (if x > 0.0 { "\"inf\"" } else { "\"-inf\"" }).into()
     } else {
-        ryu::Buffer::new().format_finite(x).to_string()
+        zmij::Buffer::new().format_finite(x).to_string()
     }
 }

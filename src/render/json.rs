@@ -10,7 +10,7 @@
 //! ```
 //!
 //! Values are nested arrays in `shape`; each f32 is written as the shortest decimal that
-//! reads back to the same f32 (ryu). Numbers JSON cannot hold are written as the strings
+//! reads back to the same f32 (zmij, the Schubfach-based successor of ryu). Numbers JSON cannot hold are written as the strings
 //! `"nan"`, `"inf"` and `"-inf"` (a causally masked score is `"-inf"`, and the mask is also its
 //! own boolean step `attn.mask`). Global steps have `"layer": null`; a step narrowed by
 //! `--head` carries `"heads": [h]`. One step per line, so `grep` and `jq -c` both work.
@@ -78,7 +78,7 @@ pub fn write_step(step: &Step, w: &mut dyn Write) -> io::Result<()> {
         write_f32_nested(w, &step.shape, v)?;
         return write!(w, "}}");
     }
-    let mut buf = ryu::Buffer::new();
+    let mut buf = zmij::Buffer::new();
     let mut item = |w: &mut dyn Write, i: usize| -> io::Result<()> {
         match &step.values {
             Values::F32(v) => write_f32(w, v[i], &mut buf),
@@ -120,7 +120,7 @@ fn nested(
 fn write_f32_nested(w: &mut dyn Write, shape: &[usize], values: &[f32]) -> io::Result<()> {
     let Some((&last, outer)) = shape.split_last() else {
         let mut out = Vec::new();
-        push_f32(&mut out, values[0], &mut ryu::Buffer::new());
+        push_f32(&mut out, values[0], &mut zmij::Buffer::new());
         return w.write_all(&out);
     };
     let rows: usize = outer.iter().product();
@@ -178,7 +178,7 @@ fn format_rows(
     range: std::ops::Range<usize>,
     flush: bool,
 ) -> io::Result<()> {
-    let mut fmt = ryu::Buffer::new();
+    let mut fmt = zmij::Buffer::new();
     for r in range {
         // Open the brackets of every dimension that starts at this row.
         let mut opens = 0;
@@ -224,7 +224,7 @@ fn format_rows(
     Ok(())
 }
 
-fn push_f32(out: &mut Vec<u8>, v: f32, fmt: &mut ryu::Buffer) {
+fn push_f32(out: &mut Vec<u8>, v: f32, fmt: &mut zmij::Buffer) {
     if v.is_nan() {
         out.extend_from_slice(b"\"nan\"");
     } else if v.is_infinite() {
@@ -236,7 +236,7 @@ fn push_f32(out: &mut Vec<u8>, v: f32, fmt: &mut ryu::Buffer) {
 
 /// The one documented way to write an f32: shortest round-trip decimal, or a string for
 /// NaN and the infinities.
-pub fn write_f32(w: &mut dyn Write, v: f32, buf: &mut ryu::Buffer) -> io::Result<()> {
+pub fn write_f32(w: &mut dyn Write, v: f32, buf: &mut zmij::Buffer) -> io::Result<()> {
     if v.is_nan() {
         w.write_all(b"\"nan\"")
     } else if v.is_infinite() {
@@ -271,7 +271,7 @@ mod tests {
     #[test]
     fn floats_and_non_finite() {
         let mut out = Vec::new();
-        let mut buf = ryu::Buffer::new();
+        let mut buf = zmij::Buffer::new();
         for v in [0.1f32, -1.0, f32::NEG_INFINITY, f32::NAN, 1e-7] {
             write_f32(&mut out, v, &mut buf).unwrap();
             out.push(b' ');
