@@ -32,22 +32,29 @@ impl Weights {
         Ok(Weights { st, prefix, what: what.to_string() })
     }
 
-    fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
-        let full = format!("{}{name}", self.prefix);
-        let t = self.st.load(&full, &Device::Cpu).map_err(|_| {
-            usage(
-                &self.what,
-                format!("model.safetensors has no tensor {full}"),
-                "use a BERT checkpoint with the standard names",
-            )
-        })?;
-        if t.dims() != shape {
+    fn missing(&self, full: &str) -> anyhow::Error {
+        usage(
+            &self.what,
+            format!("model.safetensors has no tensor {full}"),
+            "use a BERT checkpoint with the standard names",
+        )
+    }
+
+    fn check_shape(&self, full: &str, got: &[usize], want: &[usize]) -> Result<()> {
+        if got != want {
             return Err(usage(
                 &self.what,
-                format!("tensor {full} has shape {:?} but config.json implies {shape:?}", t.dims()),
+                format!("tensor {full} has shape {got:?} but config.json implies {want:?}"),
                 "use the config.json that belongs to these weights",
             ));
         }
+        Ok(())
+    }
+
+    fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        let full = format!("{}{name}", self.prefix);
+        let t = self.st.load(&full, &Device::Cpu).map_err(|_| self.missing(&full))?;
+        self.check_shape(&full, t.dims(), shape)?;
         Ok(if t.dtype() == DType::F32 { t } else { t.to_dtype(DType::F32)? })
     }
 
@@ -68,20 +75,8 @@ impl Weights {
     /// (30522 × 384 for MiniLM, 47 MB) is never copied whole, only the rows a sentence uses.
     fn rows(&self, name: &str, shape: &[usize], ids: &[u32]) -> Result<Tensor> {
         let full = format!("{}{name}", self.prefix);
-        let view = self.st.get(&full).map_err(|_| {
-            usage(
-                &self.what,
-                format!("model.safetensors has no tensor {full}"),
-                "use a BERT checkpoint with the standard names",
-            )
-        })?;
-        if view.shape() != shape {
-            return Err(usage(
-                &self.what,
-                format!("tensor {full} has shape {:?} but config.json implies {shape:?}", view.shape()),
-                "use the config.json that belongs to these weights",
-            ));
-        }
+        let view = self.st.get(&full).map_err(|_| self.missing(&full))?;
+        self.check_shape(&full, view.shape(), shape)?;
         if view.dtype() != safetensors::Dtype::F32 {
             // Other dtypes: load and convert the whole table, then look up.
             let table = self.get(name, shape)?;

@@ -165,6 +165,36 @@ pub fn write_tokens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Resul
     emit(&t, w)
 }
 
+/// Columns `cols` of a row-major matrix of formatted `cells` as a table: a header of column
+/// labels after `corner`, a label before each row, numbers right-aligned.
+pub fn matrix_block(
+    corner: &str,
+    row_labels: &[String],
+    col_labels: &[String],
+    cells: &[String],
+    cols: std::ops::Range<usize>,
+) -> Table {
+    let width = col_labels.len();
+    let mut t = new_table();
+    let mut header = vec![corner.to_string()];
+    header.extend(col_labels[cols.clone()].iter().cloned());
+    t.set_header(header);
+    for (r, label) in row_labels.iter().enumerate() {
+        let mut row = vec![label.clone()];
+        row.extend(cells[r * width + cols.start..r * width + cols.end].iter().cloned());
+        t.add_row(row);
+    }
+    if let Some(col) = t.column_mut(0) {
+        col.set_padding((0, 1));
+    }
+    for c in 1..=cols.len() {
+        if let Some(col) = t.column_mut(c) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t
+}
+
 /// Writes a table without trailing spaces on its lines.
 pub fn emit(t: &Table, w: &mut dyn Write) -> io::Result<()> {
     for line in t.to_string().lines() {
@@ -232,24 +262,8 @@ fn write_tensor(step: &Step, labels: &[String], precision: usize, width: usize, 
             for line in wrap_parts(&title, width) {
                 writeln!(w, "{line}")?;
             }
-            let mut t = new_table();
-            let mut header = vec![if by_key { "q \\ k".to_string() } else { "pos".to_string() }];
-            header.extend(col_labels[start..end].iter().cloned());
-            t.set_header(header);
-            for (r, row_label) in row_labels.iter().enumerate() {
-                let mut row = vec![row_label.clone()];
-                row.extend(block[r * cols + start..r * cols + end].iter().cloned());
-                t.add_row(row);
-            }
-            if let Some(col) = t.column_mut(0) {
-                col.set_padding((0, 1));
-            }
-            for c in 1..=(end - start) {
-                if let Some(col) = t.column_mut(c) {
-                    col.set_cell_alignment(CellAlignment::Right);
-                }
-            }
-            emit(&t, w)?;
+            let corner = if by_key { "q \\ k" } else { "pos" };
+            emit(&matrix_block(corner, &row_labels, &col_labels, block, start..end), w)?;
         }
     }
     Ok(())

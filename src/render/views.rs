@@ -13,7 +13,6 @@
 
 use super::{focus::f32_json, heatmap, table};
 use crate::views::{Map, Maps};
-use comfy_table::CellAlignment;
 use std::io::{self, Write};
 
 /// The row and column dimension names of the maps.
@@ -54,24 +53,7 @@ pub fn write_tables(maps: &Maps, precision: usize, width: usize, w: &mut dyn Wri
             for line in table::wrap_parts(&title, width) {
                 writeln!(w, "{line}")?;
             }
-            let mut t = table::new_table();
-            let mut header = vec!["q \\ k".to_string()];
-            header.extend(labels[start..end].iter().cloned());
-            t.set_header(header);
-            for (q, row) in rows.iter().enumerate() {
-                let mut r = vec![row.clone()];
-                r.extend(cells[q * n + start..q * n + end].iter().cloned());
-                t.add_row(r);
-            }
-            if let Some(c) = t.column_mut(0) {
-                c.set_padding((0, 1));
-            }
-            for c in 1..=(end - start) {
-                if let Some(col) = t.column_mut(c) {
-                    col.set_cell_alignment(CellAlignment::Right);
-                }
-            }
-            table::emit(&t, w)?;
+            table::emit(&table::matrix_block("q \\ k", &rows, &labels, &cells, start..end), w)?;
         }
     }
     Ok(())
