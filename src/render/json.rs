@@ -148,7 +148,9 @@ fn write_f32_nested(w: &mut dyn Write, shape: &[usize], values: &[f32]) -> io::R
             .map(|t| (t * per).min(rows)..((t + 1) * per).min(rows))
             .map(|range| {
                 scope.spawn(move || {
-                    let mut out = Vec::with_capacity(range.len() * last * 12);
+                    // Room for the longest numbers, so the buffer never grows (a copy and
+                    // fresh pages); the pages it leaves untouched cost nothing.
+                    let mut out = Vec::with_capacity(range.len() * (last * (MAX_F32_LEN + 1) + 2 * outer.len() + 2));
                     // Writing into a Vec cannot fail.
                     let _ = format_rows(&mut std::io::sink(), &mut out, outer, last, values, range, false);
                     out
@@ -224,6 +226,11 @@ fn format_rows(
     }
     Ok(())
 }
+
+/// A bound on the text [`push_f32`] writes: a sign, `0.`, at most 5 zeros (zmij switches to
+/// exponent notation below 1e-6) and at most 9 significant digits; exponent notation
+/// (`-1.2345678e-38`) and the non-finite strings are shorter.
+const MAX_F32_LEN: usize = 17;
 
 fn push_f32(out: &mut Vec<u8>, v: f32, fmt: &mut zmij::Buffer) {
     if v.is_nan() {
