@@ -93,7 +93,8 @@ impl Selection {
 
 /// A consumer of steps as they are recorded: `--format jsonl` writes each one out while the
 /// model goes on computing. An error stops the stream (e.g. `| head -3` closed the pipe).
-pub type SinkFn = Box<dyn FnMut(&Step) -> std::io::Result<()> + Send>;
+/// The step is handed over by value: the sink usually sends it to another thread.
+pub type SinkFn = Box<dyn FnMut(Step) -> std::io::Result<()> + Send>;
 
 /// The trace's optional sink; see [`Trace::stream`]. A cloned trace does not stream.
 #[derive(Default)]
@@ -199,12 +200,13 @@ impl Trace {
             }
         }
         if let Some(f) = self.sink.f.as_mut() {
+            if self.sink.keep {
+                self.steps.push(step.clone());
+            }
             if self.sink.failed.is_none() {
-                self.sink.failed = f(&step).err();
+                self.sink.failed = f(step).err();
             }
-            if !self.sink.keep {
-                return;
-            }
+            return;
         }
         self.steps.push(step);
     }
@@ -257,8 +259,8 @@ mod tests {
         let log = seen.clone();
         let mut t = Trace::new(vec!["a".into()], Selection::default());
         t.stream(
-            Box::new(move |s: &Step| {
-                log.lock().unwrap().push(s.id.clone());
+            Box::new(move |s: Step| {
+                log.lock().unwrap().push(s.id);
                 Ok(())
             }),
             false,

@@ -2,9 +2,9 @@
 //! every further line is one step object, exactly as in the JSON document's `steps`
 //! (render/json.rs writes both). Lines are written as the model records each step: the
 //! model runs on a worker thread whose trace hands every step to a bounded channel instead
-//! of keeping it, and this thread writes and flushes one line at a time. So memory holds a
-//! few steps rather than the whole trace, and a reader that stops early (`| head -3`) ends
-//! the stream: the next send fails, the trace stops copying tensors, and the run exits 0.
+//! of keeping it, and this thread formats, writes and flushes one line at a time. So memory
+//! holds a few steps rather than the whole trace, and a reader that stops early (`| head -3`)
+//! ends the stream: the next send fails, the trace stops copying tensors, and the run exits 0.
 //! Unlike the other formats, an error after the first line leaves the lines before it.
 
 use super::json;
@@ -26,44 +26,51 @@ pub fn header(trace: &Trace) -> io::Result<String> {
     ))
 }
 
-/// One step's line.
-pub fn line(step: &Step) -> io::Result<Vec<u8>> {
-    let mut buf = Vec::with_capacity(64 + step.values.len() * 12);
-    json::write_step(step, &mut buf)?;
-    buf.push(b'\n');
-    Ok(buf)
-}
-
 /// An already computed trace as JSON Lines.
 pub fn write(trace: &Trace, w: &mut dyn Write) -> io::Result<()> {
     w.write_all(header(trace)?.as_bytes())?;
     for step in &trace.steps {
-        w.write_all(&line(step)?)?;
+        json::write_step(step, w)?;
+        w.write_all(b"\n")?;
     }
     Ok(())
+}
+
+/// What the model's thread sends: the header line (it needs the trace's input and config),
+/// then the steps, unformatted: formatting happens on this thread, straight into `out`'s
+/// buffer, rather than into a whole-line copy on the model's thread (MiniLM at 256 tokens,
+/// `--format jsonl`: 475 → 442 ms, 15 runs each).
+enum Piece {
+    Header(String),
+    Step(Step),
 }
 
 /// Computes the trace while writing it to `out`, line by line. Returns the trace (holding
 /// its steps only if `keep`, for `--save-trace`) and the encoder's output.
 pub fn stream(settings: &Settings, keep: bool, out: &mut dyn Write) -> Result<(Trace, Tensor)> {
-    // A few lines in flight let the model run ahead of a slow reader without holding the trace.
-    let (tx, rx) = sync_channel::<Vec<u8>>(4);
+    // A few steps in flight let the model run ahead of a slow reader without holding the trace.
+    let (tx, rx) = sync_channel::<Piece>(4);
     std::thread::scope(|scope| {
         let worker = scope.spawn(move || -> Result<(Trace, Tensor, Option<io::Error>)> {
             let (mut trace, output) = crate::compute_with(settings, move |trace| {
                 // A closed channel means the writer stopped (the reader left, or an error).
                 let closed = |_| io::Error::from(io::ErrorKind::BrokenPipe);
-                tx.send(header(trace)?.into_bytes()).map_err(closed)?;
-                trace.stream(Box::new(move |step| tx.send(line(step)?).map_err(closed)), keep);
+                tx.send(Piece::Header(header(trace)?)).map_err(closed)?;
+                trace.stream(Box::new(move |step| tx.send(Piece::Step(step)).map_err(closed)), keep);
                 Ok(())
             })?;
             // Dropping the sink drops the sender, which ends the writing loop below.
             let stopped = trace.end_stream();
             Ok((trace, output, stopped))
         });
+        let mut w = io::BufWriter::with_capacity(1 << 16, &mut *out);
         let mut written: io::Result<()> = Ok(());
-        for bytes in rx {
-            written = out.write_all(&bytes).and_then(|()| out.flush());
+        for piece in rx {
+            written = match piece {
+                Piece::Header(line) => w.write_all(line.as_bytes()),
+                Piece::Step(step) => json::write_step(&step, &mut w).and_then(|()| w.write_all(b"\n")),
+            }
+            .and_then(|()| w.flush());
             if written.is_err() {
                 break; // dropping the receiver stops the worker's stream
             }
