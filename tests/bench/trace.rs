@@ -1,60 +1,134 @@
-//! In-process benchmarks (criterion): the forward pass and each renderer, for seed notebook
-//! 000's case and for d_model 768, 12 heads, 512 tokens. Run: `cargo bench --bench trace`.
-//! Parameters are drawn once outside the timed loop, so `forward` times only the traced math
-//! (including copying each step into the trace), comparable with a PyTorch forward pass.
+//! In-process benchmarks (criterion): the forward pass and every renderer. Run:
+//! `cargo bench --bench trace` (add a filter, e.g. `-- minilm`, for one group).
+//!
+//! - `seed000`: seed notebook 000's case: forward, PyTorch-compatible draws, and each format
+//!   and view (table, JSON, JSON Lines, heatmap, `--focus --explain`, HTML, SVG).
+//! - `d768_h12_n512`: d_model 768, 12 heads, 512 tokens: forward and JSON (207 MB).
+//! - `minilm_n256`: all-MiniLM-L6-v2 at 256 tokens (needs `bash tests/fetch-model.sh`;
+//!   skipped with a note otherwise): forward, JSON (298 MB) and the per-layer summary table.
+//!
+//! Parameters are drawn or loaded once outside the timed loop, so `forward` times only the
+//! traced math (including copying each step into the trace), comparable with a PyTorch
+//! forward pass; renderers get a finished trace, as in a run.
 
-use attn_trace::{cli::Cli, init, model, render, settings::Settings, settings::Source, trace::Trace};
+use attn_trace::settings::{Settings, Source};
+use attn_trace::{cli::Cli, init, model, render, trace::Trace, views};
 use clap::Parser;
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
+use std::io::sink;
 
 fn settings(args: &[&str]) -> Settings {
     let cli = Cli::try_parse_from(std::iter::once("attn-trace").chain(args.iter().copied())).unwrap();
     Settings::from_cli(cli).unwrap()
 }
 
-fn big_sentence() -> String {
-    (0..512).map(|i| format!("w{}", i % 97)).collect::<Vec<_>>().join(" ")
-}
-
-fn bench(c: &mut Criterion) {
-    let big = big_sentence();
-    let cases: Vec<(&str, Vec<&str>)> = vec![
-        ("seed000", vec!["my shoes are small, my feet are big.", "--heads", "2"]),
-        (
-            "d768_h12_n512",
-            vec![big.as_str(), "--d-model", "768", "--heads", "12", "--d-ff", "3072", "--positions", "sinusoidal"],
-        ),
-    ];
-    for (name, args) in cases {
-        let s = settings(&args);
-        let Source::Seeded(recipe) = &s.source else { unreachable!("seeded cases only") };
-        let params = init::seeded::draw(&s.cfg, recipe).unwrap();
-        let mut group = c.benchmark_group(name);
-        group.sample_size(if name == "seed000" { 100 } else { 10 });
-        group.bench_function("forward", |b| {
-            b.iter(|| {
-                let mut t = Trace::new(s.tokens.clone(), s.selection.clone());
-                model::forward(&s.cfg, &params, &s.input, &mut t).unwrap();
-                t
-            })
-        });
-        let mut trace = Trace::new(s.tokens.clone(), s.selection.clone());
-        trace.config = serde_json::to_value(&s.cfg).unwrap();
-        model::forward(&s.cfg, &params, &s.input, &mut trace).unwrap();
-        let mut bytes = Vec::new();
-        render::json::write(&trace, &mut bytes).unwrap();
-        group.throughput(Throughput::Bytes(bytes.len() as u64));
-        group.bench_function("render_json", |b| b.iter(|| render::json::write(&trace, &mut std::io::sink()).unwrap()));
-        group.throughput(Throughput::Elements(1));
-        if name == "seed000" {
-            group.bench_function("render_table", |b| {
-                b.iter(|| render::table::write(&trace, 4, 80, &mut std::io::sink()).unwrap())
-            });
-            group.bench_function("init_torch", |b| b.iter(|| init::seeded::draw(&s.cfg, recipe).unwrap()));
+/// The parameters a run would use, built once.
+fn params(s: &Settings) -> init::Params {
+    match &s.source {
+        Source::Seeded(recipe) => init::seeded::draw(&s.cfg, recipe).unwrap(),
+        Source::Model(weights, hf) => {
+            let model::Input::Ids { ids, .. } = &s.input else { unreachable!("a real model takes ids") };
+            weights.lock().unwrap().take().unwrap().params(hf, ids).unwrap()
         }
-        group.finish();
+        Source::File(_) => unreachable!("no weights files here"),
     }
 }
 
-criterion_group!(benches, bench);
+fn traced(s: &Settings, p: &init::Params) -> Trace {
+    let mut t = Trace::new(s.tokens.clone(), s.selection.clone());
+    t.config = serde_json::to_value(&s.cfg).unwrap();
+    model::forward(&s.cfg, p, &s.input, &mut t).unwrap();
+    t
+}
+
+type Group<'a> = BenchmarkGroup<'a, criterion::measurement::WallTime>;
+
+fn forward(group: &mut Group, s: &Settings, p: &init::Params) {
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("forward", |b| b.iter(|| traced(s, p)));
+}
+
+/// Times `render` on `trace`, with its output size as the throughput.
+fn renderer(group: &mut Group, name: &str, trace: &Trace, render: impl Fn(&Trace, &mut dyn std::io::Write)) {
+    let mut bytes = Vec::new();
+    render(trace, &mut bytes);
+    group.throughput(Throughput::Bytes(bytes.len() as u64));
+    group.bench_function(name, |b| b.iter(|| render(trace, &mut sink())));
+}
+
+/// A view's renderer, given the run's flags: the views are derived once (as a run does
+/// after the forward pass), then only the drawing is timed.
+fn view(
+    group: &mut Group,
+    name: &str,
+    args: &[&str],
+    draw: fn(&Trace, &views::Views, &Settings, &mut dyn std::io::Write),
+) {
+    let mut s = settings(args);
+    let shown = views::widen(&mut s);
+    let t = traced(&s, &params(&s));
+    let (t, v) = views::build(t, &shown, &s.output).unwrap();
+    renderer(group, name, &t, |t, w| draw(t, &v, &s, w));
+}
+
+fn seed000(c: &mut Criterion) {
+    let sentence = "my shoes are small, my feet are big.";
+    let s = settings(&[sentence, "--heads", "2"]);
+    let p = params(&s);
+    let trace = traced(&s, &p);
+    let mut group = c.benchmark_group("seed000");
+    forward(&mut group, &s, &p);
+    let Source::Seeded(recipe) = &s.source else { unreachable!() };
+    group.bench_function("init_torch", |b| b.iter(|| init::seeded::draw(&s.cfg, recipe).unwrap()));
+    renderer(&mut group, "render_table", &trace, |t, w| render::table::write(t, 4, 80, w).unwrap());
+    renderer(&mut group, "render_json", &trace, |t, w| render::json::write(t, w).unwrap());
+    renderer(&mut group, "render_jsonl", &trace, |t, w| render::jsonl::write(t, w).unwrap());
+    let all = |t: &Trace, v: &views::Views, s: &Settings, w: &mut dyn std::io::Write| {
+        render::render_views(t, v, &s.output, w).unwrap()
+    };
+    view(&mut group, "render_heatmap", &[sentence, "--heads", "2", "--format", "heatmap", "--color", "always"], all);
+    view(&mut group, "render_focus_explain", &[sentence, "--heads", "2", "--focus", "shoes", "--explain"], all);
+    let html = |t: &Trace, v: &views::Views, s: &Settings, w: &mut dyn std::io::Write| {
+        render::html::write(t, v.maps.as_ref().unwrap(), v.focus.as_ref(), &s.output, w).unwrap()
+    };
+    view(&mut group, "render_html", &[sentence, "--heads", "2", "--html", "/dev/null"], html);
+    let svg = |t: &Trace, v: &views::Views, s: &Settings, w: &mut dyn std::io::Write| {
+        render::svg::write(t, v.maps.as_ref().unwrap(), &s.output, w).unwrap()
+    };
+    view(&mut group, "render_svg", &[sentence, "--heads", "2", "--svg", "/dev/null"], svg);
+    group.finish();
+}
+
+fn d768(c: &mut Criterion) {
+    let big = (0..512).map(|i| format!("w{}", i % 97)).collect::<Vec<_>>().join(" ");
+    let s = settings(&[&big, "--d-model", "768", "--heads", "12", "--d-ff", "3072", "--positions", "sinusoidal"]);
+    let p = params(&s);
+    let trace = traced(&s, &p);
+    let mut group = c.benchmark_group("d768_h12_n512");
+    group.sample_size(10);
+    forward(&mut group, &s, &p);
+    renderer(&mut group, "render_json", &trace, |t, w| render::json::write(t, w).unwrap());
+    group.finish();
+}
+
+fn minilm(c: &mut Criterion) {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/models/all-MiniLM-L6-v2");
+    if !std::path::Path::new(dir).join("model.safetensors").exists() {
+        eprintln!("minilm_n256: skipped, no model at {dir} (run: bash tests/fetch-model.sh)");
+        return;
+    }
+    // 256 tokens with [CLS] and [SEP], the sentence of fixtures/oracle/bench_all.sh.
+    let long = [vec!["the quick brown fox jumps over the lazy dog and runs"; 23], vec!["fast"]].concat().join(" ");
+    let s = settings(&[&long, "--model", dir]);
+    let p = params(&s);
+    let trace = traced(&s, &p);
+    let mut group = c.benchmark_group("minilm_n256");
+    group.sample_size(10);
+    forward(&mut group, &s, &p);
+    renderer(&mut group, "render_json", &trace, |t, w| render::json::write(t, w).unwrap());
+    renderer(&mut group, "render_summary", &trace, |t, w| render::summary::write(t, 100, w).unwrap());
+    group.finish();
+}
+
+criterion_group!(benches, seed000, d768, minilm);
 criterion_main!(benches);
