@@ -280,3 +280,28 @@ pub struct Cli {
     #[arg(long, value_name = "X", help_heading = "Testing")]
     pub check_tol: Option<f64>,
 }
+
+/// What the environment says about the output, read once by `main` so that settings stay a
+/// pure function of the command line and this value (tests pass their own).
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    /// `NO_COLOR` is set to something non-empty (no-color.org).
+    pub no_color: bool,
+    /// Standard output is a terminal.
+    pub stdout_is_terminal: bool,
+    /// `COLORTERM` is `truecolor` or `24bit`.
+    pub truecolor: bool,
+}
+
+impl Env {
+    /// Reads `NO_COLOR`, `COLORTERM` and whether stdout is a terminal.
+    pub fn read() -> Env {
+        use std::io::IsTerminal;
+        let colorterm = std::env::var("COLORTERM").unwrap_or_default();
+        Env {
+            no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+            stdout_is_terminal: std::io::stdout().is_terminal(),
+            truecolor: matches!(colorterm.as_str(), "truecolor" | "24bit"),
+        }
+    }
+}

@@ -35,6 +35,36 @@ pub enum Activation {
     GeluTanh,
 }
 
+impl Positions {
+    /// The name the JSON document and the table header use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Positions::Learned => "learned",
+            Positions::Sinusoidal => "sinusoidal",
+            Positions::None => "none",
+        }
+    }
+}
+
+impl Norm {
+    pub fn name(self) -> &'static str {
+        match self {
+            Norm::Post => "post",
+            Norm::Pre => "pre",
+        }
+    }
+}
+
+impl Activation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Activation::Relu => "relu",
+            Activation::Gelu => "gelu",
+            Activation::GeluTanh => "gelu_tanh",
+        }
+    }
+}
+
 /// How the parameters were obtained.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -95,6 +125,32 @@ pub struct ModelConfig {
 }
 
 impl ModelConfig {
+    /// The default toy encoder (seed notebook 000's shape): d_model 4, one head, d_ff 8, one
+    /// post-norm ReLU layer, learned positions for 10 tokens, torch init with seed 123.
+    pub fn toy() -> ModelConfig {
+        ModelConfig {
+            d_model: 4,
+            heads: 1,
+            d_k: 4,
+            d_v: 4,
+            d_ff: 8,
+            layers: 1,
+            vocab_size: 0,
+            max_len: 10,
+            positions: Positions::Learned,
+            causal: false,
+            scale: 0.5,
+            norm: Norm::Post,
+            activation: Activation::Relu,
+            attn_bias: false,
+            ffn_bias: true,
+            eps: 1e-5,
+            raw_input: false,
+            model: None,
+            init: InitConfig::File { path: String::new() },
+        }
+    }
+
     /// Width of the fused query and key projections.
     pub fn qk_width(&self) -> usize {
         self.heads * self.d_k
@@ -103,5 +159,11 @@ impl ModelConfig {
     /// Width of the fused value projection and of the concatenated heads.
     pub fn v_width(&self) -> usize {
         self.heads * self.d_v
+    }
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig::toy()
     }
 }

@@ -1,106 +1,108 @@
-//! attn-trace traces a transformer encoder step by step and prints every intermediate tensor,
-//! named and labelled by token: the token ids, token and position embeddings, per-head
-//! queries, keys and values, raw and scaled scores, softmax weights, context vectors, the
+//! attn-trace traces a transformer step by step and records every intermediate tensor, named
+//! and labelled by token: the token ids, token and position embeddings, per-head queries,
+//! keys and values, raw and scaled scores, softmax weights, context vectors, the
 //! concatenated heads, the output projection, Add & Norm, the feed-forward network and the
 //! second Add & Norm, for every layer, then the output.
 //!
-//! The pipeline, one module each: [`cli`] (what was typed) → [`settings`] (checked values,
-//! every validation message) → [`init`] (parameter sources: PyTorch-seeded or files) →
-//! [`model`] (the forward pass, recording into a [`trace::Trace`]) → [`render`] (one renderer
-//! per format). The trace is the only thing between the model and the output.
+//! The pipeline, one stage per module, data flowing one way (docs/ARCHITECTURE.md):
+//!
+//! [`cli`] (what was typed) → [`settings`] (checked, plain data) → [`sources`] (the input
+//! text, the model's configuration and its parameters) → [`model`] (the forward pass,
+//! recorded into a [`trace::Trace`]) → [`views`] (everything derived from the trace) →
+//! [`render`] (one file per format) and [`export`] (trace files) → [`output`] (the only
+//! place that writes). [`config`] (the model description) and [`trace`] (the data, the step
+//! catalogue, the schema) are the vocabulary every stage shares. [`diff`] is a sub-command
+//! built on the same trace and export modules.
 
-pub mod check;
 pub mod cli;
 pub mod config;
 pub mod diff;
 pub mod error;
 pub mod export;
-pub mod focus;
-pub mod hf;
-pub mod init;
-pub mod limits;
 pub mod model;
+pub mod output;
 pub mod render;
-pub mod schema;
 pub mod settings;
-pub mod steps;
-pub mod tokenize;
+pub mod sources;
+pub mod torch_rng;
 pub mod trace;
 pub mod views;
 
 use anyhow::{Context, Result};
-use settings::{Settings, Source};
+use settings::plan::Plan;
+use settings::Settings;
+use sources::{Loaded, Source};
 use std::io::Write;
+use trace::{Recorder, Selection, Trace};
 
-/// Computes the trace that `settings` describe, saving weights first if asked.
-pub fn compute(settings: &Settings) -> Result<trace::Trace> {
-    Ok(compute_with(settings, |_| Ok(()))?.0)
+/// A computed run: the trace and what it was computed from.
+pub struct Traced {
+    pub trace: Trace,
+    /// The model's final output, `[pos, d_model]` (for `--check`).
+    pub output: candle_core::Tensor,
+    pub loaded: Loaded,
+    pub plan: Plan,
 }
 
-/// As [`compute`], letting `prepare` see the trace before the first step is recorded (to
-/// attach a sink: `--format jsonl`); also returns the encoder's final output (for `--check`,
-/// whatever `--steps` keeps).
-pub fn compute_with(
+/// Opens the sources the settings name and checks the settings against the model.
+pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
+    let (loaded, source) = sources::open(settings)?;
+    let plan = Plan::new(settings, &loaded.cfg, &loaded.tokens)?;
+    Ok((loaded, source, plan))
+}
+
+/// A recorder for `loaded`'s run that keeps what `selection` wants.
+fn recorder(loaded: &Loaded, selection: Selection) -> Recorder {
+    let mut rec = Recorder::new(loaded.tokens.clone(), loaded.cfg.clone(), selection);
+    let (ids, type_ids) = match &loaded.input {
+        sources::Input::Ids { ids, type_ids } => (Some(ids.clone()), type_ids.clone()),
+        sources::Input::Matrix(_) => (None, None),
+    };
+    rec.set_input(loaded.sentence.clone(), ids, type_ids);
+    rec
+}
+
+/// Computes the trace the settings describe, keeping the steps they show: the library's
+/// pipeline in one call, without views or rendering (`--save-weights` is still honoured).
+pub fn trace(settings: &Settings) -> Result<Traced> {
+    let (loaded, source, plan) = prepare(settings)?;
+    let params = source.params(&loaded)?;
+    if let Some(path) = &settings.outputs.save_weights {
+        output::save_weights(&params, path)?;
+    }
+    let mut rec = recorder(&loaded, plan.show.clone());
+    let output = model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
+    let (trace, _) = rec.finish();
+    Ok(Traced { trace, output, loaded, plan })
+}
+
+/// As [`trace`], returning the trace alone.
+pub fn compute(settings: &Settings) -> Result<Trace> {
+    Ok(trace(settings)?.trace)
+}
+
+/// `--save-trace` and `--check`, once the trace exists. A failed check must end the run
+/// with exit 1, but only after the output is written: it comes back as `Err` in the value.
+fn testing(
     settings: &Settings,
-    prepare: impl FnOnce(&mut trace::Trace) -> std::io::Result<()>,
-) -> Result<(trace::Trace, candle_core::Tensor)> {
-    let cfg = &settings.cfg;
-    let params = match &settings.source {
-        Source::Seeded(recipe) => init::seeded::draw(cfg, recipe)?,
-        Source::File(named) => {
-            let what = match &cfg.init {
-                config::InitConfig::File { path } => format!("--weights {path}"),
-                _ => "--weights".to_string(),
-            };
-            init::file::params(named.clone(), cfg, &what)?
-        }
-        Source::Model(weights, hf_config) => {
-            let model::Input::Ids { ids, .. } = &settings.input else {
-                anyhow::bail!("internal: a real model takes token ids");
-            };
-            let taken = weights.lock().ok().and_then(|mut w| w.take());
-            let weights = taken.context("internal: the model's weights were already used")?;
-            weights.params(hf_config, ids)?
-            // `weights` drops here: the file is unmapped.
-        }
+    loaded: &Loaded,
+    output: &candle_core::Tensor,
+    trace: &Trace,
+) -> Result<(Option<serde_json::Value>, Result<()>)> {
+    output::save_trace(trace, settings)?;
+    let (Some(tol), Some(hf)) = (settings.outputs.check, &loaded.hf) else {
+        return Ok((None, Ok(())));
     };
-    if let Some(path) = &settings.save_weights {
-        init::file::save(&params, path)?;
-    }
-    let mut trace = trace::Trace::new(settings.tokens.clone(), settings.selection.clone());
-    trace.sentence = settings.sentence.clone();
-    if let model::Input::Ids { ids, type_ids } = &settings.input {
-        trace.token_ids = Some(ids.clone());
-        trace.token_type_ids = type_ids.clone();
-    }
-    trace.config = serde_json::to_value(cfg)?;
-    prepare(&mut trace)?;
-    let output = model::forward(cfg, &params, &settings.input, &mut trace).context("computing the trace")?;
-    Ok((trace, output))
-}
-
-/// `--save-trace` and `--check`, once the trace exists. A failed check is returned as the
-/// run's error only after the output is written, so it comes back separately (exit 1).
-fn testing(settings: &Settings, trace: &mut trace::Trace, output: &candle_core::Tensor) -> Result<Result<()>> {
-    if let Some(path) = &settings.testing.save_trace {
-        export::save(&trace.steps, &trace.tokens, path)?;
-    }
-    let (Some(tol), Source::Model(_, hf)) = (settings.testing.check, &settings.source) else {
-        return Ok(Ok(()));
-    };
-    let c = check::run(&settings.cfg, hf, &settings.input, output, tol)?;
-    trace.check = Some(c.to_json());
+    let c = sources::hf::check::run(&loaded.cfg, hf, &loaded.input, output, tol)?;
     if !c.ok() {
-        return Ok(Err(check::failure(&c)));
+        return Ok((Some(c.to_json()), Err(sources::hf::check::failure(&c))));
     }
-    if !settings.testing.quiet {
-        eprintln!("attn-trace: {}", c.line());
-    }
-    Ok(Ok(()))
+    output::line(&c.line(), settings.quiet);
+    Ok((Some(c.to_json()), Ok(())))
 }
 
-/// Runs one command line: check it, compute the trace, render it to `out`.
-pub fn run(cli: cli::Cli, out: &mut dyn Write) -> Result<()> {
+/// Runs one command line: check it, compute the trace, write it to `out`.
+pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     // Completions and the man page come from the clap definition itself, so they never drift.
     if let Some(shell) = cli.completions {
         clap_complete::generate(shell, &mut <cli::Cli as clap::CommandFactory>::command(), "attn-trace", out);
@@ -110,23 +112,28 @@ pub fn run(cli: cli::Cli, out: &mut dyn Write) -> Result<()> {
         clap_mangen::Man::new(<cli::Cli as clap::CommandFactory>::command()).render(out)?;
         return Ok(());
     }
-    let mut settings = Settings::from_cli(cli)?;
-    if settings.output.format == cli::Format::Jsonl {
-        // Streams: each step is written as it is computed (render/jsonl.rs).
-        let keep = settings.testing.save_trace.is_some();
-        let (mut trace, output) = render::jsonl::stream(&settings, keep, out)?;
-        return testing(&settings, &mut trace, &output)?;
+    let settings = Settings::from_cli(cli, env)?;
+    let (loaded, source, plan) = prepare(&settings)?;
+    output::notes(&loaded.notes, settings.quiet);
+    let params = source.params(&loaded)?;
+    if let Some(path) = &settings.outputs.save_weights {
+        output::save_weights(&params, path)?;
     }
-    // The views' steps are recorded even when --steps narrows what is shown.
-    let shown = views::widen(&mut settings);
-    let (trace, output) = compute_with(&settings, |_| Ok(()))?;
-    let (mut trace, views) = views::build(trace, &shown, &settings.output)?;
-    views::write_files(&trace, &views, &settings.output)?;
-    let checked = testing(&settings, &mut trace, &output)?;
-    // Render into memory first only when small; otherwise stream. Either way nothing is
-    // written before the whole trace has been computed, so an error leaves stdout empty.
-    let mut w = std::io::BufWriter::with_capacity(1 << 16, out);
-    render::render_views(&trace, &views, &settings.output, &mut w)?;
-    w.flush()?;
+    let rec = recorder(&loaded, plan.record.clone());
+    let forward =
+        |rec: &mut Recorder| model::forward(&loaded.cfg, &params, &loaded.input, rec).context("computing the trace");
+    if settings.output.format == cli::Format::Jsonl {
+        // Streams: each step is written as it is computed.
+        let keep = settings.outputs.save_trace.is_some();
+        let (trace, last) = output::stream(rec, keep, forward, out)?;
+        return testing(&settings, &loaded, &last, &trace)?.1;
+    }
+    let mut rec = rec;
+    let last = forward(&mut rec)?;
+    let (trace, _) = rec.finish();
+    let (trace, views) = views::derive(trace, &plan, &settings.output)?;
+    output::view_files(&trace, &views, &settings.output)?;
+    let (check, checked) = testing(&settings, &loaded, &last, &trace)?;
+    output::stdout(&trace, &views, &settings.output, check.as_ref(), out)?;
     checked
 }

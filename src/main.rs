@@ -16,25 +16,22 @@ fn main() -> ExitCode {
     }
     let cli = match attn_trace::cli::Cli::try_parse() {
         Ok(cli) => cli,
-        // --help and --version print to stdout and succeed.
-        Err(e) if !e.use_stderr() => {
-            let _ = e.print();
-            return ExitCode::from(exit::OK);
-        }
-        Err(e) => {
-            eprintln!("attn-trace: {}", one_line(&e.render().to_string()));
-            return ExitCode::from(exit::USAGE);
-        }
+        Err(e) => return clap_exit(e, "attn-trace --help"),
     };
-    let stdout = std::io::stdout();
-    let mut lock = stdout.lock();
-    match attn_trace::run(cli, &mut lock) {
-        Ok(()) => ExitCode::from(exit::OK),
-        // `attn-trace … | head -1`: the reader left; that is not our failure.
+    let env = attn_trace::cli::Env::read();
+    report(attn_trace::run(cli, &env, &mut std::io::stdout().lock()).map(|()| true))
+}
+
+/// The exit code of a run's result, with its one-line error on stderr: `Ok(true)` is 0,
+/// `Ok(false)` (a diff outside tolerance) is 1, errors are 1 or 2 (usage). A closed output
+/// pipe (`attn-trace … | head -1`) is not a failure: the reader left.
+fn report(result: anyhow::Result<bool>) -> ExitCode {
+    match result {
+        Ok(true) => ExitCode::from(exit::OK),
+        Ok(false) => ExitCode::from(exit::FAILURE),
         Err(e) if is_broken_pipe(&e) => ExitCode::from(exit::OK),
         Err(e) => {
-            let msg = format!("{e:#}").replace('\n', " ");
-            eprintln!("attn-trace: {msg}");
+            eprintln!("attn-trace: {}", format!("{e:#}").replace('\n', " "));
             ExitCode::from(exit_code(&e))
         }
     }
@@ -47,38 +44,27 @@ fn diff(rest: &[std::ffi::OsString]) -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return clap_exit(e, "attn-trace diff --help"),
     };
-    let stdout = std::io::stdout();
-    match attn_trace::diff::run(cli, &mut stdout.lock()) {
-        Ok(true) => ExitCode::from(exit::OK),
-        Ok(false) => ExitCode::from(exit::FAILURE),
-        Err(e) => {
-            eprintln!("attn-trace: {}", format!("{e:#}").replace('\n', " "));
-            ExitCode::from(exit_code(&e))
-        }
-    }
+    report(attn_trace::diff::run(cli, &mut std::io::stdout().lock()))
 }
 
 /// `attn-trace schema`: the JSON Schema of the trace document.
 fn schema(rest: &[std::ffi::OsString]) -> ExitCode {
-    use attn_trace::schema::SchemaCli;
+    use attn_trace::trace::schema::SchemaCli;
     if let Err(e) = SchemaCli::try_parse_from(std::iter::once("attn-trace schema".into()).chain(rest.iter().cloned())) {
         return clap_exit(e, "attn-trace schema --help");
     }
-    match attn_trace::schema::write(&mut std::io::stdout().lock()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            eprintln!("attn-trace: schema: {e}");
-            ExitCode::from(exit::FAILURE)
-        }
-        _ => ExitCode::from(exit::OK),
-    }
+    let written = attn_trace::trace::schema::write(&mut std::io::stdout().lock());
+    report(written.map(|()| true).map_err(|e| anyhow::Error::new(e).context("schema")))
 }
 
 /// A subcommand's clap outcome that is not a parse: help and version succeed, the rest is
 /// one usage line.
 fn clap_exit(e: clap::Error, help: &str) -> ExitCode {
     if !e.use_stderr() {
-        let _ = e.print();
-        return ExitCode::from(exit::OK);
+        // --help and --version print to stdout and succeed, unless stdout cannot be written
+        // (`--help > /dev/full`): that is a failure like any other write error.
+        let printed = e.print().map_err(|io| anyhow::Error::new(io).context("writing the help"));
+        return report(printed.map(|()| true));
     }
     let line = one_line(&e.render().to_string());
     eprintln!("attn-trace: {}", line.replace("(see attn-trace --help)", &format!("(see {help})")));

@@ -1,8 +1,8 @@
 //! Replays every case of `fixtures/torch-rng/vectors.json` (outputs printed by real PyTorch
-//! 2.5.1, see its "format" key and /work/shared/torch-rng/SPEC.md) on one
+//! 2.5.1, see its "format" key and docs/TORCH_RNG.md) on one
 //! `TorchGenerator` with the case's kernel, and checks every value bit for bit.
 
-use attn_trace::init::torch_rng::{self, Kernel, TorchGenerator};
+use attn_trace::torch_rng::{self, Kernel, TorchGenerator};
 use serde_json::Value;
 
 /// One produced tensor: floats, or raw engine outputs for `random_u32`.

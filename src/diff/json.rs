@@ -4,16 +4,24 @@
 //! (`{"layers": {"0": {"attn": {"weights": …}}}}`) and whose `__` keys are notes. Numbers
 //! JSON cannot hold are read as attn-trace writes them: the strings "nan", "inf", "-inf".
 
-use super::load::Raw;
 use crate::error::usage;
 use crate::export::Data;
 use anyhow::Result;
 use serde_json::Value;
 
+/// A step as a file gave it, before its name is resolved.
+pub struct Raw {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub data: Data,
+    pub dims: Option<Vec<String>>,
+    pub heads: Option<Vec<usize>>,
+}
+
 /// The steps of an attn-trace JSON document (or of JSONL lines gathered into one).
 pub fn doc_steps(doc: &Value, what: &str) -> Result<Vec<Raw>> {
     let version = doc["schema_version"].as_u64();
-    if version != Some(crate::render::json::SCHEMA_VERSION as u64) {
+    if version != Some(crate::trace::schema::SCHEMA_VERSION as u64) {
         return Err(usage(
             what,
             format!("schema_version {} is not the {} this attn-trace reads", doc["schema_version"], 1),

@@ -4,7 +4,7 @@
 //! of 1 and, for q/k/v/z, their `[pos, head, d_head]` layout. Anything unreadable is a usage
 //! error naming the file.
 
-use super::json::{doc_steps, named_tensors};
+use super::json::{doc_steps, named_tensors, Raw};
 use super::names::{self, resolve};
 use crate::error::usage;
 use crate::export::{npz, safetensors, Data, Named};
@@ -36,15 +36,6 @@ pub struct Loaded {
     pub ignored: Vec<String>,
     /// What was done to fit the file to attn-trace's layouts.
     pub notes: Vec<String>,
-}
-
-/// A step as a file gave it, before its name is resolved.
-pub struct Raw {
-    pub name: String,
-    pub shape: Vec<usize>,
-    pub data: Data,
-    pub dims: Option<Vec<String>>,
-    pub heads: Option<Vec<usize>>,
 }
 
 /// Reads and recognises a trace file.

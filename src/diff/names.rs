@@ -7,8 +7,8 @@
 //! `blocks.0.attn.hook_pattern`, …). TransformerLens caches are batch-first and store q, k,
 //! v and z as `[pos, head, d_head]`; [`Resolved::tl`] tells the loader to undo that.
 
-use crate::steps::{GLOBAL, LAYER};
 use crate::trace::split_id;
+use crate::trace::steps::{global_names, layer_names, raw_dims, StepDef, CATALOGUE};
 
 /// A file's name for a tensor, resolved.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,91 +20,52 @@ pub struct Resolved {
     pub tl: bool,
 }
 
-/// TransformerLens hook names outside blocks → canonical ids. `embed.hook_*` and
-/// `hook_full_embed` are HookedEncoder's (BERT) spelling; `hook_embed` HookedTransformer's.
-const TL_GLOBAL: &[(&str, &str)] = &[
-    ("hook_embed", "embed.token"),
-    ("embed.hook_embed", "embed.token"),
-    ("hook_pos_embed", "embed.position"),
-    ("embed.hook_pos_embed", "embed.position"),
-    ("hook_token_type_embed", "embed.token_type"),
-    ("embed.hook_token_type_embed", "embed.token_type"),
-    ("hook_full_embed", "embed.out"),
-];
-
-/// TransformerLens hook names inside `blocks.{i}.` → in-layer names.
-const TL_LAYER: &[(&str, &str)] = &[
-    ("attn.hook_q", "attn.q"),
-    ("attn.hook_k", "attn.k"),
-    ("attn.hook_v", "attn.v"),
-    ("attn.hook_attn_scores", "attn.scores"),
-    ("attn.hook_pattern", "attn.weights"),
-    ("attn.hook_z", "attn.context"),
-    ("hook_attn_out", "attn.out"),
-    ("hook_resid_mid", "add_norm1.sum"),
-    ("hook_normalized_resid_mid", "add_norm1.out"),
-    ("mlp.hook_pre", "ffn.hidden"),
-    ("mlp.hook_post", "ffn.act"),
-    ("hook_mlp_out", "ffn.out"),
-    ("hook_resid_post", "add_norm2.sum"),
-    ("hook_normalized_resid_post", "add_norm2.out"),
-];
-
 /// Maps a name from a file to a canonical step id, or `None` if it names no step.
 pub fn resolve(name: &str) -> Option<Resolved> {
     let plain = |id: String| Some(Resolved { id, tl: false });
-    if GLOBAL.contains(&name) {
+    if global_names().any(|g| g == name) {
         return plain(name.to_string());
     }
-    if let Some((_, id)) = TL_GLOBAL.iter().find(|(n, _)| *n == name) {
-        return Some(Resolved { id: id.to_string(), tl: true });
+    let tl_name =
+        |d: &&StepDef, in_layer: bool, hook: &str| d.in_layer == in_layer && d.transformer_lens.contains(&hook);
+    if let Some(d) = CATALOGUE.iter().find(|d| tl_name(d, false, name)) {
+        return Some(Resolved { id: d.name.to_string(), tl: true });
     }
     let layered = name.strip_prefix("layers.").or_else(|| name.strip_prefix("blocks."));
     if let Some((num, rest)) = layered.and_then(|r| r.split_once('.')) {
         let layer: usize = num.parse().ok()?;
-        if let Some((_, n)) = TL_LAYER.iter().find(|(h, _)| *h == rest) {
-            return Some(Resolved { id: format!("layers.{layer}.{n}"), tl: true });
+        if let Some(d) = CATALOGUE.iter().find(|d| tl_name(d, true, rest)) {
+            return Some(Resolved { id: format!("layers.{layer}.{}", d.name), tl: true });
         }
-        let n = single(rest).filter(|n| LAYER.contains(&n.as_str()))?;
+        let n = single(rest).filter(|n| layer_names().any(|l| l == n))?;
         return plain(format!("layers.{layer}.{n}"));
     }
-    single(name).filter(|n| GLOBAL.contains(&n.as_str())).and_then(plain)
+    single(name).filter(|n| global_names().any(|g| g == n)).and_then(plain)
 }
 
 /// A canonical name or a `--steps` alias that stands for exactly one step name.
 fn single(name: &str) -> Option<String> {
-    if LAYER.contains(&name) || GLOBAL.contains(&name) {
+    if CATALOGUE.iter().any(|d| d.name == name) {
         return Some(name.to_string());
     }
     // steps::parse is the one list of aliases; `qkv` or `ffn` name several and do not count.
-    let set = crate::steps::parse(name, usize::MAX).ok()?;
+    let set = crate::trace::steps::parse(name, usize::MAX).ok()?;
     (set.len() == 1).then(|| set.into_iter().next().unwrap_or_default())
 }
 
 /// The position of a step in a trace: embeddings, then layer by layer, then `output`.
 pub fn rank(id: &str) -> (u8, usize, usize) {
     match split_id(id) {
-        (Some(l), name) => (1, l, LAYER.iter().position(|n| *n == name).unwrap_or(LAYER.len())),
+        (Some(l), name) => (1, l, layer_names().position(|n| n == name).unwrap_or(usize::MAX)),
         (None, "output") => (2, 0, 0),
-        (None, name) => (0, 0, GLOBAL.iter().position(|n| *n == name).unwrap_or(GLOBAL.len())),
+        (None, name) => (0, 0, global_names().position(|n| n == name).unwrap_or(usize::MAX)),
     }
 }
 
-/// The dimension names of a step, as the JSON document gives them (README's step table),
+/// The dimension names of a step, as the JSON document gives them (the step catalogue),
 /// for files that carry only numbers.
 pub fn dims(id: &str) -> Vec<String> {
-    let (_, name) = split_id(id);
-    let d: &[&str] = match name {
-        "tokens" | "token_ids" => &["pos"],
-        "attn.q" | "attn.k" => &["head", "pos", "d_k"],
-        "attn.v" | "attn.context" => &["head", "pos", "d_v"],
-        "attn.raw_scores" | "attn.scores" | "attn.weights" => &["head", "query_pos", "key_pos"],
-        "attn.mask" => &["query_pos", "key_pos"],
-        "attn.concat" => &["pos", "heads·d_v"],
-        "ffn.hidden" | "ffn.act" => &["pos", "d_ff"],
-        _ => &["pos", "d_model"],
-    };
-    d.iter().map(|s| s.to_string()).collect()
+    raw_dims(split_id(id).1).iter().map(|s| s.to_string()).collect()
 }
 
 #[cfg(test)]

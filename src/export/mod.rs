@@ -13,10 +13,9 @@ pub mod npy;
 pub mod npz;
 pub mod safetensors;
 
-use crate::error::usage;
+use crate::settings::outputs::TraceKind;
 use crate::trace::{Step, Values};
 use anyhow::Result;
-use std::path::Path;
 
 /// A tensor read back from a file: numbers as f64 (for comparing), or strings.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,32 +66,10 @@ pub fn step_data(values: &Values) -> Data {
     }
 }
 
-/// Which file format a path asks for, by its extension.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Safetensors,
-    Npz,
-}
-
-/// The format `--save-trace` writes for this path; other extensions are a usage error.
-pub fn kind_for(path: &Path) -> Result<Kind> {
-    match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
-        Some("safetensors") => Ok(Kind::Safetensors),
-        Some("npz") => Ok(Kind::Npz),
-        _ => Err(usage(
-            format!("--save-trace {}", path.display()),
-            "the file name must end in .safetensors or .npz (the extension chooses the format)",
-            "e.g. --save-trace trace.safetensors or --save-trace trace.npz",
-        )),
+/// Every step of a trace as the bytes of a `--save-trace` file (the output stage writes them).
+pub fn encode_trace(steps: &[Step], tokens: &[String], kind: TraceKind) -> Result<Vec<u8>> {
+    match kind {
+        TraceKind::Safetensors => safetensors::write(steps, tokens),
+        TraceKind::Npz => npz::write(steps, tokens),
     }
-}
-
-/// Writes every step of a trace to `path` in the format its extension names.
-pub fn save(steps: &[Step], tokens: &[String], path: &Path) -> Result<()> {
-    let what = format!("--save-trace {}", path.display());
-    let bytes = match kind_for(path)? {
-        Kind::Safetensors => safetensors::write(steps, tokens)?,
-        Kind::Npz => npz::write(steps, tokens)?,
-    };
-    std::fs::write(path, bytes).map_err(|e| usage(&what, e, "pass a path in a writable folder"))
 }

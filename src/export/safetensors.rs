@@ -30,7 +30,7 @@ pub fn write(steps: &[Step], tokens: &[String]) -> Result<Vec<u8>> {
         "__metadata__".into(),
         json!({
             "format": "attn-trace",
-            "schema_version": crate::render::json::SCHEMA_VERSION.to_string(),
+            "schema_version": crate::trace::schema::SCHEMA_VERSION.to_string(),
             "tokens": serde_json::to_string(tokens)?,
         }),
     );

@@ -2,33 +2,38 @@
 //! `embed.token_type`, `embed.sum`, and `embed.out` (BERT's LayerNorm of the sum; otherwise
 //! the sum itself).
 
-use super::{record, Input};
 use crate::config::{ModelConfig, Positions};
-use crate::init::Params;
-use crate::trace::{Trace, Values};
+use crate::sources::params::Params;
+use crate::sources::Input;
+use crate::trace::{steps, Recorder, Values};
 use anyhow::{Context, Result};
 use candle_core::{Device, Tensor};
 
-pub fn embed(cfg: &ModelConfig, params: &Params, input: &Input, trace: &mut Trace) -> Result<Tensor> {
-    let tokens = trace.tokens.clone();
+pub fn embed(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Recorder) -> Result<Tensor> {
+    let tokens = rec.trace().tokens.clone();
     let n = tokens.len();
-    trace.record("tokens", &["pos"], &[n], Values::Str(tokens));
+    rec.record("tokens", &steps::dims("tokens", cfg), &[n], Values::Str(tokens));
     let rows = match input {
         Input::Ids { ids, .. } => {
-            trace.record("token_ids", &["pos"], &[n], Values::Int(ids.iter().map(|&i| i as i64).collect()));
+            rec.record(
+                "token_ids",
+                &steps::dims("token_ids", cfg),
+                &[n],
+                Values::Int(ids.iter().map(|&i| i as i64).collect()),
+            );
             let token = match (&params.token_rows, &params.token) {
                 (Some(rows), _) => rows.clone(), // [pos, d_model], gathered at load
                 (None, Some(table)) => table.index_select(&Tensor::new(ids.as_slice(), &Device::Cpu)?, 0)?,
                 (None, None) => anyhow::bail!("internal: token embeddings are missing"),
             }; // [pos, d_model]
-            record(trace, "embed.token", &["pos", "d_model"], &token)?;
+            rec.tensor("embed.token", cfg, &token)?;
             token
         }
         Input::Matrix(m) => m.clone(), // [pos, d_model], given by the user
     };
     let with_position = match position_rows(cfg, params, n)? {
         Some(position) => {
-            record(trace, "embed.position", &["pos", "d_model"], &position)?; // [pos, d_model]
+            rec.tensor("embed.position", cfg, &position)?; // [pos, d_model]
             (&rows + &position)?
         }
         None => rows,
@@ -37,18 +42,18 @@ pub fn embed(cfg: &ModelConfig, params: &Params, input: &Input, trace: &mut Trac
         (Some(table), Input::Ids { type_ids: Some(types), .. }) => {
             let idx = Tensor::new(types.as_slice(), &Device::Cpu)?;
             let token_type = table.index_select(&idx, 0)?; // [pos, d_model]
-            record(trace, "embed.token_type", &["pos", "d_model"], &token_type)?;
+            rec.tensor("embed.token_type", cfg, &token_type)?;
             (&with_position + &token_type)?
         }
         _ => with_position,
     }; // [pos, d_model]
-    record(trace, "embed.sum", &["pos", "d_model"], &sum)?;
+    rec.tensor("embed.sum", cfg, &sum)?;
     // BERT normalises the sum (its own eps); the toy encoder passes it through.
     let out = match &params.embed_norm {
         Some(norm) => super::norm::layer_norm(&sum, norm, cfg.eps)?,
         None => sum,
     }; // [pos, d_model]
-    record(trace, "embed.out", &["pos", "d_model"], &out)?;
+    rec.tensor("embed.out", cfg, &out)?;
     Ok(out)
 }
 

@@ -1,22 +1,22 @@
 //! The position-wise feed-forward network: `ffn.hidden`, `ffn.act`, `ffn.out`.
 
-use super::{linear, record};
+use super::linear;
 use crate::config::{Activation, ModelConfig};
-use crate::init::LayerParams;
-use crate::trace::Trace;
+use crate::sources::params::LayerParams;
+use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;
 
-pub fn ffn(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, trace: &mut Trace) -> Result<Tensor> {
+pub fn ffn(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
     let hidden = linear(x, &p.linear1)?; // [pos, d_ff]
-    record(trace, &format!("layers.{l}.ffn.hidden"), &["pos", "d_ff"], &hidden)?;
+    rec.tensor(&format!("layers.{l}.ffn.hidden"), cfg, &hidden)?;
     let act = match cfg.activation {
         Activation::Relu => hidden.relu()?,
         Activation::Gelu => hidden.gelu_erf()?,
         Activation::GeluTanh => hidden.gelu()?,
     }; // [pos, d_ff]
-    record(trace, &format!("layers.{l}.ffn.act"), &["pos", "d_ff"], &act)?;
+    rec.tensor(&format!("layers.{l}.ffn.act"), cfg, &act)?;
     let out = linear(&act, &p.linear2)?; // [pos, d_model]
-    record(trace, &format!("layers.{l}.ffn.out"), &["pos", "d_model"], &out)?;
+    rec.tensor(&format!("layers.{l}.ffn.out"), cfg, &out)?;
     Ok(out)
 }

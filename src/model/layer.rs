@@ -7,42 +7,39 @@
 //! `add_norm2.sum = add_norm1.sum + ffn(norm2.out)`, which is the layer's output.
 
 use super::norm::layer_norm;
-use super::{attention::attention, ffn::ffn, record};
+use super::{attention::attention, ffn::ffn};
 use crate::config::{ModelConfig, Norm};
-use crate::init::LayerParams;
-use crate::trace::Trace;
+use crate::sources::params::LayerParams;
+use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;
 
-const ROWS: &[&str] = &["pos", "d_model"];
-
-pub fn layer(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, trace: &mut Trace) -> Result<Tensor> {
-    let id = |name: &str| format!("layers.{l}.{name}");
+pub fn layer(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
     match cfg.norm {
         Norm::Post => {
-            let attn_out = attention(cfg, p, x, l, trace)?; // [pos, d_model]
+            let attn_out = attention(cfg, p, x, l, rec)?; // [pos, d_model]
             let sum1 = (x + &attn_out)?; // [pos, d_model]
-            record(trace, &id("add_norm1.sum"), ROWS, &sum1)?;
+            rec.tensor(&format!("layers.{l}.add_norm1.sum"), cfg, &sum1)?;
             let out1 = layer_norm(&sum1, &p.norm1, cfg.eps)?; // [pos, d_model]
-            record(trace, &id("add_norm1.out"), ROWS, &out1)?;
-            let ffn_out = ffn(cfg, p, &out1, l, trace)?; // [pos, d_model]
+            rec.tensor(&format!("layers.{l}.add_norm1.out"), cfg, &out1)?;
+            let ffn_out = ffn(cfg, p, &out1, l, rec)?; // [pos, d_model]
             let sum2 = (&out1 + &ffn_out)?; // [pos, d_model]
-            record(trace, &id("add_norm2.sum"), ROWS, &sum2)?;
+            rec.tensor(&format!("layers.{l}.add_norm2.sum"), cfg, &sum2)?;
             let out2 = layer_norm(&sum2, &p.norm2, cfg.eps)?; // [pos, d_model]
-            record(trace, &id("add_norm2.out"), ROWS, &out2)?;
+            rec.tensor(&format!("layers.{l}.add_norm2.out"), cfg, &out2)?;
             Ok(out2)
         }
         Norm::Pre => {
             let normed1 = layer_norm(x, &p.norm1, cfg.eps)?; // [pos, d_model]
-            record(trace, &id("norm1.out"), ROWS, &normed1)?;
-            let attn_out = attention(cfg, p, &normed1, l, trace)?; // [pos, d_model]
+            rec.tensor(&format!("layers.{l}.norm1.out"), cfg, &normed1)?;
+            let attn_out = attention(cfg, p, &normed1, l, rec)?; // [pos, d_model]
             let sum1 = (x + &attn_out)?; // [pos, d_model]
-            record(trace, &id("add_norm1.sum"), ROWS, &sum1)?;
+            rec.tensor(&format!("layers.{l}.add_norm1.sum"), cfg, &sum1)?;
             let normed2 = layer_norm(&sum1, &p.norm2, cfg.eps)?; // [pos, d_model]
-            record(trace, &id("norm2.out"), ROWS, &normed2)?;
-            let ffn_out = ffn(cfg, p, &normed2, l, trace)?; // [pos, d_model]
+            rec.tensor(&format!("layers.{l}.norm2.out"), cfg, &normed2)?;
+            let ffn_out = ffn(cfg, p, &normed2, l, rec)?; // [pos, d_model]
             let sum2 = (&sum1 + &ffn_out)?; // [pos, d_model]: the layer's output
-            record(trace, &id("add_norm2.sum"), ROWS, &sum2)?;
+            rec.tensor(&format!("layers.{l}.add_norm2.sum"), cfg, &sum2)?;
             Ok(sum2)
         }
     }

@@ -10,39 +10,20 @@ pub mod layer;
 pub mod norm;
 
 use crate::config::ModelConfig;
-use crate::init::{Linear, Params};
-use crate::trace::{Dim, Trace, Values};
+use crate::sources::params::{Linear, Params};
+use crate::sources::Input;
+use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;
 
-/// What enters the encoder: token ids, or a raw `[pos, d_model]` matrix (seed 002).
-#[derive(Debug, Clone)]
-pub enum Input {
-    /// Vocabulary ids, and BERT's token types (segment ids) for real models.
-    Ids {
-        ids: Vec<u32>,
-        type_ids: Option<Vec<u32>>,
-    },
-    Matrix(Tensor),
-}
-
 /// Runs the whole encoder, recording every step into `trace`; returns the final output.
-pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, trace: &mut Trace) -> Result<Tensor> {
-    let mut x = embed::embed(cfg, params, input, trace)?; // [pos, d_model]
+pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Recorder) -> Result<Tensor> {
+    let mut x = embed::embed(cfg, params, input, rec)?; // [pos, d_model]
     for (i, layer_params) in params.layers.iter().enumerate() {
-        x = layer::layer(cfg, layer_params, &x, i, trace)?; // [pos, d_model]
+        x = layer::layer(cfg, layer_params, &x, i, rec)?; // [pos, d_model]
     }
-    record(trace, "output", &["pos", "d_model"], &x)?;
+    rec.tensor("output", cfg, &x)?;
     Ok(x)
-}
-
-/// Copies a tensor into the trace, if the selection keeps this step.
-pub fn record(trace: &mut Trace, id: &str, dims: &[Dim], t: &Tensor) -> Result<()> {
-    if trace.wants(id) {
-        let values = t.flatten_all()?.to_vec1::<f32>()?;
-        trace.record(id, dims, t.dims(), Values::F32(values));
-    }
-    Ok(())
 }
 
 /// `x·Wᵀ + b` for `x` of shape [pos, in], PyTorch's `nn.Linear`.

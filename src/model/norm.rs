@@ -6,7 +6,7 @@
 //! its spread (we measured 3e-5 errors on ordinary traces). Centring first, as PyTorch does,
 //! keeps every row within f32 rounding of the exact result.
 
-use crate::init::LayerNorm;
+use crate::sources::params::LayerNorm;
 use anyhow::Result;
 use candle_core::{Tensor, D};
 

@@ -11,10 +11,12 @@
 //! "keys", "products", "raw_scores", "scaled", "mask"?, "scores", "max_score", "shifted",
 //! "exp", "exp_sum", "weights", "values", "weighted_values", "context"}]}`.
 
-use super::heatmap::wrap_words;
-use super::{json, table};
-use crate::focus::{Focus, FocusHead};
+use super::numbers::{f32_json, f64_json};
+use super::table;
+use super::text::wrap_words;
+use super::text::{cut, wrap_parts};
 use crate::settings::Output;
+use crate::views::focus::{Focus, FocusHead};
 use comfy_table::CellAlignment;
 use std::io::{self, Write};
 
@@ -52,11 +54,11 @@ fn lines(text: &str, out: &Output, w: &mut dyn Write) -> io::Result<()> {
 
 fn write_head(f: &Focus, h: &FocusHead, out: &Output, w: &mut dyn Write) -> io::Result<()> {
     let (p, i, l, n) = (out.precision, f.position, f.layer, f.keys.len());
-    let key = |j: usize| format!("{j} {}", table::cut(&f.keys[j], 10));
+    let key = |j: usize| format!("{j} {}", cut(&f.keys[j], 10));
     let vec = |v: &[f32]| v.iter().map(|&x| num(x as f64, p)).collect::<Vec<_>>().join(", ");
     writeln!(w)?;
     let title = [format!("focus {:?} (position {i})", f.token), format!("layers.{l}.attn"), format!("head {}", h.head)];
-    for line in table::wrap_parts(&title, out.width) {
+    for line in wrap_parts(&title, out.width) {
         writeln!(w, "{line}")?;
     }
     lines(&format!("query q = row {i} of layers.{l}.attn.q = [{}]", vec(&h.query)), out, w)?;
@@ -86,6 +88,26 @@ fn write_head(f: &Focus, h: &FocusHead, out: &Output, w: &mut dyn Write) -> io::
         out,
         w,
     )?;
+    write_softmax(h, &key, out, w)?;
+    lines(
+        &format!("5. context: Σ_j weight_j · v_j, the terms and their sum (row {i} of layers.{l}.attn.context)"),
+        out,
+        w,
+    )?;
+    write_context(h, &key, out, w)?;
+    if out.views.explain {
+        for d in 0..h.context.len() {
+            let terms: Vec<String> = (0..n).map(|j| mul(h.weights[j] as f64, h.values[j][d] as f64, p)).collect();
+            lines(&format!("   c[{d}] = {} = {}", terms.join(" + "), num(h.context[d] as f64, p)), out, w)?;
+        }
+    }
+    Ok(())
+}
+
+/// Step 4's table: per key the score at each stage, the exp and the weight, then the sums;
+/// with --explain, the sum of exps and one weight written out.
+fn write_softmax(h: &FocusHead, key: &dyn Fn(usize) -> String, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+    let (p, n) = (out.precision, h.weights.len());
     // The softmax table: one row per key, then the sums.
     let f = |v: &[f64]| -> Vec<String> { v.iter().map(|&x| num(x, p)).collect() };
     let f32s = |v: &[f32]| -> Vec<String> { v.iter().map(|&x| num(x as f64, p)).collect() };
@@ -120,18 +142,6 @@ fn write_head(f: &Focus, h: &FocusHead, out: &Output, w: &mut dyn Write) -> io::
             out,
             w,
         )?;
-    }
-    lines(
-        &format!("5. context: Σ_j weight_j · v_j, the terms and their sum (row {i} of layers.{l}.attn.context)"),
-        out,
-        w,
-    )?;
-    write_context(h, &key, out, w)?;
-    if out.views.explain {
-        for d in 0..h.context.len() {
-            let terms: Vec<String> = (0..n).map(|j| mul(h.weights[j] as f64, h.values[j][d] as f64, p)).collect();
-            lines(&format!("   c[{d}] = {} = {}", terms.join(" + "), num(h.context[d] as f64, p)), out, w)?;
-        }
     }
     Ok(())
 }
@@ -248,23 +258,4 @@ fn f32s(v: &[f32]) -> String {
 
 fn f64s(v: &[f64]) -> String {
     format!("[{}]", v.iter().map(|&x| f64_json(x)).collect::<Vec<_>>().join(","))
-}
-
-/// An f32 as the JSON document writes every step value.
-pub fn f32_json(x: f32) -> String {
-    let mut out = Vec::new();
-    // Writing into a Vec cannot fail.
-    let _ = json::write_f32(&mut out, x, &mut zmij::Buffer::new());
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// An f64 as JSON: shortest round-trip decimal, or the documented strings for non-finite.
-pub fn f64_json(x: f64) -> String {
-    if x.is_nan() {
-        "\"nan\"".into()
-    } else if x.is_infinite() {
-        (if x > 0.0 { "\"inf\"" } else { "\"-inf\"" }).into()
-    } else {
-        zmij::Buffer::new().format_finite(x).to_string()
-    }
 }

@@ -9,66 +9,20 @@
 //! blocks of key columns, as tables are. The shared colour scale lives here too: the HTML
 //! and SVG maps use the same one.
 
+use super::colour::{dark_text, max_of, scale_of, viridis};
+use super::text::{blocks, cut, wrap_parts, wrap_words};
 use super::{focus, table};
 use crate::settings::Output;
 use crate::trace::Trace;
-use crate::views::{Map, Maps, Views};
+use crate::views::maps::{Map, Maps};
+use crate::views::Views;
 use std::io::{self, Write};
-
-/// viridis at 0, 1/8, …, 1 (R's `viridisLite::viridis(9)`); between them, linear.
-pub const VIRIDIS: [[u8; 3]; 9] = [
-    [0x44, 0x01, 0x54],
-    [0x47, 0x2d, 0x7b],
-    [0x3b, 0x52, 0x8b],
-    [0x2c, 0x72, 0x8e],
-    [0x21, 0x90, 0x8c],
-    [0x27, 0xad, 0x81],
-    [0x5d, 0xc8, 0x63],
-    [0xaa, 0xdc, 0x32],
-    [0xfd, 0xe7, 0x25],
-];
 
 /// Shades from the lowest fifth of the scale to the highest.
 const SHADES: [char; 5] = [' ', '░', '▒', '▓', '█'];
 
 /// Longest row label (after the position).
 const MAX_LABEL: usize = 10;
-
-/// The colour of `t` in [0, 1] (clamped; NaN counts as 0).
-pub fn viridis(t: f64) -> [u8; 3] {
-    let t = if t.is_nan() { 0.0 } else { t.clamp(0.0, 1.0) } * 8.0;
-    let i = (t.floor() as usize).min(7);
-    let f = t - i as f64;
-    let (a, b) = (VIRIDIS[i], VIRIDIS[i + 1]);
-    [0, 1, 2].map(|c| (a[c] as f64 + (b[c] as f64 - a[c] as f64) * f).round() as u8)
-}
-
-/// Whether dark text reads better than light text on `rgb` (WCAG relative luminance).
-pub fn dark_text(rgb: [u8; 3]) -> bool {
-    let lin = |c: u8| {
-        let s = c as f64 / 255.0;
-        if s <= 0.04045 {
-            s / 12.92
-        } else {
-            ((s + 0.055) / 1.055).powf(2.4)
-        }
-    };
-    0.2126 * lin(rgb[0]) + 0.7152 * lin(rgb[1]) + 0.0722 * lin(rgb[2]) > 0.179
-}
-
-/// The map's colour-scale position of `v`: 0 to its largest weight.
-pub fn scale_of(v: f32, max: f32) -> f64 {
-    if max > 0.0 && v.is_finite() {
-        (v / max) as f64
-    } else {
-        0.0
-    }
-}
-
-/// The largest finite value of a map.
-pub fn max_of(values: &[f32]) -> f32 {
-    values.iter().copied().filter(|v| v.is_finite()).fold(0.0, f32::max)
-}
 
 /// The channel levels of xterm's 6×6×6 colour cube (palette indices 16–231).
 const CUBE: [u8; 6] = [0, 95, 135, 175, 215, 255];
@@ -90,34 +44,6 @@ fn paint(rgb: [u8; 3], truecolor: bool) -> String {
         let (index, shown) = xterm256(rgb);
         format!("\x1b[48;5;{index};{}m", fg(shown))
     }
-}
-
-/// Breaks `text` at spaces so that no line is wider than `width` where words allow; the
-/// text's own leading spaces stay on its first line, later lines start with `indent`.
-pub fn wrap_words(text: &str, width: usize, indent: &str) -> Vec<String> {
-    let body = text.trim_start_matches(' ');
-    let mut lines = vec![text[..text.len() - body.len()].to_string()];
-    let mut fresh = true;
-    for word in body.split(' ') {
-        let cur = lines.last_mut().expect("lines starts non-empty");
-        let len = cur.chars().count();
-        if !fresh && len + 1 + word.chars().count() > width {
-            lines.push(format!("{indent}{word}"));
-        } else {
-            if !fresh {
-                cur.push(' ');
-            }
-            cur.push_str(word);
-        }
-        fresh = false;
-    }
-    lines
-}
-
-/// Splits `cols` equal `slot`-wide columns after a `fixed`-wide label into blocks that fit.
-pub fn blocks(cols: usize, slot: usize, fixed: usize, width: usize) -> Vec<(usize, usize)> {
-    let per = (width.saturating_sub(fixed) / slot.max(1)).max(1);
-    (0..cols).step_by(per).map(|s| (s, (s + per).min(cols))).collect()
 }
 
 /// Cell geometry shared by every map of a run.
@@ -188,7 +114,7 @@ fn write_maps(maps: &Maps, out: &Output, w: &mut dyn Write) -> io::Result<()> {
 fn write_map(map: &Map, maps: &Maps, g: &Grid, w: &mut dyn Write) -> io::Result<()> {
     let n = maps.labels.len();
     let (what, unit) = if maps.pieces.is_some() { ("words", "word") } else { ("", "pos") };
-    let rows: Vec<String> = (0..n).map(|i| format!("{i} {}", table::cut(&maps.labels[i], MAX_LABEL))).collect();
+    let rows: Vec<String> = (0..n).map(|i| format!("{i} {}", cut(&maps.labels[i], MAX_LABEL))).collect();
     let label_w = rows.iter().map(|r| r.chars().count()).max().unwrap_or(0).max(5);
     let max = max_of(&map.values);
     for (start, end) in blocks(n, g.slot, label_w + 1, g.width) {
@@ -201,7 +127,7 @@ fn write_map(map: &Map, maps: &Maps, g: &Grid, w: &mut dyn Write) -> io::Result<
         }
         title.push(format!("[query_{unit} × key_{unit} = {n} × {n}]"));
         writeln!(w)?;
-        for line in table::wrap_parts(&title, g.width) {
+        for line in wrap_parts(&title, g.width) {
             writeln!(w, "{line}")?;
         }
         legend(max, g, w)?;
@@ -209,7 +135,7 @@ fn write_map(map: &Map, maps: &Maps, g: &Grid, w: &mut dyn Write) -> io::Result<
             (start..end).map(|k| format!("{:>s$} ", f(k), s = g.slot - 1)).collect()
         };
         writeln!(w, "{:label_w$} {}", "", head(&|k| k.to_string()).trim_end())?;
-        let keys = head(&|k| table::cut(&maps.labels[k], g.slot - 1));
+        let keys = head(&|k| cut(&maps.labels[k], g.slot - 1));
         writeln!(w, "{:label_w$} {}", "q \\ k", keys.trim_end())?;
         for (q, row_label) in rows.iter().enumerate() {
             let mut line = format!("{row_label:label_w$} ");
@@ -271,6 +197,7 @@ fn legend(max: f32, g: &Grid, w: &mut dyn Write) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::colour::VIRIDIS;
     use super::*;
 
     #[test]

@@ -10,13 +10,14 @@
 //! round-trip decimals, `<` escaped) and html.js draws them; everything else is static HTML.
 //! Nothing depends on the clock or the machine: the same trace gives the same bytes.
 
-use super::focus::f32_json;
-use super::svg::esc;
+use super::colour::VIRIDIS;
+use super::numbers::f32_json;
+use super::text::{cut, esc};
 use super::{focus, table};
-use crate::focus::Focus;
 use crate::settings::Output;
 use crate::trace::{Step, Trace, Values};
-use crate::views::Maps;
+use crate::views::focus::Focus;
+use crate::views::maps::Maps;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -31,7 +32,7 @@ pub fn write(trace: &Trace, maps: &Maps, focus: Option<&Focus>, out: &Output, w:
     s.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     // An empty icon, so the browser does not ask the file system for /favicon.ico.
     s.push_str("<link rel=\"icon\" href=\"data:,\">\n");
-    let _ = writeln!(s, "<title>attn-trace: {}</title>", esc(&table::cut(&sentence, 80)));
+    let _ = writeln!(s, "<title>attn-trace: {}</title>", esc(&cut(&sentence, 80)));
     let _ = writeln!(s, "<style>\n{CSS}</style>\n</head>\n<body>");
     let _ = writeln!(s, "<h1>attn-trace</h1>\n<p class=\"sentence\">{}</p>", esc(&sentence));
     let _ = writeln!(s, "<p class=\"summary\">{}</p>", esc(String::from_utf8_lossy(&header).trim()));
@@ -74,7 +75,7 @@ pub fn write(trace: &Trace, maps: &Maps, focus: Option<&Focus>, out: &Output, w:
 /// The maps and what the script needs to draw them.
 fn data_json(maps: &Maps, precision: usize) -> String {
     let n = maps.labels.len();
-    let colors: Vec<String> = super::heatmap::VIRIDIS.iter().map(|c| format!("[{},{},{}]", c[0], c[1], c[2])).collect();
+    let colors: Vec<String> = VIRIDIS.iter().map(|c| format!("[{},{},{}]", c[0], c[1], c[2])).collect();
     let mut layers: Vec<String> = Vec::new();
     for l in maps.layers() {
         let entries: Vec<String> = maps

@@ -15,10 +15,9 @@
 //! own boolean step `attn.mask`). Global steps have `"layer": null`; a step narrowed by
 //! `--head` carries `"heads": [h]`. One step per line, so `grep` and `jq -c` both work.
 
+use crate::trace::schema::SCHEMA_VERSION;
 use crate::trace::{Step, Trace, Values};
 use std::io::{self, Write};
-
-pub const SCHEMA_VERSION: u32 = 1;
 
 pub fn write(trace: &Trace, w: &mut dyn Write) -> io::Result<()> {
     write_with(trace, &[], w)
@@ -45,7 +44,7 @@ pub fn write_with(trace: &Trace, extra: &[(&str, String)], w: &mut dyn Write) ->
     writeln!(w, "{{")?;
     writeln!(w, "  \"schema_version\": {SCHEMA_VERSION},")?;
     writeln!(w, "  \"input\": {},", serde_json::to_string(&input)?)?;
-    writeln!(w, "  \"config\": {},", serde_json::to_string(&trace.config)?)?;
+    writeln!(w, "  \"config\": {},", serde_json::to_string(&trace.config_json())?)?;
     writeln!(w, "  \"steps\": [")?;
     for (i, step) in trace.steps.iter().enumerate() {
         write!(w, "    ")?;

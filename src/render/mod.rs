@@ -1,28 +1,37 @@
 //! Renderers: one file per output format. Each reads a [`Trace`] and writes bytes; none does
 //! tensor math, and none depends on the terminal, so the same command gives the same bytes.
 
+// One file per format…
 pub mod focus;
 pub mod heatmap;
 pub mod html;
 pub mod json;
 pub mod jsonl;
+pub mod maps;
 pub mod summary;
 pub mod svg;
 pub mod table;
-pub mod views;
+// …and the helpers they share.
+pub mod colour;
+pub mod numbers;
+pub mod text;
 
 use crate::cli::Format;
 use crate::settings::Output;
 use crate::trace::Trace;
 use crate::views::Views;
+
 use std::io::Write;
 
-pub fn render(trace: &Trace, out: &Output, w: &mut dyn Write) -> std::io::Result<()> {
-    render_views(trace, &Views::default(), out, w)
-}
-
-/// Renders the trace with the views derived from it (`--focus`, `--merge-pieces`, …).
-pub fn render_views(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Write) -> std::io::Result<()> {
+/// Renders the trace with the views derived from it (`--focus`, `--merge-pieces`, …) in the
+/// format `out` names; `check` is `--check`'s report for the JSON document.
+pub fn render(
+    trace: &Trace,
+    views: &Views,
+    out: &Output,
+    check: Option<&serde_json::Value>,
+    w: &mut dyn Write,
+) -> std::io::Result<()> {
     let derived = views.maps.as_ref().filter(|_| out.views.derived());
     match out.format {
         Format::Table => {
@@ -38,13 +47,13 @@ pub fn render_views(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Writ
                 }
                 None => trace,
             };
-            if out.summary {
-                summary::write(trace, out.width, w)?;
+            if let Some(links) = &views.summary {
+                summary::write(trace, links, out.width, w)?;
             } else {
                 table::write(shown, out.precision, out.width, w)?;
             }
             if let Some(maps) = derived {
-                views::write_tables(maps, out.precision, out.width, w)?;
+                maps::write_tables(maps, out.precision, out.width, w)?;
             }
             if let Some(f) = &views.focus {
                 focus::write(f, out, w)?;
@@ -56,10 +65,10 @@ pub fn render_views(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Writ
             if let Some(f) = &views.focus {
                 extra.push(("focus", focus::to_json(f)));
             }
-            if let Some(maps) = derived {
-                extra.push(("views", views::to_json(maps)));
+            if let Some(m) = derived {
+                extra.push(("views", maps::to_json(m)));
             }
-            if let Some(check) = &trace.check {
+            if let Some(check) = check {
                 extra.push(("check", check.to_string()));
             }
             json::write_with(trace, &extra, w)

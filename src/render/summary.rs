@@ -1,45 +1,33 @@
 //! The default table view of a real model: instead of layers × heads × a dozen full tables,
-//! one table per layer with a row per head: the head's three strongest links between
-//! ordinary tokens (query → key, weight), leaving out a token's attention to itself and the
-//! [CLS]/[SEP]-style markers, and the mean weight the head puts on those markers (BERT heads
-//! often park attention there, which would otherwise fill every "strongest" list).
+//! one table per layer with a row per head, from [`crate::views::summary`]: the head's three
+//! strongest links between ordinary tokens and its mean weight on the markers.
 //! `--steps` brings back the full tables; JSON always holds every number.
 
 use super::table;
-use crate::trace::{Step, Trace};
+use super::text::{cut, wrap_parts};
+use crate::trace::Trace;
+use crate::views::summary::{HeadLinks, LayerLinks};
 use comfy_table::CellAlignment;
 use std::io::{self, Write};
 
-/// Links shown per head.
-const TOP: usize = 3;
-
-fn is_marker(token: &str) -> bool {
-    token.len() > 2
-        && token.starts_with('[')
-        && token.ends_with(']')
-        && token[1..token.len() - 1].chars().all(|c| c.is_ascii_uppercase())
-}
-
-pub fn write(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
+pub fn write(trace: &Trace, summary: &[LayerLinks], width: usize, w: &mut dyn Write) -> io::Result<()> {
     table::write_header(trace, width, w)?;
     table::write_tokens(trace, width, w)?;
-    let markers: Vec<bool> = trace.tokens.iter().map(|t| is_marker(t)).collect();
     // Positions disambiguate repeated words ("my(0)" and "my(4)").
-    let label = |i: usize| format!("{}({i})", table::cut(&trace.tokens[i], 10));
+    let label = |i: usize| format!("{}({i})", cut(&trace.tokens[i], 10));
     // The links column gets what the head and markers columns leave of the width.
     let room = width.saturating_sub(6 + 10 + 3);
-    for step in trace.steps.iter().filter(|s| s.name == "attn.weights") {
-        let layer = step.layer.unwrap_or(0);
+    for LayerLinks { layer, heads } in summary {
         writeln!(w)?;
         let title = [format!("layer {layer}"), "strongest links (query → key)".into(), "mean weight on markers".into()];
-        for line in table::wrap_parts(&title, width) {
+        for line in wrap_parts(&title, width) {
             writeln!(w, "{line}")?;
         }
         let mut t = table::new_table();
         t.set_header(vec!["head", "strongest links between words", "markers"]);
-        for (h, top, on_markers) in heads(step, &markers) {
+        for HeadLinks { head: h, links: top, on_markers } in heads {
             let mut links = String::new();
-            for &(q, k, v) in &top {
+            for &(q, k, v) in top {
                 let link = format!("{}→{} {v:.2}", label(q), label(k));
                 let sep = if links.is_empty() { "" } else { "  " };
                 if links.chars().count() + sep.len() + link.chars().count() > room {
@@ -61,74 +49,4 @@ pub fn write(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
         "\nEvery number: --format json.\nFull tables: --steps all, or e.g.\n  --steps weights --layer 0 --head 1"
     )?;
     Ok(())
-}
-
-/// A head's strongest links as (query, key, weight).
-type Links = Vec<(usize, usize, f32)>;
-
-/// For each head of an `attn.weights` step: (head number, top links, mean weight on markers).
-fn heads(step: &Step, markers: &[bool]) -> Vec<(usize, Links, f32)> {
-    let Some(v) = step.f32s() else { return Vec::new() };
-    let (groups, n) = (step.shape[0], step.shape[1]);
-    let ordinary: Vec<usize> = (0..n).filter(|&i| !markers.get(i).copied().unwrap_or(false)).collect();
-    (0..groups)
-        .map(|g| {
-            let m = &v[g * n * n..(g + 1) * n * n];
-            let links = top_links(
-                ordinary
-                    .iter()
-                    .flat_map(|&q| ordinary.iter().filter(move |&&k| k != q).map(move |&k| (q, k, m[q * n + k]))),
-            );
-            let on_markers =
-                (0..n).map(|q| (0..n).filter(|&k| markers[k]).map(|k| m[q * n + k]).sum::<f32>()).sum::<f32>()
-                    / n as f32;
-            let h = step.heads.as_ref().map_or(g, |hs| hs[g]);
-            (h, links, on_markers)
-        })
-        .collect()
-}
-
-/// The `TOP` largest links; ties go to the earlier (query, key), so the choice is the same
-/// on every machine. One pass keeping a short sorted list, rather than sorting all n² links
-/// of every head (MiniLM at 256 tokens: 172 ms of sorting for a 17 KB table).
-fn top_links(links: impl Iterator<Item = (usize, usize, f32)>) -> Links {
-    let beats = |a: &(usize, usize, f32), b: &(usize, usize, f32)| {
-        b.2.total_cmp(&a.2).then((a.0, a.1).cmp(&(b.0, b.1))) == std::cmp::Ordering::Less
-    };
-    let mut top: Links = Vec::with_capacity(TOP + 1);
-    for link in links {
-        if top.len() == TOP && !beats(&link, &top[TOP - 1]) {
-            continue;
-        }
-        let at = top.iter().position(|t| beats(&link, t)).unwrap_or(top.len());
-        top.insert(at, link);
-        top.truncate(TOP);
-    }
-    top
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn top_links_match_a_full_sort() {
-        // Ties, NaN and infinities included; the full sort is the definition.
-        let values = [0.5, 0.1, 0.5, f32::NAN, 0.9, -1.0, 0.9, f32::INFINITY, 0.0, 0.5, 0.2, 0.9];
-        for len in 0..=values.len() {
-            let links: Links = values[..len].iter().enumerate().map(|(i, &v)| (i / 4, i % 4, v)).collect();
-            let mut sorted = links.clone();
-            sorted.sort_by(|a, b| b.2.total_cmp(&a.2).then((a.0, a.1).cmp(&(b.0, b.1))));
-            sorted.truncate(TOP);
-            let got = top_links(links.into_iter());
-            let bits = |l: &Links| l.iter().map(|&(q, k, v)| (q, k, v.to_bits())).collect::<Vec<_>>();
-            assert_eq!(bits(&got), bits(&sorted), "first {len} links");
-        }
-    }
-
-    #[test]
-    fn markers() {
-        assert!(super::is_marker("[CLS]") && super::is_marker("[SEP]"));
-        assert!(!super::is_marker("[x]") && !super::is_marker("shoes") && !super::is_marker("[]"));
-    }
 }

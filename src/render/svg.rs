@@ -5,10 +5,11 @@
 //! each panel's title); values are written into cells that are large enough. Coordinates are
 //! whole pixels and nothing depends on the clock or the machine, so the bytes are stable.
 
-use super::heatmap::{max_of, scale_of, viridis};
+use super::colour::{dark_text, max_of, scale_of, viridis};
+use super::text::{cut, esc};
 use crate::settings::Output;
 use crate::trace::Trace;
-use crate::views::{Map, Maps};
+use crate::views::maps::{Map, Maps};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -16,24 +17,6 @@ use std::io::{self, Write};
 const CHAR_W: usize = 7;
 /// Panels per row in the all-heads grid.
 const PER_ROW: usize = 4;
-
-/// Escapes text for XML content and attribute values.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            // XML 1.0 cannot hold most control characters, even escaped.
-            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 fn hex(rgb: [u8; 3]) -> String {
     format!("#{:02x}{:02x}{:02x}", rgb[0], rgb[1], rgb[2])
@@ -43,7 +26,7 @@ pub fn write(trace: &Trace, maps: &Maps, out: &Output, w: &mut dyn Write) -> io:
     let layer = out.views.layer;
     let shown: Vec<&Map> = maps.layer(layer);
     let n = maps.labels.len();
-    let labels: Vec<String> = maps.labels.iter().map(|l| super::table::cut(l, 14)).collect();
+    let labels: Vec<String> = maps.labels.iter().map(|l| cut(l, 14)).collect();
     // Cells shrink with the sentence so that a panel stays about 420 px square.
     let cell = (420 / n.max(1)).clamp(6, 36);
     let label_px = labels.iter().map(|l| l.chars().count()).max().unwrap_or(1) * CHAR_W + 8;
@@ -69,7 +52,7 @@ pub fn write(trace: &Trace, maps: &Maps, out: &Output, w: &mut dyn Write) -> io:
         "<text x=\"8\" y=\"20\" font-size=\"15\" font-weight=\"bold\">layers.{layer}.attn.weights{what}</text>"
     );
     let sentence = trace.sentence.clone().unwrap_or_else(|| trace.tokens.join(" "));
-    let mut note = format!("“{}”. Colour: 0 to each map's largest weight.", super::table::cut(&sentence, 90));
+    let mut note = format!("“{}”. Colour: 0 to each map's largest weight.", cut(&sentence, 90));
     for r in &maps.rules {
         note.push_str(&format!(" View: {r}."));
     }
@@ -131,7 +114,7 @@ fn panel(
                 esc(&tip)
             );
             if let Some(p) = values {
-                let fg = if super::heatmap::dark_text(rgb) { "#000000" } else { "#ffffff" };
+                let fg = if dark_text(rgb) { "#000000" } else { "#ffffff" };
                 let _ = writeln!(
                     s,
                     "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"9\" fill=\"{fg}\">{v:.p$}</text>",

@@ -2,6 +2,8 @@
 //! labelled by position and token, and the columns of `[query_pos, key_pos]` tensors by key
 //! token. Tensors wider than `--width` are split into column blocks, never wrapped mid-row.
 
+use super::text::{cut, wrap, wrap_parts};
+use crate::config::InitConfig;
 use crate::trace::{Step, Trace, Values};
 use comfy_table::{presets, CellAlignment, Table, TableComponent};
 use std::io::{self, Write};
@@ -35,83 +37,29 @@ pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -
     Ok(())
 }
 
-fn text_of(v: &serde_json::Value) -> String {
-    v.as_str().unwrap_or("?").to_string()
-}
-
-/// Joins title parts with " · " (two spaces before the bracketed shape), breaking lines so
-/// that none is wider than `width` where the parts allow it.
-pub fn wrap_parts(parts: &[String], width: usize) -> Vec<String> {
-    let mut lines = vec![String::new()];
-    for part in parts {
-        let sep = if part.starts_with('[') { "  " } else { " · " };
-        let cur = lines.last_mut().expect("lines starts non-empty");
-        if cur.is_empty() {
-            cur.push_str(part);
-        } else if cur.chars().count() + sep.len() + part.chars().count() > width {
-            lines.push(part.clone());
-        } else {
-            cur.push_str(sep);
-            cur.push_str(part);
-        }
-    }
-    lines
-}
-
-/// Breaks `text` after its ", " separators so that no line is wider than `width`.
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut lines = vec![String::new()];
-    for (i, part) in text.split(", ").enumerate() {
-        let sep = if i == 0 { "" } else { ", " };
-        let cur = lines.last_mut().expect("lines starts non-empty");
-        // One column is kept for the comma that ends a broken line.
-        if !cur.is_empty() && cur.chars().count() + sep.len() + part.chars().count() + 1 > width {
-            cur.push(',');
-            lines.push(format!("  {part}"));
-        } else {
-            cur.push_str(sep);
-            cur.push_str(part);
-        }
-    }
-    lines
-}
-
-/// One line saying what was traced, read from the config the JSON document also carries.
+/// One line saying what was traced, from the config the JSON document also carries.
 fn summary(trace: &Trace) -> String {
     let c = &trace.config;
-    let num = |k: &str| c[k].as_u64().unwrap_or(0);
-    let text = |k: &str| c[k].as_str().unwrap_or("?").to_string();
-    let plural = |n: u64, w: &str| if n == 1 { format!("{n} {w}") } else { format!("{n} {w}s") };
-    let init = match c["init"]["kind"].as_str() {
-        _ if c["model"].is_object() => {
-            format!("{} model {}", text_of(&c["model"]["model_type"]), text_of(&c["model"]["path"]))
-        }
-        Some("torch") => format!("torch init, seed {}", c["init"]["seed"]),
-        Some("file") => format!("weights {}", c["init"]["path"].as_str().unwrap_or("?")),
-        _ => "?".into(),
+    let plural = |n: usize, w: &str| if n == 1 { format!("{n} {w}") } else { format!("{n} {w}s") };
+    let init = match (&c.model, &c.init) {
+        (Some(m), _) => format!("{} model {}", m.model_type, m.path),
+        (None, InitConfig::Torch { seed, .. }) => format!("torch init, seed {seed}"),
+        (None, InitConfig::File { path }) => format!("weights {path}"),
     };
     format!(
         "attn-trace: {}, d_model {}, {} (d_k {} d_v {}), d_ff {}, {}, {} positions{}, {}-norm, {}, {init}",
-        plural(trace.tokens.len() as u64, "token"),
-        num("d_model"),
-        plural(num("heads"), "head"),
-        num("d_k"),
-        num("d_v"),
-        num("d_ff"),
-        plural(num("layers"), "layer"),
-        text("positions"),
-        if c["causal"].as_bool() == Some(true) { ", causal" } else { "" },
-        text("norm"),
-        text("activation"),
+        plural(trace.tokens.len(), "token"),
+        c.d_model,
+        plural(c.heads, "head"),
+        c.d_k,
+        c.d_v,
+        c.d_ff,
+        plural(c.layers, "layer"),
+        c.positions.name(),
+        if c.causal { ", causal" } else { "" },
+        c.norm.name(),
+        c.activation.name(),
     )
-}
-
-pub fn cut(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        s.chars().take(max - 1).chain(std::iter::once('…')).collect()
-    }
 }
 
 /// A table with column rules but no outer frame: the frame would cost two columns, and

@@ -1,39 +1,113 @@
-//! Checked and derived settings: everything `run` needs, with every user-facing validation
-//! message. Nothing here allocates a tensor before the memory estimate has passed. The toy
-//! encoder's settings are here; a real model's (`--model`) are in [`real`].
+//! Checked settings: what the command line asks for, validated, as plain data.
+//!
+//! [`Settings::from_cli`] is a pure function of the typed flags ([`Cli`]) and the
+//! environment ([`Env`]): it reads no file, tokenizes nothing, allocates no tensor and prints
+//! nothing, so every flag-only mistake is refused before anything is opened. What can only be
+//! checked against the model (a layer number, a focus word, a step id's layer) is checked by
+//! [`plan::Plan::new`] once the sources stage knows the model's sizes and tokens; that too is
+//! pure. Every user-facing validation message of a flag lives in this folder.
 
-mod parse;
-mod real;
-pub mod testing;
-mod text;
+pub mod limits;
+pub mod outputs;
+pub mod plan;
+pub mod recipe;
 pub mod views;
 
-use parse::{read_matrix, recipe, tokenizer_options};
-
-use crate::cli::{self, Cli};
-use crate::config::{Activation, InitConfig, ModelConfig, Norm, Positions};
+use crate::cli::{self, Cli, Env};
+use crate::config::{Activation, Norm, Positions};
 use crate::error::usage;
-use crate::init::file::{self, FileDims, Named};
-use crate::init::seeded::{LinearInit, Proj, RandLayout, Recipe};
-use crate::init::torch_rng::Kernel;
-use crate::limits;
-use crate::model::Input;
-use crate::tokenize;
-use crate::trace::Selection;
 use anyhow::Result;
-use candle_core::{Device, Tensor};
 use std::path::PathBuf;
 
-/// Where the parameters come from.
-#[derive(Debug)]
-pub enum Source {
-    Seeded(Recipe),
-    File(Named),
-    /// A real model's memory-mapped checkpoint, taken (and unmapped) once its parameters are
-    /// copied out, so the mapped pages stop counting towards the run's memory.
-    Model(std::sync::Mutex<Option<crate::hf::weights::Weights>>, crate::hf::config::HfConfig),
+pub use recipe::Recipe;
+
+/// Where the sentence comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Text {
+    /// No sentence: a raw `--input` matrix, or an error later.
+    None,
+    /// The first positional argument.
+    Arg(String),
+    /// `-`: standard input.
+    Stdin,
+    /// `--file FILE`.
+    File(PathBuf),
 }
 
+/// The toy tokenizer's flags (the vocabulary file is only named here; sources read it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToyTokenizer {
+    pub lowercase: bool,
+    /// Characters deleted before splitting (seed 000 deletes ",").
+    pub remove: String,
+    pub remove_punctuation: bool,
+    pub order: VocabOrder,
+    /// `--vocab FILE`: a fixed vocabulary, token → id.
+    pub vocab: Option<PathBuf>,
+    pub unk: Option<String>,
+    pub bos: Option<String>,
+    pub eos: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VocabOrder {
+    /// Ids in order of first appearance (seed 000).
+    FirstSeen,
+    /// Ids from the sorted word list, Python's `sorted` (seeds 003, 004): upper case first.
+    Sorted,
+}
+
+/// The toy model's own inputs: where its parameters and input rows come from.
+#[derive(Debug, Clone)]
+pub struct Toy {
+    pub tokenizer: ToyTokenizer,
+    /// `--input FILE`: a raw `[pos, d_model]` matrix instead of embeddings.
+    pub matrix: Option<PathBuf>,
+    /// `--weights FILE`: parameters from a file instead of seeded draws.
+    pub weights: Option<PathBuf>,
+    /// How seeded parameters are drawn (ignored with `--weights`).
+    pub recipe: Recipe,
+}
+
+/// Which model runs.
+#[derive(Debug, Clone)]
+pub enum ModelChoice {
+    /// The toy encoder, built from the flags.
+    Toy(Box<Toy>),
+    /// `--model DIR|ORG/NAME`: a pretrained checkpoint.
+    Pretrained { spec: String, truncate: bool },
+}
+
+/// The shape flags as typed (each `None` when not given): for the toy model they choose, for a
+/// real model they may only restate what the checkpoint says.
+#[derive(Debug, Clone, Default)]
+pub struct Shape {
+    pub d_model: Option<usize>,
+    pub heads: Option<usize>,
+    pub d_k: Option<usize>,
+    pub d_v: Option<usize>,
+    pub d_ff: Option<usize>,
+    pub layers: Option<usize>,
+    pub max_len: Option<usize>,
+    pub positions: Option<Positions>,
+    pub norm: Option<Norm>,
+    pub activation: Option<Activation>,
+    pub causal: bool,
+    pub scale: Option<f64>,
+    pub eps: Option<f64>,
+    pub attn_bias: bool,
+    pub no_ffn_bias: bool,
+}
+
+/// `--steps`, `--layer`, `--head` as typed; [`plan::Plan`] checks them against the model.
+#[derive(Debug, Clone, Default)]
+pub struct Select {
+    pub steps: Option<String>,
+    pub layer: Option<usize>,
+    pub head: Option<usize>,
+}
+
+/// How the trace is shown.
 #[derive(Debug, Clone)]
 pub struct Output {
     pub format: cli::Format,
@@ -47,31 +121,32 @@ pub struct Output {
     pub views: views::ViewOptions,
 }
 
+/// Everything one run needs to know, checked. Plain data: `Clone`, no open files.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub text: Text,
+    /// A second sentence, for a real model's sentence pair.
+    pub pair: Option<String>,
+    pub model: ModelChoice,
+    pub shape: Shape,
+    pub select: Select,
+    pub output: Output,
+    /// Files written besides stdout (`--save-weights`, `--save-trace`) and `--check`.
+    pub outputs: outputs::Outputs,
+    /// `--max-memory` in bytes.
+    pub max_memory: u128,
+    /// `--quiet`: no notes on stderr.
+    pub quiet: bool,
+}
+
 /// Resolves `--color`: `always` and `never` are what they say; `auto` colours only a
 /// terminal, and never when NO_COLOR is set to anything non-empty (no-color.org).
-pub fn use_color(arg: cli::ColorArg) -> bool {
-    use std::io::IsTerminal;
+pub fn use_color(arg: cli::ColorArg, env: &Env) -> bool {
     match arg {
         cli::ColorArg::Always => true,
         cli::ColorArg::Never => false,
-        cli::ColorArg::Auto => {
-            std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
-        }
+        cli::ColorArg::Auto => !env.no_color && env.stdout_is_terminal,
     }
-}
-
-#[derive(Debug)]
-pub struct Settings {
-    pub sentence: Option<String>,
-    pub tokens: Vec<String>,
-    pub input: Input,
-    pub cfg: ModelConfig,
-    pub source: Source,
-    pub selection: Selection,
-    pub output: Output,
-    pub save_weights: Option<PathBuf>,
-    /// `--save-trace` and `--check`.
-    pub testing: testing::Testing,
 }
 
 /// Rejects a zero for a flag that names a size.
@@ -82,337 +157,149 @@ pub(crate) fn nonzero(flag: &str, v: Option<usize>) -> Result<Option<usize>> {
     }
 }
 
-/// Takes the file's value, or the flag's if it agrees; a contradiction names both values.
-pub(crate) fn agree(flag: &str, given: Option<usize>, from_file: usize, weights: &str) -> Result<usize> {
-    match given {
-        Some(g) if g != from_file => Err(usage(
-            flag,
-            format!("{flag} {g} contradicts {weights}, which has {from_file}"),
-            format!("drop {flag} or pass {flag} {from_file}"),
-        )),
-        _ => Ok(from_file),
+impl From<cli::PositionsArg> for Positions {
+    fn from(p: cli::PositionsArg) -> Self {
+        match p {
+            cli::PositionsArg::Learned => Positions::Learned,
+            cli::PositionsArg::Sinusoidal => Positions::Sinusoidal,
+            cli::PositionsArg::None => Positions::None,
+        }
+    }
+}
+
+impl From<cli::NormArg> for Norm {
+    fn from(n: cli::NormArg) -> Self {
+        match n {
+            cli::NormArg::Post => Norm::Post,
+            cli::NormArg::Pre => Norm::Pre,
+        }
+    }
+}
+
+impl From<cli::ActivationArg> for Activation {
+    fn from(a: cli::ActivationArg) -> Self {
+        match a {
+            cli::ActivationArg::Relu => Activation::Relu,
+            cli::ActivationArg::Gelu => Activation::Gelu,
+        }
     }
 }
 
 impl Settings {
-    pub fn from_cli(mut cli: Cli) -> Result<Settings> {
+    /// Checks the command line. Pure: reads no file and prints nothing.
+    pub fn from_cli(cli: Cli, env: &Env) -> Result<Settings> {
         check_output_flags(&cli)?;
-        cli.sentence = text::sentence(cli.sentence.take(), cli.file.as_deref())?;
-        if cli.model.is_some() {
-            return real::from_cli(cli);
-        }
-        if cli.pair.is_some() {
-            return Err(usage(
-                "PAIR",
-                "a sentence pair needs a real model's token types",
-                "pass --model DIR, or join the sentences",
-            ));
-        }
-        if cli.truncate {
-            return Err(usage("--truncate", "it applies to real models", "pass --model DIR too, or drop --truncate"));
-        }
-        let eps = cli.eps.unwrap_or(1e-5);
-        let d_model_flag = nonzero("--d-model", cli.d_model)?;
-        let heads_flag = nonzero("--heads", cli.heads)?;
-        let d_k_flag = nonzero("--d-k", cli.d_k)?;
-        let d_v_flag = nonzero("--d-v", cli.d_v)?;
-        let d_ff_flag = nonzero("--d-ff", cli.d_ff)?;
-        let layers_flag = nonzero("--layers", cli.layers)?;
-        let max_len_flag = nonzero("--max-len", cli.max_len)?;
-        let max_memory = limits::parse_size(&cli.max_memory)?;
-
-        // ---- input: a raw matrix, or the sentence's tokens ----
-        let matrix = match &cli.input {
-            Some(path) => Some(read_matrix(path)?),
-            None => None,
+        let model = match &cli.model {
+            Some(spec) => pretrained(&cli, spec)?,
+            None => toy(&cli)?,
         };
-        let sentence = cli.sentence.clone();
-        let tok_opts = tokenizer_options(&cli)?;
-        let (tokens, ids, vocab_size) = match (&matrix, &sentence) {
-            (None, None) => {
-                return Err(usage(
-                    "sentence",
-                    "none was given",
-                    "pass a sentence, e.g. attn-trace \"my shoes are small\" (or a matrix with --input FILE)",
-                ))
-            }
-            (None, Some(s)) => {
-                let t = tokenize::tokenize(s, &tok_opts)?;
-                (t.tokens, Some(t.ids), t.vocab_size)
-            }
-            (Some((rows, _, _)), Some(s)) => {
-                let words = tokenize::words(s, &tok_opts);
-                if words.len() != *rows {
-                    return Err(usage(
-                        "--input",
-                        format!("the matrix has {rows} rows but the sentence has {} words", words.len()),
-                        "label each row with one word, or leave the sentence out",
-                    ));
-                }
-                (words, None, 0)
-            }
-            (Some((rows, _, _)), None) => ((0..*rows).map(|i| format!("x{i}")).collect(), None, 0),
-        };
-        let n = tokens.len();
-
-        // ---- dimensions: from the weights file if any, else from flags and defaults ----
-        let weights_name = cli.weights.as_ref().map(|p| format!("--weights {}", p.display()));
-        let named = match &cli.weights {
-            Some(p) => Some(file::read(p)?),
-            None => None,
-        };
-        if let (Some(nm), false) = (&named, cli.quiet) {
-            let bad = file::non_finite(nm);
-            if !bad.is_empty() {
-                eprintln!("attn-trace: note: the weights hold NaN or infinite values in {}", bad.join(", "));
-            }
-        }
-        let fd: Option<FileDims> = match (&named, &weights_name) {
-            (Some(nm), Some(w)) => Some(file::infer(nm, w)?),
-            _ => None,
-        };
-        let w = weights_name.clone().unwrap_or_default();
-        let mut d_model = match (&fd, &matrix) {
-            (Some(f), _) => agree("--d-model", d_model_flag, f.d_model, &w)?,
-            (None, Some((_, cols, _))) => agree("--d-model", d_model_flag, *cols, "--input")?,
-            (None, None) => d_model_flag.unwrap_or(4),
-        };
-        if let (Some(f), Some((_, cols, _))) = (&fd, &matrix) {
-            if *cols != f.d_model {
-                return Err(usage(
-                    "--input",
-                    format!("the matrix has {cols} columns but {w} has d_model {}", f.d_model),
-                    "give the matrix d_model columns",
-                ));
-            }
-            d_model = f.d_model;
-        }
-        let heads = heads_flag.unwrap_or(1);
-        let (d_k, d_v) = match &fd {
-            Some(f) => {
-                let need_div = |width: usize, what: &str| -> Result<usize> {
-                    if !width.is_multiple_of(heads) {
-                        return Err(usage(
-                            "--heads",
-                            format!(
-                                "{w} has a {what} projection {width} wide, which {heads} heads cannot split evenly"
-                            ),
-                            "pass a --heads that divides it",
-                        ));
-                    }
-                    Ok(width / heads)
-                };
-                let dk = need_div(f.qk_width, "query/key")?;
-                let dv = need_div(f.v_width, "value")?;
-                (agree("--d-k", d_k_flag, dk, &w)?, agree("--d-v", d_v_flag, dv, &w)?)
-            }
-            None => {
-                let dk = match d_k_flag {
-                    Some(k) => k,
-                    None if !d_model.is_multiple_of(heads) => {
-                        return Err(usage(
-                            "--heads",
-                            format!("d_model {d_model} is not divisible by {heads} heads"),
-                            "pick --heads that divides --d-model, or set the per-head width with --d-k",
-                        ))
-                    }
-                    None => d_model / heads,
-                };
-                (dk, d_v_flag.unwrap_or(dk))
-            }
-        };
-        let d_ff = match &fd {
-            Some(f) => agree("--d-ff", d_ff_flag, f.d_ff, &w)?,
-            None => d_ff_flag.unwrap_or(d_model.saturating_mul(2)),
-        };
-        let layers = match &fd {
-            Some(f) => agree("--layers", layers_flag, f.layers, &w)?,
-            None => layers_flag.unwrap_or(1),
-        };
-        let positions_flag = cli.positions.map(|p| match p {
-            cli::PositionsArg::Learned => Positions::Learned,
-            cli::PositionsArg::Sinusoidal => Positions::Sinusoidal,
-            cli::PositionsArg::None => Positions::None,
-        });
-        let positions = match (&fd, positions_flag) {
-            (Some(f), Some(Positions::Learned)) if f.max_len.is_none() => {
-                return Err(usage(
-                    "--positions",
-                    format!("learned positions need embed.position.weight, which {w} lacks"),
-                    "add the table to the file or pass --positions sinusoidal or none",
-                ))
-            }
-            (Some(f), Some(p)) if f.max_len.is_some() && p != Positions::Learned => {
-                return Err(usage(
-                    "--positions",
-                    format!("{w} has a learned position table (embed.position.weight)"),
-                    "drop --positions, or remove the table from the file",
-                ))
-            }
-            (Some(f), None) => {
-                if f.max_len.is_some() {
-                    Positions::Learned
-                } else {
-                    Positions::None
-                }
-            }
-            (_, Some(p)) => p,
-            (None, None) => {
-                if matrix.is_some() {
-                    Positions::None
-                } else {
-                    Positions::Learned
-                }
-            }
-        };
-        let max_len = match fd.as_ref().and_then(|f| f.max_len) {
-            Some(m) => agree("--max-len", max_len_flag, m, &w)?,
-            None => max_len_flag.unwrap_or(10),
-        };
-        if positions == Positions::Learned && n > max_len {
-            return Err(usage(
-                "sentence",
-                format!("it has {n} tokens but the learned position table has {max_len} rows"),
-                format!("pass --max-len {n} or more, or --positions sinusoidal"),
-            ));
-        }
-        let attn_bias = match &fd {
-            Some(f) if cli.attn_bias && !f.attn_bias => {
-                return Err(usage("--attn-bias", format!("{w} has no projection biases"), "drop --attn-bias"))
-            }
-            Some(f) => f.attn_bias,
-            None => cli.attn_bias,
-        };
-        let ffn_bias = match &fd {
-            Some(f) if cli.no_ffn_bias && f.ffn_bias => {
-                return Err(usage("--no-ffn-bias", format!("{w} has FFN biases"), "drop --no-ffn-bias"))
-            }
-            Some(f) => f.ffn_bias,
-            None => !cli.no_ffn_bias,
-        };
-        let vocab_size = match (&fd, &ids) {
-            (Some(f), Some(ids)) => {
-                let rows = f.vocab_size.ok_or_else(|| {
-                    usage(
-                        &w,
-                        "tensor embed.token.weight is missing",
-                        "add the token table, or pass a raw matrix with --input",
-                    )
-                })?;
-                if let Some(&bad) = ids.iter().find(|&&i| i as usize >= rows) {
-                    return Err(usage(
-                        &w,
-                        format!("token id {bad} is out of range for embed.token.weight with {rows} rows"),
-                        "use a vocabulary (--vocab) whose ids fit the table",
-                    ));
-                }
-                rows
-            }
-            _ => vocab_size,
-        };
-        let scale = cli.scale.unwrap_or(1.0 / (d_k as f64).sqrt());
-
-        let recipe = recipe(&cli)?;
-        let init = match (&cli.weights, &recipe) {
-            (Some(p), _) => InitConfig::File { path: p.display().to_string() },
-            (None, r) => InitConfig::Torch {
-                seed: r.seed,
-                kernel: match r.kernel {
-                    Kernel::Avx2 => "avx2",
-                    Kernel::Generic => "generic",
-                },
-                reseed: [("token", r.reseed.token), ("position", r.reseed.position), ("layers", r.reseed.layers)]
-                    .into_iter()
-                    .filter_map(|(n, on)| on.then_some(n))
-                    .collect(),
-                linear: match r.linear {
-                    LinearInit::Kaiming => "kaiming",
-                    LinearInit::Rand => "rand",
-                },
-                rand_layout: match r.layout {
-                    RandLayout::OutIn => "out-in",
-                    RandLayout::InOut => "in-out",
-                },
-                skip_draws: [
-                    ("token", r.skip.token),
-                    ("position", r.skip.position),
-                    ("layers", r.skip.layers),
-                    ("ffn", r.skip.ffn),
-                ]
-                .into_iter()
-                .filter(|(_, n)| *n > 0)
-                .collect(),
-                draw_order: r
-                    .draw_order
-                    .iter()
-                    .map(|p| match p {
-                        Proj::Q => "q",
-                        Proj::K => "k",
-                        Proj::V => "v",
-                    })
-                    .collect(),
-            },
-        };
-        let cfg = ModelConfig {
-            d_model,
-            heads,
-            d_k,
-            d_v,
-            d_ff,
-            layers,
-            vocab_size,
-            max_len,
-            positions,
+        let shape = Shape {
+            d_model: nonzero("--d-model", cli.d_model)?,
+            heads: nonzero("--heads", cli.heads)?,
+            d_k: nonzero("--d-k", cli.d_k)?,
+            d_v: nonzero("--d-v", cli.d_v)?,
+            d_ff: nonzero("--d-ff", cli.d_ff)?,
+            layers: nonzero("--layers", cli.layers)?,
+            max_len: nonzero("--max-len", cli.max_len)?,
+            positions: cli.positions.map(Into::into),
+            norm: cli.norm.map(Into::into),
+            activation: cli.activation.map(Into::into),
             causal: cli.causal,
-            scale,
-            norm: match cli.norm.unwrap_or(cli::NormArg::Post) {
-                cli::NormArg::Post => Norm::Post,
-                cli::NormArg::Pre => Norm::Pre,
-            },
-            activation: match cli.activation.unwrap_or(cli::ActivationArg::Relu) {
-                cli::ActivationArg::Relu => Activation::Relu,
-                cli::ActivationArg::Gelu => Activation::Gelu,
-            },
-            attn_bias,
-            ffn_bias,
-            eps,
-            raw_input: matrix.is_some(),
-            model: None,
-            init,
+            scale: cli.scale,
+            eps: cli.eps,
+            attn_bias: cli.attn_bias,
+            no_ffn_bias: cli.no_ffn_bias,
         };
-        limits::check(&cfg, n, max_memory)?;
-
-        let input = match (matrix, ids) {
-            (Some((rows, cols, values)), _) => Input::Matrix(Tensor::from_vec(values, (rows, cols), &Device::Cpu)?),
-            (None, Some(ids)) => Input::Ids { ids, type_ids: None },
-            (None, None) => anyhow::bail!("internal: neither ids nor a matrix"),
+        let max_memory = limits::parse_size(&cli.max_memory)?;
+        let views = views::options(&cli, env)?;
+        let outputs = outputs::options(&cli)?;
+        let text = match (&cli.file, cli.sentence.as_deref()) {
+            (Some(path), _) => Text::File(path.clone()),
+            (None, Some("-")) => Text::Stdin,
+            (None, Some(s)) => Text::Arg(s.to_string()),
+            (None, None) => Text::None,
         };
-        let source = match named {
-            Some(nm) => Source::File(nm),
-            None => Source::Seeded(recipe),
-        };
-        let selection = selection(&cli, layers, heads)?;
-        let views = views::options(&cli, &tokens, layers)?;
-        let testing = testing::options(&cli, None)?;
         Ok(Settings {
-            sentence,
-            tokens,
-            input,
-            cfg,
-            source,
-            selection,
+            text,
+            pair: cli.pair.clone(),
+            model,
+            shape,
+            select: Select { steps: cli.steps.clone(), layer: cli.layer, head: cli.head },
             output: Output {
                 format: cli.format,
                 precision: cli.precision,
                 width: cli.width,
-                summary: false,
-                color: use_color(cli.color),
+                summary: cli.model.is_some() && cli.format == cli::Format::Table && cli.steps.is_none(),
+                color: use_color(cli.color, env),
                 views,
             },
-            save_weights: cli.save_weights,
-            testing,
+            outputs,
+            max_memory,
+            quiet: cli.quiet,
         })
     }
+
+    /// Whether a real model runs (`--model`).
+    pub fn is_pretrained(&self) -> bool {
+        matches!(self.model, ModelChoice::Pretrained { .. })
+    }
+}
+
+/// The toy model's flags: sentence pairs and `--truncate` need a real model.
+fn toy(cli: &Cli) -> Result<ModelChoice> {
+    if cli.pair.is_some() {
+        return Err(usage(
+            "PAIR",
+            "a sentence pair needs a real model's token types",
+            "pass --model DIR, or join the sentences",
+        ));
+    }
+    if cli.truncate {
+        return Err(usage("--truncate", "it applies to real models", "pass --model DIR too, or drop --truncate"));
+    }
+    if cli.unk.is_some() && cli.vocab.is_none() {
+        return Err(usage("--unk", "it only applies to a fixed vocabulary", "pass --vocab FILE too, or drop --unk"));
+    }
+    let tokenizer = ToyTokenizer {
+        lowercase: cli.lowercase,
+        remove: cli.remove.clone(),
+        remove_punctuation: cli.remove_punctuation,
+        order: match cli.vocab_order {
+            cli::VocabOrderArg::FirstSeen => VocabOrder::FirstSeen,
+            cli::VocabOrderArg::Sorted => VocabOrder::Sorted,
+        },
+        vocab: cli.vocab.clone(),
+        unk: cli.unk.clone(),
+        bos: cli.bos.clone(),
+        eos: cli.eos.clone(),
+    };
+    Ok(ModelChoice::Toy(Box::new(Toy {
+        tokenizer,
+        matrix: cli.input.clone(),
+        weights: cli.weights.clone(),
+        recipe: recipe::recipe(cli)?,
+    })))
+}
+
+/// A real model's flags: toy-only flags are refused, the rest are checked against the model
+/// by the sources stage.
+fn pretrained(cli: &Cli, spec: &str) -> Result<ModelChoice> {
+    for (flag, given) in [
+        ("--weights", cli.weights.is_some()),
+        ("--input", cli.input.is_some()),
+        ("--vocab", cli.vocab.is_some()),
+        ("--save-weights", cli.save_weights.is_some()),
+        ("--skip-draws", cli.skip_draws.is_some()),
+    ] {
+        if given {
+            return Err(usage(
+                flag,
+                "it applies to the toy encoder, not to --model",
+                format!("drop {flag} or --model"),
+            ));
+        }
+    }
+    Ok(ModelChoice::Pretrained { spec: spec.to_string(), truncate: cli.truncate })
 }
 
 /// Checks the flags every run shares: output shape, numbers that must be finite.
@@ -438,31 +325,4 @@ fn check_output_flags(cli: &Cli) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// `--steps`, `--layer` and `--head`, checked against the model's sizes.
-pub(crate) fn selection(cli: &Cli, layers: usize, heads: usize) -> Result<Selection> {
-    if let Some(l) = cli.layer {
-        if l >= layers {
-            return Err(usage(
-                "--layer",
-                format!("layer {l} does not exist; the model has {layers}"),
-                format!("pass --layer 0 to {}", layers - 1),
-            ));
-        }
-    }
-    if let Some(h) = cli.head {
-        if h >= heads {
-            return Err(usage(
-                "--head",
-                format!("head {h} does not exist; the model has {heads}"),
-                format!("pass --head 0 to {}", heads - 1),
-            ));
-        }
-    }
-    Ok(Selection {
-        steps: cli.steps.as_deref().map(|s| crate::steps::parse(s, layers)).transpose()?,
-        layer: cli.layer,
-        head: cli.head,
-    })
 }

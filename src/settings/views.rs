@@ -1,8 +1,8 @@
 //! The views' flags, checked (`--focus`, `--explain`, `--merge-pieces`, `--average-heads`,
-//! `--html`, `--svg`) for the toy encoder and real models alike: the focus token is resolved
-//! to a position here, so a bad one is a usage error before any tensor is computed.
+//! `--html`, `--svg`) for the toy encoder and real models alike. The focus token is resolved
+//! to a position by [`super::plan`], still before any tensor is computed.
 
-use crate::cli::{Cli, Format};
+use crate::cli::{Cli, Env, Format};
 use crate::error::usage;
 use anyhow::Result;
 use std::path::PathBuf;
@@ -10,8 +10,8 @@ use std::path::PathBuf;
 /// What the views were asked for. Part of [`super::Output`].
 #[derive(Debug, Clone, Default)]
 pub struct ViewOptions {
-    /// `--focus`: the position of the token whose attention is walked through.
-    pub focus: Option<usize>,
+    /// `--focus` as typed: a token or a position, resolved by [`super::plan::Plan`].
+    pub focus: Option<String>,
     /// The layer the walkthrough uses: `--layer`, else 0.
     pub layer: usize,
     /// `--explain`: write every sum out term by term.
@@ -35,8 +35,8 @@ impl ViewOptions {
     }
 }
 
-/// Checks the views' flags against the tokens and the model's size.
-pub fn options(cli: &Cli, tokens: &[String], layers: usize) -> Result<ViewOptions> {
+/// Checks the views' flags among themselves (the focus token is resolved by the plan).
+pub fn options(cli: &Cli, env: &Env) -> Result<ViewOptions> {
     if cli.explain && cli.focus.is_none() {
         return Err(usage("--explain", "it explains a --focus walkthrough", "add --focus TOKEN or --focus POS"));
     }
@@ -63,18 +63,17 @@ pub fn options(cli: &Cli, tokens: &[String], layers: usize) -> Result<ViewOption
             "drop --head or --average-heads",
         ));
     }
-    let focus = cli.focus.as_deref().map(|f| resolve(f, tokens)).transpose()?;
-    let colorterm = std::env::var("COLORTERM").unwrap_or_default();
     Ok(ViewOptions {
-        focus,
-        layer: cli.layer.unwrap_or(0).min(layers.saturating_sub(1)),
+        focus: cli.focus.clone(),
+        // An out-of-range --layer is refused by the plan.
+        layer: cli.layer.unwrap_or(0),
         explain: cli.explain,
         merge_pieces: cli.merge_pieces,
         average_heads: cli.average_heads,
         html: cli.html.clone(),
         svg: cli.svg.clone(),
         html_tables: cli.model.is_none() || cli.steps.is_some(),
-        truecolor: matches!(colorterm.as_str(), "truecolor" | "24bit"),
+        truecolor: env.truecolor,
     })
 }
 

@@ -11,39 +11,44 @@
 //! traced math (including copying each step into the trace), comparable with a PyTorch
 //! forward pass; renderers get a finished trace, as in a run.
 
-use attn_trace::settings::{Settings, Source};
-use attn_trace::{cli::Cli, init, model, render, trace::Trace, views};
+use attn_trace::settings::plan::Plan;
+use attn_trace::settings::Settings;
+use attn_trace::sources::{params::Params, seeded, Loaded, Source};
+use attn_trace::trace::Recorder;
+use attn_trace::{cli::Cli, cli::Env, model, render, trace::Trace, views};
 use clap::Parser;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use std::io::sink;
 
-fn settings(args: &[&str]) -> Settings {
+/// One run's inputs, opened once: settings, the model's inputs and the plan.
+struct Run {
+    s: Settings,
+    loaded: Loaded,
+    plan: Plan,
+}
+
+fn settings(args: &[&str]) -> Run {
     let cli = Cli::try_parse_from(std::iter::once("attn-trace").chain(args.iter().copied())).unwrap();
-    Settings::from_cli(cli).unwrap()
+    let s = Settings::from_cli(cli, &Env::default()).unwrap();
+    let (loaded, _, plan) = attn_trace::prepare(&s).unwrap();
+    Run { s, loaded, plan }
 }
 
 /// The parameters a run would use, built once.
-fn params(s: &Settings) -> init::Params {
-    match &s.source {
-        Source::Seeded(recipe) => init::seeded::draw(&s.cfg, recipe).unwrap(),
-        Source::Model(weights, hf) => {
-            let model::Input::Ids { ids, .. } = &s.input else { unreachable!("a real model takes ids") };
-            weights.lock().unwrap().take().unwrap().params(hf, ids).unwrap()
-        }
-        Source::File(_) => unreachable!("no weights files here"),
-    }
+fn params(r: &Run) -> Params {
+    let (_, source, _) = attn_trace::prepare(&r.s).unwrap();
+    source.params(&r.loaded).unwrap()
 }
 
-fn traced(s: &Settings, p: &init::Params) -> Trace {
-    let mut t = Trace::new(s.tokens.clone(), s.selection.clone());
-    t.config = serde_json::to_value(&s.cfg).unwrap();
-    model::forward(&s.cfg, p, &s.input, &mut t).unwrap();
-    t
+fn traced(r: &Run, p: &Params) -> Trace {
+    let mut rec = Recorder::new(r.loaded.tokens.clone(), r.loaded.cfg.clone(), r.plan.record.clone());
+    model::forward(&r.loaded.cfg, p, &r.loaded.input, &mut rec).unwrap();
+    rec.finish().0
 }
 
 type Group<'a> = BenchmarkGroup<'a, criterion::measurement::WallTime>;
 
-fn forward(group: &mut Group, s: &Settings, p: &init::Params) {
+fn forward(group: &mut Group, s: &Run, p: &Params) {
     group.throughput(Throughput::Elements(1));
     group.bench_function("forward", |b| b.iter(|| traced(s, p)));
 }
@@ -64,11 +69,10 @@ fn view(
     args: &[&str],
     draw: fn(&Trace, &views::Views, &Settings, &mut dyn std::io::Write),
 ) {
-    let mut s = settings(args);
-    let shown = views::widen(&mut s);
-    let t = traced(&s, &params(&s));
-    let (t, v) = views::build(t, &shown, &s.output).unwrap();
-    renderer(group, name, &t, |t, w| draw(t, &v, &s, w));
+    let r = settings(args);
+    let t = traced(&r, &params(&r));
+    let (t, v) = views::derive(t, &r.plan, &r.s.output).unwrap();
+    renderer(group, name, &t, |t, w| draw(t, &v, &r.s, w));
 }
 
 fn seed000(c: &mut Criterion) {
@@ -78,13 +82,13 @@ fn seed000(c: &mut Criterion) {
     let trace = traced(&s, &p);
     let mut group = c.benchmark_group("seed000");
     forward(&mut group, &s, &p);
-    let Source::Seeded(recipe) = &s.source else { unreachable!() };
-    group.bench_function("init_torch", |b| b.iter(|| init::seeded::draw(&s.cfg, recipe).unwrap()));
+    let (_, Source::Seeded(recipe), _) = attn_trace::prepare(&s.s).unwrap() else { unreachable!() };
+    group.bench_function("init_torch", |b| b.iter(|| seeded::draw(&s.loaded.cfg, &recipe).unwrap()));
     renderer(&mut group, "render_table", &trace, |t, w| render::table::write(t, 4, 80, w).unwrap());
     renderer(&mut group, "render_json", &trace, |t, w| render::json::write(t, w).unwrap());
     renderer(&mut group, "render_jsonl", &trace, |t, w| render::jsonl::write(t, w).unwrap());
     let all = |t: &Trace, v: &views::Views, s: &Settings, w: &mut dyn std::io::Write| {
-        render::render_views(t, v, &s.output, w).unwrap()
+        render::render(t, v, &s.output, None, w).unwrap()
     };
     view(&mut group, "render_heatmap", &[sentence, "--heads", "2", "--format", "heatmap", "--color", "always"], all);
     view(&mut group, "render_focus_explain", &[sentence, "--heads", "2", "--focus", "shoes", "--explain"], all);
@@ -126,7 +130,8 @@ fn minilm(c: &mut Criterion) {
     group.sample_size(10);
     forward(&mut group, &s, &p);
     renderer(&mut group, "render_json", &trace, |t, w| render::json::write(t, w).unwrap());
-    renderer(&mut group, "render_summary", &trace, |t, w| render::summary::write(t, 100, w).unwrap());
+    let links = views::summary::summarize(&trace);
+    renderer(&mut group, "render_summary", &trace, |t, w| render::summary::write(t, &links, 100, w).unwrap());
     group.finish();
 }
 

@@ -252,7 +252,7 @@ fn flags_change_the_output() {
         a.extend(init.iter());
         assert!(trace_json(&a)["steps"] != base["steps"], "{init:?} changed nothing");
     }
-    // The table's length changes PyTorch's draws only in its last rows (SPEC: a size that is not
+    // The table's length changes PyTorch's draws only in its last rows (docs/TORCH_RNG.md: a size that is not
     // a multiple of 16 redraws the final 16 values), so 8 tokens see it and 4 do not.
     let s8 = "my shoes are small, my feet are big.";
     let (a, b) = (trace_json(&[s8]), trace_json(&[s8, "--max-len", "12"]));

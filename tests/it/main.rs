@@ -1,5 +1,6 @@
 //! Integration tests, one binary with a module per area (linking candle once, not per file).
 
+mod architecture;
 mod bert;
 mod cli;
 mod common;

@@ -2,15 +2,17 @@
 //! so each case costs microseconds, not a process: softmax rows, masks, LayerNorm,
 //! single-head attention, permutation equivariance, JSON round trips, weight round trips.
 
-use attn_trace::{cli::Cli, compute, render, settings::Settings, trace::Trace};
+use attn_trace::sources::Loaded;
+use attn_trace::{cli::Cli, cli::Env, render, settings::Settings, trace::Trace};
 use clap::Parser;
 use proptest::prelude::*;
 
-fn run(args: &[String]) -> (Settings, Trace) {
+/// Traces a command line through the library; the `Loaded` value holds the model's `cfg`.
+fn run(args: &[String]) -> (Loaded, Trace) {
     let cli = Cli::try_parse_from(std::iter::once("attn-trace".to_string()).chain(args.iter().cloned())).unwrap();
-    let settings = Settings::from_cli(cli).unwrap_or_else(|e| panic!("{args:?}: {e:#}"));
-    let trace = compute(&settings).unwrap();
-    (settings, trace)
+    let settings = Settings::from_cli(cli, &Env::default()).unwrap_or_else(|e| panic!("{args:?}: {e:#}"));
+    let traced = attn_trace::trace(&settings).unwrap();
+    (traced.loaded, traced.trace)
 }
 
 fn vals<'a>(t: &'a Trace, id: &str) -> (&'a [usize], &'a [f32]) {
@@ -203,13 +205,12 @@ proptest! {
     }
 }
 
-/// vendor/zmij changes how numbers in (-1, 1) are laid out (`0.001234`); every f32 was
-/// checked against the crates.io zmij once (vendor/zmij/check). This keeps checking the
-/// JSON writer against ryu, an independent implementation of the same shortest round-trip
-/// decimals, on bit patterns spread over that whole range, both signs, and that each
-/// string reads back to the same f32.
+/// Numbers in (-1, 1) take zmij's fixed-notation branch (`0.001234`), which is where
+/// attention weights and most activations live. This checks the JSON writer against ryu, an
+/// independent implementation of the same shortest round-trip decimals, on bit patterns
+/// spread over that whole range, both signs, and that each string reads back to the same f32.
 #[test]
-fn json_floats_match_ryu_where_zmij_is_patched() {
+fn json_floats_match_ryu_in_minus_one_to_one() {
     let (lo, hi) = (1e-7f32.to_bits(), 1.0f32.to_bits());
     let mut zmij_buf = zmij::Buffer::new();
     let mut ryu_buf = ryu::Buffer::new();

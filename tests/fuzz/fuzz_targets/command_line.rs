@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
     }
     args.extend(["--max-memory".into(), "4MiB".into()]);
     let Ok(cli) = Cli::try_parse_from(&args) else { return };
-    if let Ok(settings) = Settings::from_cli(cli) {
+    if let Ok(settings) = Settings::from_cli(cli, &Default::default()) {
         let _ = compute(&settings);
     }
 });

@@ -1,6 +1,6 @@
 //! The safetensors loader behind --weights (candle's reader plus our dtype handling).
 #![no_main]
-use attn_trace::init::file;
+use attn_trace::sources::file;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,6 +1,6 @@
 //! The sentence/tokenizer path: any text, any options, must give tokens or an error.
 #![no_main]
-use attn_trace::tokenize::{tokenize, TokenizerOptions, VocabOrder};
+use attn_trace::sources::tokenize::{tokenize, TokenizerOptions, VocabOrder};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

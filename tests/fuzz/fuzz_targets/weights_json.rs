@@ -1,6 +1,6 @@
 //! The hand-typed JSON weights parser and the shape checks behind --weights.
 #![no_main]
-use attn_trace::init::file;
+use attn_trace::sources::file;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

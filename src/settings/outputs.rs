@@ -1,0 +1,76 @@
+//! The flags that write files or make a run test material (`--save-weights`, `--save-trace`,
+//! `--check`, `--check-tol`), checked before anything is computed. (Views with `--format
+//! jsonl` are refused in views.rs; `--check`'s limits that depend on the model are in plan.rs.)
+
+use crate::cli::Cli;
+use crate::error::usage;
+use anyhow::Result;
+use std::path::{Path, PathBuf};
+
+/// `--check`'s tolerance when none is given: transformers and attn-trace agree to ~1e-6 on
+/// MiniLM, and candle's one-pass LayerNorm adds about as much; 1e-4 leaves room for longer
+/// inputs while catching any real difference (a wrong weight moves outputs by ≫ 1e-3).
+pub const CHECK_TOL: f64 = 1e-4;
+
+/// Which file format `--save-trace` writes, chosen by the path's extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceKind {
+    Safetensors,
+    Npz,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Outputs {
+    /// `--save-trace FILE`, with the format its extension names.
+    pub save_trace: Option<(PathBuf, TraceKind)>,
+    /// `--save-weights FILE` (safetensors).
+    pub save_weights: Option<PathBuf>,
+    /// `--check`, with its tolerance.
+    pub check: Option<f64>,
+}
+
+/// The format `--save-trace` writes for this path; other extensions are a usage error.
+pub fn kind_for(path: &Path) -> Result<TraceKind> {
+    match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+        Some("safetensors") => Ok(TraceKind::Safetensors),
+        Some("npz") => Ok(TraceKind::Npz),
+        _ => Err(usage(
+            format!("--save-trace {}", path.display()),
+            "the file name must end in .safetensors or .npz (the extension chooses the format)",
+            "e.g. --save-trace trace.safetensors or --save-trace trace.npz",
+        )),
+    }
+}
+
+/// Checks the output and testing flags among themselves.
+pub fn options(cli: &Cli) -> Result<Outputs> {
+    let save_trace = cli.save_trace.as_ref().map(|p| Ok::<_, anyhow::Error>((p.clone(), kind_for(p)?))).transpose()?;
+    let tol = match cli.check_tol {
+        Some(t) if !t.is_finite() || t < 0.0 => {
+            return Err(usage(
+                "--check-tol",
+                format!("{t} is not a finite, non-negative number"),
+                "pass e.g. --check-tol 1e-4",
+            ))
+        }
+        Some(_) if !cli.check => {
+            return Err(usage("--check-tol", "it applies to --check", "add --check, or drop --check-tol"))
+        }
+        t => t.unwrap_or(CHECK_TOL),
+    };
+    let outputs = Outputs { save_trace, save_weights: cli.save_weights.clone(), check: None };
+    if !cli.check {
+        return Ok(outputs);
+    }
+    if cli.model.is_none() {
+        return Err(usage(
+            "--check",
+            "it recomputes a real model with candle-transformers' BertModel",
+            "pass --model DIR, or drop --check",
+        ));
+    }
+    if cli.causal {
+        return Err(usage("--check", "candle's BertModel has no causal mask", "drop --causal or --check"));
+    }
+    Ok(Outputs { check: Some(tol), ..outputs })
+}

@@ -1,0 +1,308 @@
+//! Weight files in and out: safetensors (what `--save-weights` writes) and a hand-typeable
+//! JSON form, `{"embed.token.weight": [[…], …], …}`, whose objects may also nest
+//! (`{"embed": {"token": {"weight": …}}}`). Keys starting with `__` are notes and are skipped.
+//! Names and layouts are those of [`super::Params`].
+
+use super::params::{LayerNorm, LayerParams, Linear, Params};
+use crate::config::{ModelConfig, Positions};
+use crate::error::usage;
+use anyhow::Result;
+use candle_core::{DType, Device, Tensor};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+/// Named tensors as read from a file, f32 on the CPU.
+pub type NamedTensors = BTreeMap<String, Tensor>;
+
+/// Reads a weights file: JSON if its name ends in `.json`, safetensors otherwise.
+pub fn read(path: &Path) -> Result<NamedTensors> {
+    let what = format!("--weights {}", path.display());
+    let bytes =
+        std::fs::read(path).map_err(|e| usage(&what, e, "pass the path of an existing, readable weights file"))?;
+    let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    parse(&bytes, is_json, &what)
+}
+
+/// Parses a weights file's bytes (JSON or safetensors); the fuzz targets call this directly.
+pub fn parse(bytes: &[u8], is_json: bool, what: &str) -> Result<NamedTensors> {
+    let named = if is_json { parse_json(bytes, what)? } else { parse_safetensors(bytes, what)? };
+    if named.is_empty() {
+        return Err(usage(what, "the file holds no tensors", "save weights with --save-weights, or list them by name"));
+    }
+    Ok(named)
+}
+
+/// Names of tensors holding NaN or an infinity: allowed (the trace shows what they do), but
+/// worth a note, since they are rarely meant.
+pub fn non_finite(named: &NamedTensors) -> Vec<String> {
+    named
+        .iter()
+        .filter(|(_, t)| {
+            t.flatten_all().and_then(|f| f.to_vec1::<f32>()).map(|v| v.iter().any(|x| !x.is_finite())).unwrap_or(false)
+        })
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+fn parse_safetensors(bytes: &[u8], what: &str) -> Result<NamedTensors> {
+    let map = candle_core::safetensors::load_buffer(bytes, &Device::Cpu).map_err(|e| {
+        let why = one_line(&e.to_string());
+        usage(
+            what,
+            format!("not a readable safetensors file ({why})"),
+            "pass a file written by --save-weights, or a .json weights file",
+        )
+    })?;
+    let mut out = NamedTensors::new();
+    for (name, t) in map {
+        let t = match t.dtype() {
+            DType::F32 => t,
+            DType::F16 | DType::BF16 | DType::F64 => t.to_dtype(DType::F32)?,
+            other => {
+                return Err(usage(
+                    what,
+                    format!("tensor {name} has dtype {other:?}"),
+                    "store weights as float32 (f16, bf16 and f64 are converted)",
+                ))
+            }
+        };
+        out.insert(name, t);
+    }
+    Ok(out)
+}
+
+fn one_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").trim().to_string()
+}
+
+fn parse_json(bytes: &[u8], what: &str) -> Result<NamedTensors> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+        usage(
+            what,
+            format!("not valid JSON: {e}"),
+            "write an object of named nested arrays, e.g. {\"embed.token.weight\": [[0.1, 0.2]]}",
+        )
+    })?;
+    let serde_json::Value::Object(obj) = value else {
+        return Err(usage(what, "the top level is not an object", "write an object of named nested arrays"));
+    };
+    let mut out = NamedTensors::new();
+    flatten(&obj, "", &mut out, what)?;
+    Ok(out)
+}
+
+fn flatten(
+    obj: &serde_json::Map<String, serde_json::Value>,
+    prefix: &str,
+    out: &mut NamedTensors,
+    what: &str,
+) -> Result<()> {
+    for (k, v) in obj {
+        // "__about__" and friends are notes for people, like safetensors' "__metadata__".
+        if k.starts_with("__") {
+            continue;
+        }
+        let name = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        match v {
+            serde_json::Value::Object(inner) => flatten(inner, &name, out, what)?,
+            serde_json::Value::Array(_) => {
+                let (shape, values) = array(v, &name, what)?;
+                out.insert(name, Tensor::from_vec(values, shape, &Device::Cpu)?);
+            }
+            _ => {
+                return Err(usage(
+                    what,
+                    format!("{name} is not an array of numbers"),
+                    "give every tensor as a (nested) array",
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A rectangular nested array of numbers → (shape, row-major values). Non-finite numbers
+/// may be written as the strings "nan", "inf" and "-inf", as attn-trace writes them.
+pub fn array(v: &serde_json::Value, name: &str, what: &str) -> Result<(Vec<usize>, Vec<f32>)> {
+    let mut shape = Vec::new();
+    let mut probe = v;
+    while let serde_json::Value::Array(items) = probe {
+        shape.push(items.len());
+        match items.first() {
+            Some(first) => probe = first,
+            None => break,
+        }
+    }
+    let mut values = Vec::new();
+    collect(v, 0, &shape, &mut values)
+        .map_err(|why| usage(what, format!("{name}: {why}"), "give every tensor as a rectangular array of numbers"))?;
+    Ok((shape, values))
+}
+
+fn collect(
+    v: &serde_json::Value,
+    depth: usize,
+    shape: &[usize],
+    out: &mut Vec<f32>,
+) -> std::result::Result<(), String> {
+    match v {
+        serde_json::Value::Array(items) => {
+            if depth >= shape.len() || items.len() != shape[depth] {
+                return Err(format!("rows of different lengths at depth {depth}"));
+            }
+            items.iter().try_for_each(|i| collect(i, depth + 1, shape, out))
+        }
+        _ if depth != shape.len() => Err(format!("a number where an array was expected at depth {depth}")),
+        serde_json::Value::Number(n) => {
+            out.push(n.as_f64().ok_or("a number that is not representable")? as f32);
+            Ok(())
+        }
+        serde_json::Value::String(s) => {
+            out.push(match s.as_str() {
+                "nan" | "NaN" => f32::NAN,
+                "inf" | "Infinity" => f32::INFINITY,
+                "-inf" | "-Infinity" => f32::NEG_INFINITY,
+                _ => return Err(format!("the string {s:?} is not a number")),
+            });
+            Ok(())
+        }
+        other => Err(format!("{other} is not a number")),
+    }
+}
+
+/// What a weights file fixes about the model, read from the tensors' shapes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileDims {
+    pub d_model: usize,
+    pub vocab_size: Option<usize>,
+    pub max_len: Option<usize>,
+    pub layers: usize,
+    pub qk_width: usize,
+    pub v_width: usize,
+    pub d_ff: usize,
+    pub attn_bias: bool,
+    pub ffn_bias: bool,
+}
+
+fn dims_of(named: &NamedTensors, name: &str, what: &str) -> Result<Vec<usize>> {
+    named.get(name).map(|t| t.dims().to_vec()).ok_or_else(|| {
+        usage(
+            what,
+            format!("tensor {name} is missing"),
+            "see README's weight-file names; save a complete file with --save-weights",
+        )
+    })
+}
+
+/// Reads the model's dimensions from the file's shapes (checked in full by [`params`]).
+pub fn infer(named: &NamedTensors, what: &str) -> Result<FileDims> {
+    let layers = (0..).take_while(|i| named.keys().any(|k| k.starts_with(&format!("layers.{i}.")))).count();
+    if layers == 0 {
+        return Err(usage(what, "no layers.0.* tensors", "name layer tensors layers.0.attn.q_proj.weight and so on"));
+    }
+    let q = dims_of(named, "layers.0.attn.q_proj.weight", what)?;
+    let v = dims_of(named, "layers.0.attn.v_proj.weight", what)?;
+    let l1 = dims_of(named, "layers.0.ffn.linear1.weight", what)?;
+    if q.len() != 2 || v.len() != 2 || l1.len() != 2 {
+        return Err(usage(what, "projection weights must be 2-D [out, in]", "store each Linear weight as [out, in]"));
+    }
+    // A table must be 2-D [rows, d_model]; a 0-D one once panicked here (fuzzing seed added).
+    let table = |name: &str| -> Result<Option<usize>> {
+        match named.get(name).map(|t| t.dims().to_vec()) {
+            Some(d) if d.len() != 2 => Err(usage(
+                what,
+                format!("tensor {name} has shape {d:?}, not [rows, d_model]"),
+                "store embedding tables as 2-D arrays",
+            )),
+            d => Ok(d.map(|d| d[0])),
+        }
+    };
+    Ok(FileDims {
+        d_model: q[1],
+        vocab_size: table("embed.token.weight")?,
+        max_len: table("embed.position.weight")?,
+        layers,
+        qk_width: q[0],
+        v_width: v[0],
+        d_ff: l1[0],
+        attn_bias: named.contains_key("layers.0.attn.q_proj.bias"),
+        ffn_bias: named.contains_key("layers.0.ffn.linear1.bias"),
+    })
+}
+
+/// Builds [`Params`] from the file, checking every tensor's presence and shape against `cfg`.
+/// LayerNorm parameters may be left out (PyTorch's init: weight 1, bias 0); anything else
+/// missing, any unknown name and any wrong shape is an error naming the tensor.
+pub fn params(mut named: NamedTensors, cfg: &ModelConfig, what: &str) -> Result<Params> {
+    let d = cfg.d_model;
+    let n = &mut named;
+    let token = if cfg.raw_input { None } else { Some(take(n, "embed.token.weight", &[cfg.vocab_size, d], what)?) };
+    let position = if cfg.positions == Positions::Learned {
+        Some(take(n, "embed.position.weight", &[cfg.max_len, d], what)?)
+    } else {
+        None
+    };
+    let mut layers = Vec::new();
+    for i in 0..cfg.layers {
+        let p = format!("layers.{i}");
+        let mut lin = |name: &str, d_in: usize, d_out: usize, bias: bool| -> Result<Linear> {
+            Ok(Linear {
+                weight: take(n, &format!("{p}.{name}.weight"), &[d_out, d_in], what)?,
+                bias: if bias { Some(take(n, &format!("{p}.{name}.bias"), &[d_out], what)?) } else { None },
+            })
+        };
+        let q_proj = lin("attn.q_proj", d, cfg.qk_width(), cfg.attn_bias)?;
+        let k_proj = lin("attn.k_proj", d, cfg.qk_width(), cfg.attn_bias)?;
+        let v_proj = lin("attn.v_proj", d, cfg.v_width(), cfg.attn_bias)?;
+        let out_proj = lin("attn.out_proj", cfg.v_width(), d, cfg.attn_bias)?;
+        let linear1 = lin("ffn.linear1", d, cfg.d_ff, cfg.ffn_bias)?;
+        let linear2 = lin("ffn.linear2", cfg.d_ff, d, cfg.ffn_bias)?;
+        let norm1 = norm(n, &format!("{p}.norm1"), d, what)?;
+        let norm2 = norm(n, &format!("{p}.norm2"), d, what)?;
+        layers.push(LayerParams { q_proj, k_proj, v_proj, out_proj, norm1, linear1, linear2, norm2 });
+    }
+    if let Some(extra) = named.keys().next() {
+        let more = named.len() - 1;
+        let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
+        return Err(usage(
+            what,
+            format!("unexpected tensor {extra}{tail}"),
+            "check the name against README's weight-file names, or the flags (--layers, --positions, --attn-bias) that say which tensors exist",
+        ));
+    }
+    Ok(Params { token, token_rows: None, position, token_type: None, embed_norm: None, layers })
+}
+
+fn take(named: &mut NamedTensors, name: &str, shape: &[usize], what: &str) -> Result<Tensor> {
+    let t = named.remove(name).ok_or_else(|| {
+        usage(
+            what,
+            format!("tensor {name} {shape:?} is missing"),
+            "see README's weight-file names; save a complete file with --save-weights",
+        )
+    })?;
+    if t.dims() != shape {
+        return Err(usage(
+            what,
+            format!("tensor {name} has shape {:?} but the model needs {shape:?}", t.dims()),
+            "make the file's shapes agree with the flags, or drop the contradicting flag",
+        ));
+    }
+    Ok(t)
+}
+
+/// A LayerNorm's parameters, defaulting to PyTorch's initial ones and zeros when absent.
+fn norm(named: &mut NamedTensors, prefix: &str, d: usize, what: &str) -> Result<LayerNorm> {
+    let (w, b) = (format!("{prefix}.weight"), format!("{prefix}.bias"));
+    let weight =
+        if named.contains_key(&w) { take(named, &w, &[d], what)? } else { Tensor::ones(d, DType::F32, &Device::Cpu)? };
+    let bias =
+        if named.contains_key(&b) { take(named, &b, &[d], what)? } else { Tensor::zeros(d, DType::F32, &Device::Cpu)? };
+    Ok(LayerNorm { weight, bias })
+}
+
+/// `--save-weights`: every parameter as safetensors bytes (the output stage writes them).
+pub fn encode(params: &Params) -> Result<Vec<u8>> {
+    let map: HashMap<String, Tensor> = params.named().into_iter().map(|(n, t)| (n, t.clone())).collect();
+    Ok(safetensors::tensor::serialize(&map, None)?)
+}

@@ -1,0 +1,98 @@
+//! A Hugging Face `config.json`, with the field names of `transformers`' BertConfig.
+
+use crate::error::usage;
+use anyhow::Result;
+use serde::Deserialize;
+use std::path::Path;
+
+/// The activation a config's `hidden_act` names, if supported.
+pub fn activation(hidden_act: &str) -> Option<crate::config::Activation> {
+    use crate::config::Activation;
+    match hidden_act {
+        "gelu" => Some(Activation::Gelu),
+        "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Some(Activation::GeluTanh),
+        "relu" => Some(Activation::Relu),
+        _ => None,
+    }
+}
+
+/// Model families whose checkpoints have BERT's layout and arithmetic.
+pub const SUPPORTED: &[&str] = &["bert"];
+
+fn default_eps() -> f64 {
+    1e-12
+}
+fn default_act() -> String {
+    "gelu".into()
+}
+fn default_type_vocab() -> usize {
+    2
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct HfConfig {
+    pub model_type: String,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    #[serde(default = "default_act")]
+    pub hidden_act: String,
+    #[serde(default = "default_eps")]
+    pub layer_norm_eps: f64,
+    pub max_position_embeddings: usize,
+    #[serde(default = "default_type_vocab")]
+    pub type_vocab_size: usize,
+    #[serde(default)]
+    pub position_embedding_type: Option<String>,
+}
+
+impl HfConfig {
+    pub fn read(path: &Path) -> Result<HfConfig> {
+        let what = format!("--model: {}", path.display());
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| usage(&what, e, "pass a Hugging Face model folder with a config.json"))?;
+        let raw: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| usage(&what, format!("not valid JSON: {e}"), "restore the model's config.json"))?;
+        let model_type = raw["model_type"].as_str().unwrap_or("(none)").to_string();
+        if !SUPPORTED.contains(&model_type.as_str()) {
+            return Err(usage(
+                &what,
+                format!("model_type {model_type:?} is not supported"),
+                format!("use a model of a supported family: {}", SUPPORTED.join(", ")),
+            ));
+        }
+        let cfg: HfConfig = serde_json::from_value(raw).map_err(|e| {
+            usage(&what, format!("a BERT config field is missing or wrong: {e}"), "restore the model's config.json")
+        })?;
+        if let Some(p) = cfg.position_embedding_type.as_deref() {
+            if p != "absolute" {
+                return Err(usage(
+                    &what,
+                    format!("position_embedding_type {p:?} is not supported"),
+                    "use a model with absolute positions",
+                ));
+            }
+        }
+        let zero = [
+            ("hidden_size", cfg.hidden_size),
+            ("num_hidden_layers", cfg.num_hidden_layers),
+            ("num_attention_heads", cfg.num_attention_heads),
+            ("intermediate_size", cfg.intermediate_size),
+            ("vocab_size", cfg.vocab_size),
+            ("max_position_embeddings", cfg.max_position_embeddings),
+        ];
+        if let Some((k, _)) = zero.iter().find(|(_, v)| *v == 0) {
+            return Err(usage(&what, format!("{k} is 0"), "restore the model's config.json"));
+        }
+        if !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads) {
+            return Err(usage(
+                &what,
+                format!("hidden_size {} is not divisible by {} heads", cfg.hidden_size, cfg.num_attention_heads),
+                "restore the model's config.json",
+            ));
+        }
+        Ok(cfg)
+    }
+}

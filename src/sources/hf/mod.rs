@@ -1,0 +1,176 @@
+//! Real pretrained encoders from Hugging Face model folders: `config.json`,
+//! `model.safetensors` (memory-mapped through candle) and `tokenizer.json` (the `tokenizers`
+//! crate). A folder is given as a path, or as `ORG/NAME` already in the local Hugging Face
+//! cache; nothing is downloaded.
+
+pub mod check;
+pub mod config;
+mod load;
+pub mod weights;
+
+pub use load::open;
+
+use crate::error::usage;
+use anyhow::Result;
+use config::HfConfig;
+use std::path::{Path, PathBuf};
+use tokenizers::Tokenizer;
+
+/// An opened model folder.
+pub struct HfModel {
+    pub dir: PathBuf,
+    pub config: HfConfig,
+    pub tokenizer: Tokenizer,
+    pub weights: weights::Weights,
+}
+
+/// The tokenizer's output for one sentence or a pair.
+#[derive(Debug, Clone)]
+pub struct Encoded {
+    pub tokens: Vec<String>,
+    pub ids: Vec<u32>,
+    pub type_ids: Vec<u32>,
+    /// Tokens dropped by `--truncate`.
+    pub truncated: usize,
+}
+
+/// Finds the model folder: a directory as given, or `ORG/NAME` in the Hugging Face cache
+/// (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`).
+pub fn resolve(spec: &str) -> Result<PathBuf> {
+    let p = Path::new(spec);
+    if p.is_dir() {
+        return Ok(p.to_path_buf());
+    }
+    let hub = std::env::var_os("HF_HUB_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HF_HOME").map(|h| PathBuf::from(h).join("hub")))
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/huggingface/hub")));
+    let looks_like_id = spec.split('/').count() == 2 && !spec.starts_with('.') && !spec.starts_with('/');
+    if let (true, Some(hub)) = (looks_like_id, hub) {
+        let repo = hub.join(format!("models--{}", spec.replace('/', "--")));
+        let snapshots = repo.join("snapshots");
+        let by_ref = std::fs::read_to_string(repo.join("refs/main")).ok().map(|r| snapshots.join(r.trim()));
+        let only = std::fs::read_dir(&snapshots).ok().and_then(|d| {
+            let dirs: Vec<PathBuf> = d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+            (dirs.len() == 1).then(|| dirs[0].clone())
+        });
+        if let Some(dir) = by_ref.filter(|d| d.is_dir()).or(only) {
+            return Ok(dir);
+        }
+        return Err(usage(
+            format!("--model {spec}"),
+            format!("not a folder, and not in the local Hugging Face cache (looked in {})", repo.display()),
+            "pass the path of a model folder, or download the model into the cache first",
+        ));
+    }
+    Err(usage(
+        format!("--model {spec}"),
+        "no such folder",
+        "pass the path of a Hugging Face model folder (config.json, model.safetensors, tokenizer.json)",
+    ))
+}
+
+impl HfModel {
+    pub fn open(dir: &Path) -> Result<HfModel> {
+        let what = format!("--model {}", dir.display());
+        for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+            if !dir.join(f).is_file() {
+                let fix = if f == "model.safetensors" && dir.join("pytorch_model.bin").is_file() {
+                    "convert pytorch_model.bin to safetensors (transformers: model.save_pretrained(dir, safe_serialization=True))"
+                } else {
+                    "pass a Hugging Face model folder with config.json, model.safetensors and tokenizer.json"
+                };
+                return Err(usage(&what, format!("{f} is missing"), fix));
+            }
+        }
+        let config = HfConfig::read(&dir.join("config.json"))?;
+        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| {
+            usage(
+                &what,
+                format!("tokenizer.json cannot be read: {}", first_line(&e.to_string())),
+                "restore the model's tokenizer.json",
+            )
+        })?;
+        // tokenizer.json may ask for fixed padding and truncation (MiniLM pads to 128);
+        // transformers does not apply them to a single sentence, so neither do we.
+        tokenizer.with_padding(None);
+        tokenizer.with_truncation(None).map_err(|e| {
+            usage(
+                &what,
+                format!("tokenizer.json: {}", first_line(&e.to_string())),
+                "restore the model's tokenizer.json",
+            )
+        })?;
+        let tok_vocab = tokenizer.get_vocab_size(true);
+        if tok_vocab > config.vocab_size {
+            return Err(usage(
+                &what,
+                format!("tokenizer.json has {tok_vocab} tokens but config.json's vocab_size is {}", config.vocab_size),
+                "use the tokenizer that belongs to this model",
+            ));
+        }
+        let weights = weights::Weights::open(&dir.join("model.safetensors"), &what)?;
+        Ok(HfModel { dir: dir.to_path_buf(), config, tokenizer, weights })
+    }
+
+    /// Tokenizes one sentence, or a pair with token types 0 and 1, as transformers does.
+    /// A sequence longer than max_position_embeddings is an error unless `truncate`.
+    pub fn encode(&self, a: &str, b: Option<&str>, truncate: bool) -> Result<Encoded> {
+        let what = format!("--model {}", self.dir.display());
+        let enc = |t: &Tokenizer| match b {
+            Some(b) => t.encode((a.to_string(), b.to_string()), true),
+            None => t.encode(a, true),
+        };
+        let err = |e: tokenizers::Error| {
+            usage(
+                &what,
+                format!("the tokenizer failed: {}", first_line(&e.to_string())),
+                "check the sentence and tokenizer.json",
+            )
+        };
+        let full = enc(&self.tokenizer).map_err(err)?;
+        let max = self.config.max_position_embeddings;
+        let n = full.get_ids().len();
+        let (e, truncated) = if n > max {
+            if !truncate {
+                return Err(usage(
+                    "sentence",
+                    format!("it has {n} tokens but the model takes at most {max} (max_position_embeddings)"),
+                    "shorten it, or pass --truncate to keep the first tokens",
+                ));
+            }
+            let mut t = self.tokenizer.clone();
+            let params = tokenizers::TruncationParams { max_length: max, ..Default::default() };
+            t.with_truncation(Some(params)).map_err(err)?;
+            let e = enc(&t).map_err(err)?;
+            let dropped = n - e.get_ids().len();
+            (e, dropped)
+        } else {
+            (full, 0)
+        };
+        if e.get_ids().is_empty() {
+            return Err(usage(
+                "sentence",
+                "the tokenizer produced no tokens",
+                "pass a sentence with at least one word",
+            ));
+        }
+        if let Some(&bad) = e.get_ids().iter().find(|&&i| i as usize >= self.config.vocab_size) {
+            return Err(usage(
+                &what,
+                format!("the tokenizer produced id {bad}, beyond vocab_size {}", self.config.vocab_size),
+                "use the tokenizer that belongs to this model",
+            ));
+        }
+        Ok(Encoded {
+            tokens: e.get_tokens().to_vec(),
+            ids: e.get_ids().to_vec(),
+            type_ids: e.get_type_ids().to_vec(),
+            truncated,
+        })
+    }
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").to_string()
+}

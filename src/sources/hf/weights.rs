@@ -1,0 +1,131 @@
+//! BERT checkpoint names → [`Params`]. Names are looked up with or without the `bert.`
+//! prefix (sentence-transformers checkpoints drop it), and older `gamma`/`beta` LayerNorm
+//! names are accepted. Buffers such as `embeddings.position_ids` are ignored.
+
+use crate::error::usage;
+use crate::sources::hf::config::HfConfig;
+use crate::sources::params::{LayerNorm, LayerParams, Linear, Params};
+use anyhow::Result;
+use candle_core::safetensors::MmapedSafetensors;
+use candle_core::{DType, Device, Tensor};
+use std::path::Path;
+
+pub struct Weights {
+    st: MmapedSafetensors,
+    prefix: &'static str,
+    what: String,
+}
+
+impl Weights {
+    pub fn open(path: &Path, what: &str) -> Result<Weights> {
+        // SAFETY: the file is mapped read-only; as everywhere with mmap, it must not be
+        // truncated while we run. candle's safetensors reader checks the header and offsets.
+        let st = unsafe { MmapedSafetensors::new(path) }.map_err(|e| {
+            let why = e.to_string().lines().next().unwrap_or("").to_string();
+            usage(
+                what,
+                format!("model.safetensors is not a readable safetensors file ({why})"),
+                "restore or re-download the model",
+            )
+        })?;
+        let prefix = if st.get("bert.embeddings.word_embeddings.weight").is_ok() { "bert." } else { "" };
+        Ok(Weights { st, prefix, what: what.to_string() })
+    }
+
+    fn missing(&self, full: &str) -> anyhow::Error {
+        usage(
+            &self.what,
+            format!("model.safetensors has no tensor {full}"),
+            "use a BERT checkpoint with the standard names",
+        )
+    }
+
+    fn check_shape(&self, full: &str, got: &[usize], want: &[usize]) -> Result<()> {
+        if got != want {
+            return Err(usage(
+                &self.what,
+                format!("tensor {full} has shape {got:?} but config.json implies {want:?}"),
+                "use the config.json that belongs to these weights",
+            ));
+        }
+        Ok(())
+    }
+
+    fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        let full = format!("{}{name}", self.prefix);
+        let t = self.st.load(&full, &Device::Cpu).map_err(|_| self.missing(&full))?;
+        self.check_shape(&full, t.dims(), shape)?;
+        Ok(if t.dtype() == DType::F32 { t } else { t.to_dtype(DType::F32)? })
+    }
+
+    fn linear(&self, name: &str, d_in: usize, d_out: usize) -> Result<Linear> {
+        Ok(Linear {
+            weight: self.get(&format!("{name}.weight"), &[d_out, d_in])?,
+            bias: Some(self.get(&format!("{name}.bias"), &[d_out])?),
+        })
+    }
+
+    fn norm(&self, name: &str, d: usize) -> Result<LayerNorm> {
+        let w = self.get(&format!("{name}.weight"), &[d]).or_else(|_| self.get(&format!("{name}.gamma"), &[d]))?;
+        let b = self.get(&format!("{name}.bias"), &[d]).or_else(|_| self.get(&format!("{name}.beta"), &[d]))?;
+        Ok(LayerNorm { weight: w, bias: b })
+    }
+
+    /// The rows of a 2-D tensor for `ids`, read straight from the memory map: the word table
+    /// (30522 × 384 for MiniLM, 47 MB) is never copied whole, only the rows a sentence uses.
+    fn rows(&self, name: &str, shape: &[usize], ids: &[u32]) -> Result<Tensor> {
+        let full = format!("{}{name}", self.prefix);
+        let view = self.st.get(&full).map_err(|_| self.missing(&full))?;
+        self.check_shape(&full, view.shape(), shape)?;
+        if view.dtype() != safetensors::Dtype::F32 {
+            // Other dtypes: load and convert the whole table, then look up.
+            let table = self.get(name, shape)?;
+            return Ok(table.index_select(&Tensor::new(ids, &Device::Cpu)?, 0)?);
+        }
+        let (d, data) = (shape[1], view.data());
+        let mut out = Vec::with_capacity(ids.len() * d);
+        for &id in ids {
+            // The tokenizer's ids were checked against vocab_size, the table's first dimension.
+            let row = &data[id as usize * d * 4..(id as usize + 1) * d * 4];
+            out.extend(row.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+        }
+        Ok(Tensor::from_vec(out, (ids.len(), d), &Device::Cpu)?)
+    }
+
+    /// Every parameter the trace of `ids` needs.
+    pub fn params(&self, c: &HfConfig, ids: &[u32]) -> Result<Params> {
+        let d = c.hidden_size;
+        let token_rows = self.rows("embeddings.word_embeddings.weight", &[c.vocab_size, d], ids)?;
+        let position = self.get("embeddings.position_embeddings.weight", &[c.max_position_embeddings, d])?;
+        let token_type = self.get("embeddings.token_type_embeddings.weight", &[c.type_vocab_size, d])?;
+        let embed_norm = self.norm("embeddings.LayerNorm", d)?;
+        let mut layers = Vec::with_capacity(c.num_hidden_layers);
+        for i in 0..c.num_hidden_layers {
+            let p = format!("encoder.layer.{i}");
+            layers.push(LayerParams {
+                q_proj: self.linear(&format!("{p}.attention.self.query"), d, d)?,
+                k_proj: self.linear(&format!("{p}.attention.self.key"), d, d)?,
+                v_proj: self.linear(&format!("{p}.attention.self.value"), d, d)?,
+                out_proj: self.linear(&format!("{p}.attention.output.dense"), d, d)?,
+                norm1: self.norm(&format!("{p}.attention.output.LayerNorm"), d)?,
+                linear1: self.linear(&format!("{p}.intermediate.dense"), d, c.intermediate_size)?,
+                linear2: self.linear(&format!("{p}.output.dense"), c.intermediate_size, d)?,
+                norm2: self.norm(&format!("{p}.output.LayerNorm"), d)?,
+            });
+        }
+        Ok(Params {
+            token: None,
+            token_rows: Some(token_rows),
+            position: Some(position),
+            token_type: Some(token_type),
+            embed_norm: Some(embed_norm),
+            layers,
+        })
+    }
+}
+
+impl std::fmt::Debug for Weights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Weights({}, prefix {:?})", self.what, self.prefix)
+    }
+}

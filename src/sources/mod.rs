@@ -1,0 +1,107 @@
+//! Parameter sources: everything that reads the user's inputs and yields the model's
+//! configuration, its input rows and its parameters.
+//!
+//! [`open`] reads the sentence (argument, stdin or `--file`), tokenizes it, opens the weights
+//! (a `--weights` file, a `--model` folder) and fixes every dimension, then checks the memory
+//! estimate, all before a parameter tensor exists. [`Source::params`] then yields the
+//! parameters: drawn as PyTorch draws them ([`seeded`]), read from a weights file ([`file`]),
+//! or mapped from a checkpoint ([`hf`]). Nothing here prints: notes travel in
+//! [`Loaded::notes`] to the output stage.
+
+pub mod file;
+pub mod hf;
+pub mod params;
+pub mod seeded;
+pub mod text;
+pub mod tokenize;
+mod toy;
+
+use crate::config::ModelConfig;
+use crate::error::usage;
+use crate::settings::{ModelChoice, Recipe, Settings};
+use anyhow::Result;
+use candle_core::Tensor;
+use params::Params;
+
+/// What enters the model: token ids, or a raw `[pos, d_model]` matrix (seed 002).
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// Vocabulary ids, and BERT's token types (segment ids) for real models.
+    Ids {
+        ids: Vec<u32>,
+        type_ids: Option<Vec<u32>>,
+    },
+    Matrix(Tensor),
+}
+
+/// Everything known before the parameters are made: the input and the model's shape.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The sentence as given (a pair is joined with " ‖ ").
+    pub sentence: Option<String>,
+    /// One label per position.
+    pub tokens: Vec<String>,
+    pub input: Input,
+    pub cfg: ModelConfig,
+    /// A real model's config.json (for `--check`).
+    pub hf: Option<hf::config::HfConfig>,
+    /// Notes for stderr (e.g. what `--truncate` dropped), printed by the output stage.
+    pub notes: Vec<String>,
+}
+
+/// Where the parameters come from; consumed by [`Source::params`].
+#[derive(Debug)]
+pub enum Source {
+    Seeded(Recipe),
+    File(file::NamedTensors),
+    /// A real model's memory-mapped checkpoint, unmapped once its parameters are copied out,
+    /// so the mapped pages stop counting towards the run's memory.
+    Model(Box<hf::weights::Weights>),
+}
+
+/// Reads the inputs the settings name and fixes the model's configuration.
+pub fn open(settings: &Settings) -> Result<(Loaded, Source)> {
+    let sentence = text::sentence(&settings.text)?;
+    let (loaded, source) = match &settings.model {
+        ModelChoice::Toy(toy) => toy::open(settings, toy, sentence)?,
+        ModelChoice::Pretrained { spec, truncate } => hf::open(settings, spec, *truncate, sentence)?,
+    };
+    crate::settings::limits::check(&loaded.cfg, loaded.tokens.len(), settings.max_memory)?;
+    Ok((loaded, source))
+}
+
+impl Source {
+    /// Makes every parameter the trace of `loaded` needs.
+    pub fn params(self, loaded: &Loaded) -> Result<Params> {
+        let cfg = &loaded.cfg;
+        match self {
+            Source::Seeded(recipe) => seeded::draw(cfg, &recipe),
+            Source::File(named) => {
+                let what = match &cfg.init {
+                    crate::config::InitConfig::File { path } => format!("--weights {path}"),
+                    _ => "--weights".to_string(),
+                };
+                file::params(named, cfg, &what)
+            }
+            Source::Model(weights) => {
+                let (Input::Ids { ids, .. }, Some(hf)) = (&loaded.input, &loaded.hf) else {
+                    anyhow::bail!("internal: a real model takes token ids and has a config");
+                };
+                weights.params(hf, ids)
+                // `weights` drops here: the file is unmapped.
+            }
+        }
+    }
+}
+
+/// Takes the file's value, or the flag's if it agrees; a contradiction names both values.
+pub(crate) fn agree(flag: &str, given: Option<usize>, from_file: usize, weights: &str) -> Result<usize> {
+    match given {
+        Some(g) if g != from_file => Err(usage(
+            flag,
+            format!("{flag} {g} contradicts {weights}, which has {from_file}"),
+            format!("drop {flag} or pass {flag} {from_file}"),
+        )),
+        _ => Ok(from_file),
+    }
+}

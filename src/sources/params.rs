@@ -1,0 +1,101 @@
+//! The parameters every source yields and the model reads.
+//!
+//! [`Params`] mirrors the checkpoint's names, one struct per module, so that the names a
+//! user sees in `--save-weights` files are the field paths here:
+//!
+//! | name | shape |
+//! |---|---|
+//! | `embed.token.weight` | [vocab_size, d_model] |
+//! | `embed.position.weight` | [max_len, d_model] (learned positions only) |
+//! | `layers.{i}.attn.q_proj.weight` / `.bias` | [heads·d_k, d_model] / [heads·d_k] |
+//! | `layers.{i}.attn.k_proj.weight` / `.bias` | [heads·d_k, d_model] / [heads·d_k] |
+//! | `layers.{i}.attn.v_proj.weight` / `.bias` | [heads·d_v, d_model] / [heads·d_v] |
+//! | `layers.{i}.attn.out_proj.weight` / `.bias` | [d_model, heads·d_v] / [d_model] |
+//! | `layers.{i}.norm1.weight` / `.bias` | [d_model] |
+//! | `layers.{i}.ffn.linear1.weight` / `.bias` | [d_ff, d_model] / [d_ff] |
+//! | `layers.{i}.ffn.linear2.weight` / `.bias` | [d_model, d_ff] / [d_model] |
+//! | `layers.{i}.norm2.weight` / `.bias` | [d_model] |
+//!
+//! Linear weights are stored as PyTorch's `nn.Linear` does, `[out, in]`, and applied as
+//! `x·Wᵀ + b`. Head `h` owns rows `h·d_k .. (h+1)·d_k` of the fused q/k projections.
+
+use candle_core::Tensor;
+
+/// `y = x·Wᵀ + b`, PyTorch's `nn.Linear` layout.
+#[derive(Debug, Clone)]
+pub struct Linear {
+    /// [out, in]
+    pub weight: Tensor,
+    /// [out]
+    pub bias: Option<Tensor>,
+}
+
+/// LayerNorm's affine parameters (PyTorch initialises them to ones and zeros).
+#[derive(Debug, Clone)]
+pub struct LayerNorm {
+    pub weight: Tensor,
+    pub bias: Tensor,
+}
+
+#[derive(Debug, Clone)]
+pub struct LayerParams {
+    pub q_proj: Linear,
+    pub k_proj: Linear,
+    pub v_proj: Linear,
+    pub out_proj: Linear,
+    pub norm1: LayerNorm,
+    pub linear1: Linear,
+    pub linear2: Linear,
+    pub norm2: LayerNorm,
+}
+
+/// Every parameter of one encoder stack.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// [vocab_size, d_model]; absent when the input is a raw matrix, or when a real model's
+    /// rows were gathered straight from its memory-mapped file into `token_rows`.
+    pub token: Option<Tensor>,
+    /// [pos, d_model]: the token-embedding rows of this input, already looked up.
+    pub token_rows: Option<Tensor>,
+    /// [max_len, d_model]; present only for learned positions.
+    pub position: Option<Tensor>,
+    /// [type_vocab_size, d_model]: BERT's segment embeddings (real models only).
+    pub token_type: Option<Tensor>,
+    /// BERT's LayerNorm over the embedding sum (real models only).
+    pub embed_norm: Option<LayerNorm>,
+    pub layers: Vec<LayerParams>,
+}
+
+impl Params {
+    /// Every parameter with its checkpoint name, in the order of the table above.
+    pub fn named(&self) -> Vec<(String, &Tensor)> {
+        let mut out: Vec<(String, &Tensor)> = Vec::new();
+        if let Some(t) = &self.token {
+            out.push(("embed.token.weight".into(), t));
+        }
+        if let Some(t) = &self.position {
+            out.push(("embed.position.weight".into(), t));
+        }
+        for (i, l) in self.layers.iter().enumerate() {
+            let p = format!("layers.{i}");
+            push_linear(&mut out, format!("{p}.attn.q_proj"), &l.q_proj);
+            push_linear(&mut out, format!("{p}.attn.k_proj"), &l.k_proj);
+            push_linear(&mut out, format!("{p}.attn.v_proj"), &l.v_proj);
+            push_linear(&mut out, format!("{p}.attn.out_proj"), &l.out_proj);
+            out.push((format!("{p}.norm1.weight"), &l.norm1.weight));
+            out.push((format!("{p}.norm1.bias"), &l.norm1.bias));
+            push_linear(&mut out, format!("{p}.ffn.linear1"), &l.linear1);
+            push_linear(&mut out, format!("{p}.ffn.linear2"), &l.linear2);
+            out.push((format!("{p}.norm2.weight"), &l.norm2.weight));
+            out.push((format!("{p}.norm2.bias"), &l.norm2.bias));
+        }
+        out
+    }
+}
+
+fn push_linear<'a>(out: &mut Vec<(String, &'a Tensor)>, prefix: String, lin: &'a Linear) {
+    out.push((format!("{prefix}.weight"), &lin.weight));
+    if let Some(b) = &lin.bias {
+        out.push((format!("{prefix}.bias"), b));
+    }
+}

@@ -1,0 +1,109 @@
+//! Seeded parameters drawn exactly as PyTorch draws them.
+//!
+//! The recipe follows seed notebook 000 by default: `torch.manual_seed(seed)` before the token
+//! table, again before the position table, and again before the first layer's projections.
+//! Within a layer the draws are: the q, k and v projections (in `draw_order`), the output
+//! projection, then the FFN's two linears; LayerNorms draw nothing (ones and zeros). Linear
+//! layers draw like `nn.Linear` (Kaiming-uniform weight, then bias), or, with `Rand`, like a
+//! raw `torch.rand` matrix (seeds 003 and 004), stored `[out, in]` or `[in, out]`.
+
+use super::params::{LayerNorm, LayerParams, Linear, Params};
+use crate::config::{ModelConfig, Positions};
+use crate::settings::recipe::{LinearInit, Proj, RandLayout, Recipe};
+use crate::torch_rng::TorchGenerator;
+use anyhow::Result;
+use candle_core::{Device, Tensor};
+
+/// Draws every parameter for `cfg` following `recipe`.
+pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
+    let mut g = TorchGenerator::new(recipe.seed, recipe.kernel);
+    let d = cfg.d_model;
+    let token = if cfg.raw_input {
+        None
+    } else {
+        if recipe.reseed.token {
+            g.manual_seed(recipe.seed);
+        }
+        skip(&mut g, recipe.skip.token);
+        Some(tensor(g.embedding(cfg.vocab_size, d, None), &[cfg.vocab_size, d])?)
+    };
+    let position = if cfg.positions == Positions::Learned {
+        if recipe.reseed.position {
+            g.manual_seed(recipe.seed);
+        }
+        skip(&mut g, recipe.skip.position);
+        Some(tensor(g.embedding(cfg.max_len, d, None), &[cfg.max_len, d])?)
+    } else {
+        None
+    };
+    if recipe.reseed.layers {
+        g.manual_seed(recipe.seed);
+    }
+    skip(&mut g, recipe.skip.layers);
+    let mut layers = Vec::with_capacity(cfg.layers);
+    for _ in 0..cfg.layers {
+        let mut q = None;
+        let mut k = None;
+        let mut v = None;
+        for p in recipe.draw_order {
+            match p {
+                Proj::Q => q = Some(linear(&mut g, recipe, d, cfg.qk_width(), cfg.attn_bias)?),
+                Proj::K => k = Some(linear(&mut g, recipe, d, cfg.qk_width(), cfg.attn_bias)?),
+                Proj::V => v = Some(linear(&mut g, recipe, d, cfg.v_width(), cfg.attn_bias)?),
+            }
+        }
+        let out_proj = linear(&mut g, recipe, cfg.v_width(), d, cfg.attn_bias)?;
+        skip(&mut g, recipe.skip.ffn);
+        let linear1 = linear(&mut g, recipe, d, cfg.d_ff, cfg.ffn_bias)?;
+        let linear2 = linear(&mut g, recipe, cfg.d_ff, d, cfg.ffn_bias)?;
+        let (Some(q_proj), Some(k_proj), Some(v_proj)) = (q, k, v) else {
+            anyhow::bail!("internal: draw order {:?} does not name q, k and v once each", recipe.draw_order);
+        };
+        layers.push(LayerParams {
+            q_proj,
+            k_proj,
+            v_proj,
+            out_proj,
+            norm1: layer_norm(d)?,
+            linear1,
+            linear2,
+            norm2: layer_norm(d)?,
+        });
+    }
+    Ok(Params { token, token_rows: None, position, token_type: None, embed_norm: None, layers })
+}
+
+fn skip(g: &mut TorchGenerator, n: u64) {
+    for _ in 0..n {
+        g.random();
+    }
+}
+
+fn tensor(values: Vec<f32>, shape: &[usize]) -> Result<Tensor> {
+    Ok(Tensor::from_vec(values, shape, &Device::Cpu)?)
+}
+
+fn linear(g: &mut TorchGenerator, recipe: &Recipe, d_in: usize, d_out: usize, bias: bool) -> Result<Linear> {
+    match recipe.linear {
+        LinearInit::Kaiming => {
+            let (w, b) = g.linear(d_in, d_out, bias);
+            Ok(Linear { weight: tensor(w, &[d_out, d_in])?, bias: b.map(|b| tensor(b, &[d_out])).transpose()? })
+        }
+        LinearInit::Rand => {
+            let weight = match recipe.layout {
+                RandLayout::OutIn => tensor(g.rand(d_out * d_in), &[d_out, d_in])?,
+                // Stored [in, out] as the notebook draws it; kept as [out, in] like every Linear.
+                RandLayout::InOut => tensor(g.rand(d_in * d_out), &[d_in, d_out])?.t()?.contiguous()?,
+            };
+            let bias = if bias { Some(tensor(g.rand(d_out), &[d_out])?) } else { None };
+            Ok(Linear { weight, bias })
+        }
+    }
+}
+
+fn layer_norm(d: usize) -> Result<LayerNorm> {
+    Ok(LayerNorm {
+        weight: Tensor::ones(d, candle_core::DType::F32, &Device::Cpu)?,
+        bias: Tensor::zeros(d, candle_core::DType::F32, &Device::Cpu)?,
+    })
+}

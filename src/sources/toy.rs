@@ -1,0 +1,271 @@
+//! The toy encoder's inputs: the sentence through the toy tokenizer (or a raw `--input`
+//! matrix), and its dimensions from three places that must agree: the flags, the shapes in a
+//! `--weights` file, and the matrix's width. Defaults fill what none of them says.
+
+use super::file::{self, FileDims};
+use super::tokenize::{self, TokenizerOptions};
+use super::{agree, Input, Loaded, Source};
+use crate::config::{Activation, InitConfig, ModelConfig, Norm, Positions};
+use crate::error::usage;
+use crate::settings::{Settings, Shape, Toy};
+use anyhow::Result;
+use candle_core::{Device, Tensor};
+
+/// A raw input matrix: (rows, columns, row-major values).
+type Matrix = (usize, usize, Vec<f32>);
+
+/// Reads the toy model's inputs and fixes its configuration.
+pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<(Loaded, Source)> {
+    let matrix = toy.matrix.as_deref().map(read_matrix).transpose()?;
+    let tok_opts = tokenizer_options(toy)?;
+    let (tokens, ids, vocab_size) = tokens(&matrix, sentence.as_deref(), &tok_opts)?;
+    let weights_name = toy.weights.as_ref().map(|p| format!("--weights {}", p.display()));
+    let named = toy.weights.as_deref().map(file::read).transpose()?;
+    let mut notes = Vec::new();
+    if let Some(nm) = &named {
+        let bad = file::non_finite(nm);
+        if !bad.is_empty() {
+            notes.push(format!("the weights hold NaN or infinite values in {}", bad.join(", ")));
+        }
+    }
+    let fd = match (&named, &weights_name) {
+        (Some(nm), Some(w)) => Some(file::infer(nm, w)?),
+        _ => None,
+    };
+    let w = weights_name.unwrap_or_default();
+    let mut cfg = dims(&settings.shape, fd.as_ref(), matrix.as_ref(), &w)?;
+    let n = tokens.len();
+    if cfg.positions == Positions::Learned && n > cfg.max_len {
+        return Err(usage(
+            "sentence",
+            format!("it has {n} tokens but the learned position table has {} rows", cfg.max_len),
+            format!("pass --max-len {n} or more, or --positions sinusoidal"),
+        ));
+    }
+    cfg.vocab_size = match (&fd, &ids) {
+        (Some(f), Some(ids)) => file_vocab(f, ids, &w)?,
+        _ => vocab_size,
+    };
+    cfg.init = match &toy.weights {
+        Some(p) => InitConfig::File { path: p.display().to_string() },
+        None => toy.recipe.describe(),
+    };
+    let input = match (matrix, ids) {
+        (Some((rows, cols, values)), _) => Input::Matrix(Tensor::from_vec(values, (rows, cols), &Device::Cpu)?),
+        (None, Some(ids)) => Input::Ids { ids, type_ids: None },
+        (None, None) => anyhow::bail!("internal: neither ids nor a matrix"),
+    };
+    let source = match named {
+        Some(nm) => Source::File(nm),
+        None => Source::Seeded(toy.recipe.clone()),
+    };
+    Ok((Loaded { sentence, tokens, input, cfg, hf: None, notes }, source))
+}
+
+fn tokenizer_options(toy: &Toy) -> Result<TokenizerOptions> {
+    let t = &toy.tokenizer;
+    Ok(TokenizerOptions {
+        lowercase: t.lowercase,
+        remove: t.remove.clone(),
+        remove_punctuation: t.remove_punctuation,
+        order: t.order,
+        fixed: t.vocab.as_deref().map(tokenize::load_vocab).transpose()?,
+        unk: t.unk.clone(),
+        bos: t.bos.clone(),
+        eos: t.eos.clone(),
+    })
+}
+
+/// The row labels, ids and own-vocabulary size: from the sentence, or one label per matrix row.
+fn tokens(
+    matrix: &Option<Matrix>,
+    sentence: Option<&str>,
+    opts: &TokenizerOptions,
+) -> Result<(Vec<String>, Option<Vec<u32>>, usize)> {
+    Ok(match (matrix, sentence) {
+        (None, None) => {
+            return Err(usage(
+                "sentence",
+                "none was given",
+                "pass a sentence, e.g. attn-trace \"my shoes are small\" (or a matrix with --input FILE)",
+            ))
+        }
+        (None, Some(s)) => {
+            let t = tokenize::tokenize(s, opts)?;
+            (t.tokens, Some(t.ids), t.vocab_size)
+        }
+        (Some((rows, _, _)), Some(s)) => {
+            let words = tokenize::words(s, opts);
+            if words.len() != *rows {
+                return Err(usage(
+                    "--input",
+                    format!("the matrix has {rows} rows but the sentence has {} words", words.len()),
+                    "label each row with one word, or leave the sentence out",
+                ));
+            }
+            (words, None, 0)
+        }
+        (Some((rows, _, _)), None) => ((0..*rows).map(|i| format!("x{i}")).collect(), None, 0),
+    })
+}
+
+/// Every dimension, from the weights file if any, else from the matrix, flags and defaults.
+/// `vocab_size` and `init` are filled in by the caller.
+fn dims(s: &Shape, fd: Option<&FileDims>, matrix: Option<&Matrix>, w: &str) -> Result<ModelConfig> {
+    let d_model = match (fd, matrix) {
+        (Some(f), Some((_, cols, _))) if *cols != f.d_model => {
+            return Err(usage(
+                "--input",
+                format!("the matrix has {cols} columns but {w} has d_model {}", f.d_model),
+                "give the matrix d_model columns",
+            ))
+        }
+        (Some(f), _) => agree("--d-model", s.d_model, f.d_model, w)?,
+        (None, Some((_, cols, _))) => agree("--d-model", s.d_model, *cols, "--input")?,
+        (None, None) => s.d_model.unwrap_or(4),
+    };
+    let heads = s.heads.unwrap_or(1);
+    let (d_k, d_v) = head_widths(s, fd, d_model, heads, w)?;
+    let d_ff = match fd {
+        Some(f) => agree("--d-ff", s.d_ff, f.d_ff, w)?,
+        None => s.d_ff.unwrap_or(d_model.saturating_mul(2)),
+    };
+    let layers = match fd {
+        Some(f) => agree("--layers", s.layers, f.layers, w)?,
+        None => s.layers.unwrap_or(1),
+    };
+    let positions = positions(s.positions, fd, matrix.is_some(), w)?;
+    let max_len = match fd.and_then(|f| f.max_len) {
+        Some(m) => agree("--max-len", s.max_len, m, w)?,
+        None => s.max_len.unwrap_or(10),
+    };
+    let (attn_bias, ffn_bias) = biases(s, fd, w)?;
+    Ok(ModelConfig {
+        d_model,
+        heads,
+        d_k,
+        d_v,
+        d_ff,
+        layers,
+        vocab_size: 0,
+        max_len,
+        positions,
+        causal: s.causal,
+        scale: s.scale.unwrap_or(1.0 / (d_k as f64).sqrt()),
+        norm: s.norm.unwrap_or(Norm::Post),
+        activation: s.activation.unwrap_or(Activation::Relu),
+        attn_bias,
+        ffn_bias,
+        eps: s.eps.unwrap_or(1e-5),
+        raw_input: matrix.is_some(),
+        model: None,
+        init: InitConfig::File { path: String::new() },
+    })
+}
+
+/// d_k and d_v: split from the file's projection widths, or from d_model and the flags.
+fn head_widths(s: &Shape, fd: Option<&FileDims>, d_model: usize, heads: usize, w: &str) -> Result<(usize, usize)> {
+    if let Some(f) = fd {
+        let need_div = |width: usize, what: &str| -> Result<usize> {
+            if !width.is_multiple_of(heads) {
+                return Err(usage(
+                    "--heads",
+                    format!("{w} has a {what} projection {width} wide, which {heads} heads cannot split evenly"),
+                    "pass a --heads that divides it",
+                ));
+            }
+            Ok(width / heads)
+        };
+        let dk = need_div(f.qk_width, "query/key")?;
+        let dv = need_div(f.v_width, "value")?;
+        return Ok((agree("--d-k", s.d_k, dk, w)?, agree("--d-v", s.d_v, dv, w)?));
+    }
+    let dk = match s.d_k {
+        Some(k) => k,
+        None if !d_model.is_multiple_of(heads) => {
+            return Err(usage(
+                "--heads",
+                format!("d_model {d_model} is not divisible by {heads} heads"),
+                "pick --heads that divides --d-model, or set the per-head width with --d-k",
+            ))
+        }
+        None => d_model / heads,
+    };
+    Ok((dk, s.d_v.unwrap_or(dk)))
+}
+
+/// The position kind: a file with a position table is learned, one without has none.
+fn positions(flag: Option<Positions>, fd: Option<&FileDims>, matrix: bool, w: &str) -> Result<Positions> {
+    Ok(match (fd, flag) {
+        (Some(f), Some(Positions::Learned)) if f.max_len.is_none() => {
+            return Err(usage(
+                "--positions",
+                format!("learned positions need embed.position.weight, which {w} lacks"),
+                "add the table to the file or pass --positions sinusoidal or none",
+            ))
+        }
+        (Some(f), Some(p)) if f.max_len.is_some() && p != Positions::Learned => {
+            return Err(usage(
+                "--positions",
+                format!("{w} has a learned position table (embed.position.weight)"),
+                "drop --positions, or remove the table from the file",
+            ))
+        }
+        (Some(f), None) if f.max_len.is_some() => Positions::Learned,
+        (Some(_), None) => Positions::None,
+        (_, Some(p)) => p,
+        (None, None) if matrix => Positions::None,
+        (None, None) => Positions::Learned,
+    })
+}
+
+/// Biases: a file decides; flags may only agree with it.
+fn biases(s: &Shape, fd: Option<&FileDims>, w: &str) -> Result<(bool, bool)> {
+    let Some(f) = fd else { return Ok((s.attn_bias, !s.no_ffn_bias)) };
+    if s.attn_bias && !f.attn_bias {
+        return Err(usage("--attn-bias", format!("{w} has no projection biases"), "drop --attn-bias"));
+    }
+    if s.no_ffn_bias && f.ffn_bias {
+        return Err(usage("--no-ffn-bias", format!("{w} has FFN biases"), "drop --no-ffn-bias"));
+    }
+    Ok((f.attn_bias, f.ffn_bias))
+}
+
+/// The file's token table must hold every id the tokenizer gave.
+fn file_vocab(f: &FileDims, ids: &[u32], w: &str) -> Result<usize> {
+    let rows = f.vocab_size.ok_or_else(|| {
+        usage(w, "tensor embed.token.weight is missing", "add the token table, or pass a raw matrix with --input")
+    })?;
+    if let Some(&bad) = ids.iter().find(|&&i| i as usize >= rows) {
+        return Err(usage(
+            w,
+            format!("token id {bad} is out of range for embed.token.weight with {rows} rows"),
+            "use a vocabulary (--vocab) whose ids fit the table",
+        ));
+    }
+    Ok(rows)
+}
+
+/// Reads `--input FILE`: a JSON array of equally long rows of numbers → (rows, cols, values).
+fn read_matrix(path: &std::path::Path) -> Result<Matrix> {
+    let what = format!("--input {}", path.display());
+    let bytes = std::fs::read(path).map_err(|e| usage(&what, e, "pass the path of an existing, readable JSON file"))?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| usage(&what, format!("not valid JSON: {e}"), "write the matrix as [[0.5, 0.4], [0.8, 0.6]]"))?;
+    let (shape, values) = file::array(&value, "the matrix", &what)?;
+    if shape.len() != 2 || shape[0] == 0 || shape[1] == 0 {
+        return Err(usage(
+            &what,
+            format!("the matrix has shape {shape:?}"),
+            "give a non-empty 2-D array, one row per position",
+        ));
+    }
+    if let Some(bad) = values.iter().position(|v| !v.is_finite()) {
+        return Err(usage(
+            &what,
+            format!("row {}, column {} is not a finite number", bad / shape[1], bad % shape[1]),
+            "give finite numbers",
+        ));
+    }
+    Ok((shape[0], shape[1], values))
+}

@@ -1,0 +1,140 @@
+//! The Trace: the ordered list of named tensors that one run computed.
+//!
+//! The trace is the only thing that sits between the model and the renderers: model code
+//! records into it (through a [`Recorder`]) and never prints; renderers read it and never do
+//! tensor math. The step catalogue ([`steps`]) and the JSON Schema ([`schema`]) live here
+//! too, since they describe this data. Step ids
+//! are API (see TRACE.md in the design notes and the README's step table): `layers.0.attn.weights`,
+//! with the layer and the in-layer name also kept apart so nobody parses strings.
+
+pub mod record;
+pub mod schema;
+pub mod steps;
+
+use crate::config::ModelConfig;
+pub use record::{Recorder, Selection, SinkFn};
+
+/// One dimension name from the fixed vocabulary of TRACE.md.
+pub type Dim = &'static str;
+
+/// What a step holds. Most steps are f32 tensors; the first two are the tokenizer's output,
+/// and a mask is boolean.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Values {
+    F32(Vec<f32>),
+    Bool(Vec<bool>),
+    Int(Vec<i64>),
+    Str(Vec<String>),
+}
+
+impl Values {
+    pub fn len(&self) -> usize {
+        match self {
+            Values::F32(v) => v.len(),
+            Values::Bool(v) => v.len(),
+            Values::Int(v) => v.len(),
+            Values::Str(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One traced tensor, row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// Full id, e.g. `layers.0.attn.weights`.
+    pub id: String,
+    /// The layer index for `layers.{i}.…` steps.
+    pub layer: Option<usize>,
+    /// The id without its `layers.{i}.` scope, e.g. `attn.weights`.
+    pub name: String,
+    pub dims: Vec<Dim>,
+    pub shape: Vec<usize>,
+    /// For per-head steps narrowed by `--head`: which heads the first dimension holds.
+    pub heads: Option<Vec<usize>>,
+    pub values: Values,
+}
+
+impl Step {
+    /// Whether the first dimension is the head dimension.
+    pub fn is_per_head(&self) -> bool {
+        self.dims.first() == Some(&"head")
+    }
+
+    /// The f32 values, if this is a tensor step.
+    pub fn f32s(&self) -> Option<&[f32]> {
+        match &self.values {
+            Values::F32(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// The ordered steps of one run plus the labels renderers need.
+#[derive(Debug, Clone, Default)]
+pub struct Trace {
+    /// The sentence as given, if any.
+    pub sentence: Option<String>,
+    /// Token strings, one per position: row and column labels.
+    pub tokens: Vec<String>,
+    /// Vocabulary ids, absent for a raw input matrix.
+    pub token_ids: Option<Vec<u32>>,
+    /// BERT's token types (segment ids) for real models.
+    pub token_type_ids: Option<Vec<u32>>,
+    /// Every setting that shaped the numbers: the JSON document's `config`.
+    pub config: ModelConfig,
+    pub steps: Vec<Step>,
+}
+
+/// Splits `layers.3.attn.q` into (Some(3), "attn.q"); other ids have no layer.
+pub fn split_id(id: &str) -> (Option<usize>, &str) {
+    if let Some(rest) = id.strip_prefix("layers.") {
+        if let Some((num, name)) = rest.split_once('.') {
+            if let Ok(l) = num.parse() {
+                return (Some(l), name);
+            }
+        }
+    }
+    (None, id)
+}
+
+impl Trace {
+    /// The config as the JSON document's `config` object: keys sorted, so the bytes do not
+    /// depend on the struct's field order.
+    pub fn config_json(&self) -> serde_json::Value {
+        serde_json::to_value(&self.config).unwrap_or(serde_json::Value::Null)
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Step> {
+        self.steps.iter().find(|s| s.id == id)
+    }
+}
+
+/// Keeps only head `h` of a head-first step (the caller has checked `h` is in range).
+pub(crate) fn narrow_head(step: &mut Step, h: usize) {
+    let per_head: usize = step.shape[1..].iter().product();
+    let range = h * per_head..(h + 1) * per_head;
+    step.values = match &step.values {
+        Values::F32(v) => Values::F32(v[range].to_vec()),
+        Values::Bool(v) => Values::Bool(v[range].to_vec()),
+        Values::Int(v) => Values::Int(v[range].to_vec()),
+        Values::Str(v) => Values::Str(v[range].to_vec()),
+    };
+    step.shape[0] = 1;
+    step.heads = Some(vec![h]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_ids() {
+        assert_eq!(split_id("layers.12.attn.q"), (Some(12), "attn.q"));
+        assert_eq!(split_id("embed.sum"), (None, "embed.sum"));
+        assert_eq!(split_id("layers.x.attn"), (None, "layers.x.attn"));
+    }
+}

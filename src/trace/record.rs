@@ -1,0 +1,193 @@
+//! Recording: the model hands each step to a [`Recorder`], which keeps it in the [`Trace`]
+//! if the [`Selection`] wants it, narrows per-head steps to `--head`, and, for `--format
+//! jsonl`, passes it on to a sink as it is computed. This is run state, not trace data: when
+//! the forward pass ends, [`Recorder::finish`] hands over the plain [`Trace`].
+
+use super::{narrow_head, split_id, steps, Dim, Step, Trace, Values};
+use crate::config::ModelConfig;
+use anyhow::Result;
+use candle_core::Tensor;
+use std::collections::BTreeSet;
+
+/// Which steps a run keeps. Steps that nobody asked for are never copied out of the model.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Selection {
+    /// Canonical ids or names to keep; `None` keeps everything.
+    pub steps: Option<BTreeSet<String>>,
+    /// Keep only this layer's `layers.{i}.…` steps.
+    pub layer: Option<usize>,
+    /// Narrow per-head steps to this head.
+    pub head: Option<usize>,
+}
+
+impl Selection {
+    pub fn wants(&self, id: &str, layer: Option<usize>, name: &str) -> bool {
+        if let (Some(want), Some(l)) = (self.layer, layer) {
+            if want != l {
+                return false;
+            }
+        }
+        match &self.steps {
+            None => true,
+            Some(set) => set.contains(id) || set.contains(name),
+        }
+    }
+}
+
+/// A consumer of steps as they are recorded: `--format jsonl` writes each one out while the
+/// model goes on computing. An error stops the stream (e.g. `| head -3` closed the pipe).
+/// The step is handed over by value: the sink usually sends it to another thread.
+pub type SinkFn = Box<dyn FnMut(Step) -> std::io::Result<()> + Send>;
+
+/// The recorder's optional sink; see [`Recorder::stream`].
+#[derive(Default)]
+struct Sink {
+    f: Option<SinkFn>,
+    /// Whether steps are also kept in the trace (they are not, unless something else needs them).
+    keep: bool,
+    failed: Option<std::io::Error>,
+}
+
+/// Collects the steps of one forward pass.
+pub struct Recorder {
+    trace: Trace,
+    selection: Selection,
+    sink: Sink,
+}
+
+impl Recorder {
+    /// A recorder for a run over `tokens` with `config`, keeping what `selection` wants.
+    pub fn new(tokens: Vec<String>, config: ModelConfig, selection: Selection) -> Self {
+        Recorder { trace: Trace { tokens, config, ..Default::default() }, selection, sink: Sink::default() }
+    }
+
+    /// The trace being recorded (the model reads its tokens; a sink's header its input).
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// Sets what the trace says about its input: the sentence, ids and token types.
+    pub fn set_input(&mut self, sentence: Option<String>, ids: Option<Vec<u32>>, type_ids: Option<Vec<u32>>) {
+        self.trace.sentence = sentence;
+        self.trace.token_ids = ids;
+        self.trace.token_type_ids = type_ids;
+    }
+
+    /// Hands every step to `f` as it is recorded; with `keep` false the trace does not hold
+    /// the steps itself, so memory holds one step at a time.
+    pub fn stream(&mut self, f: SinkFn, keep: bool) {
+        self.sink = Sink { f: Some(f), keep, failed: None };
+    }
+
+    /// Ends recording: drops the sink (closing whatever it writes to) and returns the trace
+    /// and the error that stopped the stream, if any.
+    pub fn finish(self) -> (Trace, Option<std::io::Error>) {
+        (self.trace, self.sink.failed)
+    }
+
+    /// Whether a step with this id would be kept; lets callers skip copying tensors out.
+    pub fn wants(&self, id: &str) -> bool {
+        // A stream whose reader left needs no more steps.
+        if self.sink.failed.is_some() && !self.sink.keep {
+            return false;
+        }
+        let (layer, name) = split_id(id);
+        self.selection.wants(id, layer, name)
+    }
+
+    /// Copies a tensor into the trace, if the selection keeps this step. Its dims come from
+    /// the step catalogue ([`steps::dims`]), so the model and every reader agree on them.
+    pub fn tensor(&mut self, id: &str, cfg: &ModelConfig, t: &Tensor) -> Result<()> {
+        if self.wants(id) {
+            let values = t.flatten_all()?.to_vec1::<f32>()?;
+            let dims = steps::dims(split_id(id).1, cfg);
+            self.record(id, &dims, t.dims(), Values::F32(values));
+        }
+        Ok(())
+    }
+
+    /// Records a step if the selection keeps it. `values` is row-major for `shape`.
+    pub fn record(&mut self, id: &str, dims: &[Dim], shape: &[usize], values: Values) {
+        if !self.wants(id) {
+            return;
+        }
+        debug_assert_eq!(dims.len(), shape.len(), "{id}: dims and shape disagree");
+        debug_assert_eq!(shape.iter().product::<usize>(), values.len(), "{id}: shape and values disagree");
+        let (layer, name) = split_id(id);
+        let mut step = Step {
+            id: id.to_string(),
+            layer,
+            name: name.to_string(),
+            dims: dims.to_vec(),
+            shape: shape.to_vec(),
+            heads: None,
+            values,
+        };
+        if let Some(h) = self.selection.head {
+            if step.is_per_head() {
+                narrow_head(&mut step, h);
+            }
+        }
+        if let Some(f) = self.sink.f.as_mut() {
+            if self.sink.keep {
+                self.trace.steps.push(step.clone());
+            }
+            if self.sink.failed.is_none() {
+                self.sink.failed = f(step).err();
+            }
+            return;
+        }
+        self.trace.steps.push(step);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recorder(sel: Selection, tokens: &[&str]) -> Recorder {
+        Recorder::new(tokens.iter().map(|t| t.to_string()).collect(), ModelConfig::toy(), sel)
+    }
+
+    #[test]
+    fn head_selection_narrows_per_head_steps_only() {
+        let sel = Selection { head: Some(1), ..Default::default() };
+        let mut t = recorder(sel, &["a", "b"]);
+        t.record("layers.0.attn.q", &["head", "pos", "d_k"], &[2, 2, 1], Values::F32(vec![1., 2., 3., 4.]));
+        t.record("embed.sum", &["pos", "d_model"], &[2, 1], Values::F32(vec![5., 6.]));
+        let (t, _) = t.finish();
+        assert_eq!(t.steps[0].shape, vec![1, 2, 1]);
+        assert_eq!(t.steps[0].values, Values::F32(vec![3., 4.]));
+        assert_eq!(t.steps[0].heads, Some(vec![1]));
+        assert_eq!(t.steps[1].shape, vec![2, 1]);
+    }
+
+    #[test]
+    fn a_sink_sees_every_step_and_keeps_none() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let mut t = recorder(Selection::default(), &["a"]);
+        t.stream(
+            Box::new(move |s: Step| {
+                log.lock().unwrap().push(s.id);
+                Ok(())
+            }),
+            false,
+        );
+        t.record("embed.sum", &["pos", "d_model"], &[1, 1], Values::F32(vec![1.0]));
+        t.record("output", &["pos", "d_model"], &[1, 1], Values::F32(vec![2.0]));
+        assert_eq!(*seen.lock().unwrap(), ["embed.sum", "output"]);
+        let (t, failed) = t.finish();
+        assert!(t.steps.is_empty());
+        assert!(failed.is_none());
+    }
+
+    #[test]
+    fn step_and_layer_selection() {
+        let sel =
+            Selection { steps: Some(["attn.weights".to_string()].into_iter().collect()), layer: Some(1), head: None };
+        assert!(sel.wants("layers.1.attn.weights", Some(1), "attn.weights"));
+        assert!(!sel.wants("layers.0.attn.weights", Some(0), "attn.weights"));
+        assert!(!sel.wants("layers.1.attn.q", Some(1), "attn.q"));
+    }
+}

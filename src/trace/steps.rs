@@ -1,0 +1,263 @@
+//! The step catalogue: every step's name, dims, TransformerLens names and meaning, and the
+//! aliases `--steps` accepts.
+//!
+//! Canonical ids are API (docs/TRACE.md, README's step table); aliases are only ever input.
+
+use super::Dim;
+use crate::config::ModelConfig;
+use crate::error::usage;
+use anyhow::Result;
+use std::collections::BTreeSet;
+
+/// One step of the catalogue.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepDef {
+    /// The canonical name: the full id for steps outside layers, the in-layer name (after
+    /// `layers.{i}.`) for the others.
+    pub name: &'static str,
+    /// Whether the step belongs to a layer (`layers.{i}.name`).
+    pub in_layer: bool,
+    /// Dimension names, from TRACE.md's vocabulary. `d_k` and `d_v` read `d_head` in a trace
+    /// whose query/key and value widths are equal ([`dims`]).
+    pub dims: &'static [Dim],
+    /// TransformerLens hook names for the same tensor (inside `blocks.{i}.` for layer steps).
+    pub transformer_lens: &'static [&'static str],
+    /// What the tensor is, in one line (README's step table says the same).
+    pub meaning: &'static str,
+}
+
+const fn global(
+    name: &'static str,
+    dims: &'static [Dim],
+    tl: &'static [&'static str],
+    meaning: &'static str,
+) -> StepDef {
+    StepDef { name, in_layer: false, dims, transformer_lens: tl, meaning }
+}
+
+const fn layer(
+    name: &'static str,
+    dims: &'static [Dim],
+    tl: &'static [&'static str],
+    meaning: &'static str,
+) -> StepDef {
+    StepDef { name, in_layer: true, dims, transformer_lens: tl, meaning }
+}
+
+const POS: &[Dim] = &["pos"];
+const ROWS: &[Dim] = &["pos", "d_model"];
+const QK: &[Dim] = &["head", "pos", "d_k"];
+const VS: &[Dim] = &["head", "pos", "d_v"];
+const MAP: &[Dim] = &["head", "query_pos", "key_pos"];
+const FF: &[Dim] = &["pos", "d_ff"];
+
+/// Every step, in trace order: the embeddings, one layer's steps (repeated per layer), then
+/// `output`. The one list of step names: the model records by these names (with these dims),
+/// `--steps` and `attn-trace diff` read them, and tests hold the JSON Schema and the README's
+/// step table to them. Which steps a run has depends on the model (pre-norm has `norm1.out`
+/// and `norm2.out`, post-norm `add_norm1.out` and `add_norm2.out`; `attn.mask` exists with a
+/// mask).
+pub const CATALOGUE: &[StepDef] = &[
+    global("tokens", POS, &[], "token strings"),
+    global("token_ids", POS, &[], "vocabulary ids"),
+    global("embed.token", ROWS, &["hook_embed", "embed.hook_embed"], "token-embedding rows"),
+    global(
+        "embed.position",
+        ROWS,
+        &["hook_pos_embed", "embed.hook_pos_embed"],
+        "positional rows, learned or sinusoidal",
+    ),
+    global("embed.token_type", ROWS, &["hook_token_type_embed", "embed.hook_token_type_embed"], "segment rows (BERT)"),
+    global("embed.sum", ROWS, &[], "token + position (+ token type)"),
+    global("embed.out", ROWS, &["hook_full_embed"], "the first layer's input (BERT: LayerNorm of the sum)"),
+    layer("norm1.out", ROWS, &[], "pre-norm: the norm of the layer input"),
+    layer("attn.q", QK, &["attn.hook_q"], "x·W_Qᵀ (+ b), split into heads"),
+    layer("attn.k", QK, &["attn.hook_k"], "x·W_Kᵀ (+ b), split into heads"),
+    layer("attn.v", VS, &["attn.hook_v"], "x·W_Vᵀ (+ b), split into heads"),
+    layer("attn.raw_scores", MAP, &[], "q·kᵀ, before scaling"),
+    layer("attn.mask", &["query_pos", "key_pos"], &[], "true where the key is hidden"),
+    layer("attn.scores", MAP, &["attn.hook_attn_scores"], "raw_scores × scale, −inf where masked"),
+    layer("attn.weights", MAP, &["attn.hook_pattern"], "softmax over key_pos; rows sum to 1"),
+    layer("attn.context", VS, &["attn.hook_z"], "weights · v"),
+    layer("attn.concat", &["pos", "heads·d_v"], &[], "heads side by side"),
+    layer("attn.out", ROWS, &["hook_attn_out"], "concat·W_Oᵀ (+ b_O)"),
+    layer("add_norm1.sum", ROWS, &["hook_resid_mid"], "layer input + attn.out"),
+    layer("add_norm1.out", ROWS, &["hook_normalized_resid_mid"], "post-norm: the norm of add_norm1.sum"),
+    layer("norm2.out", ROWS, &[], "pre-norm: the norm of add_norm1.sum"),
+    layer("ffn.hidden", FF, &["mlp.hook_pre"], "x·W1ᵀ + b1"),
+    layer("ffn.act", FF, &["mlp.hook_post"], "the activation of ffn.hidden"),
+    layer("ffn.out", ROWS, &["hook_mlp_out"], "act·W2ᵀ + b2"),
+    layer("add_norm2.sum", ROWS, &["hook_resid_post"], "the second residual sum"),
+    layer("add_norm2.out", ROWS, &["hook_normalized_resid_post"], "post-norm: the norm of add_norm2.sum"),
+    global("output", ROWS, &[], "the last layer's output"),
+];
+
+/// The catalogue entry of a canonical name (`attn.q`, `embed.sum`).
+pub fn def(name: &str) -> Option<&'static StepDef> {
+    CATALOGUE.iter().find(|d| d.name == name)
+}
+
+/// Names of steps outside any layer, in trace order.
+pub fn global_names() -> impl Iterator<Item = &'static str> {
+    CATALOGUE.iter().filter(|d| !d.in_layer).map(|d| d.name)
+}
+
+/// Names of steps inside `layers.{i}`, in trace order.
+pub fn layer_names() -> impl Iterator<Item = &'static str> {
+    CATALOGUE.iter().filter(|d| d.in_layer).map(|d| d.name)
+}
+
+fn is_global(name: &str) -> bool {
+    CATALOGUE.iter().any(|d| !d.in_layer && d.name == name)
+}
+
+fn is_layer(name: &str) -> bool {
+    CATALOGUE.iter().any(|d| d.in_layer && d.name == name)
+}
+
+/// A step's dims in a trace of `cfg`: the catalogue's, with `d_k` and `d_v` both written
+/// `d_head` when they are equal (the usual case: TRACE.md's vocabulary).
+pub fn dims(name: &str, cfg: &ModelConfig) -> Vec<Dim> {
+    let same = cfg.d_k == cfg.d_v;
+    raw_dims(name).iter().map(|&d| if same && (d == "d_k" || d == "d_v") { "d_head" } else { d }).collect()
+}
+
+/// A step's dims as the catalogue gives them (`d_k`, `d_v`), for files that carry only
+/// numbers; an unknown name gets `[pos, d_model]`.
+pub fn raw_dims(name: &str) -> &'static [Dim] {
+    def(name).map_or(ROWS, |d| d.dims)
+}
+
+/// The step ids the `--focus` walkthrough of `layer` reads (the mask only exists with a mask).
+pub fn focus_steps(layer: usize) -> Vec<String> {
+    ["q", "k", "v", "raw_scores", "mask", "scores", "weights", "context"]
+        .iter()
+        .map(|n| format!("layers.{layer}.attn.{n}"))
+        .collect()
+}
+
+/// Alias → canonical names. Several seed notebooks' and TransformerLens's words are accepted.
+const ALIASES: &[(&str, &[&str])] = &[
+    ("ids", &["token_ids"]),
+    ("embed", &["embed.token", "embed.position", "embed.token_type", "embed.sum", "embed.out"]),
+    ("input", &["embed.out"]),
+    ("q", &["attn.q"]),
+    ("k", &["attn.k"]),
+    ("v", &["attn.v"]),
+    ("qkv", &["attn.q", "attn.k", "attn.v"]),
+    ("raw_scores", &["attn.raw_scores"]),
+    ("omega", &["attn.raw_scores"]),
+    ("mask", &["attn.mask"]),
+    ("scores", &["attn.scores"]),
+    ("weights", &["attn.weights"]),
+    ("pattern", &["attn.weights"]),
+    ("probs", &["attn.weights"]),
+    ("context", &["attn.context"]),
+    ("z", &["attn.context"]),
+    ("concat", &["attn.concat"]),
+    ("attn_out", &["attn.out"]),
+    (
+        "attn",
+        &[
+            "attn.q",
+            "attn.k",
+            "attn.v",
+            "attn.raw_scores",
+            "attn.mask",
+            "attn.scores",
+            "attn.weights",
+            "attn.context",
+            "attn.concat",
+            "attn.out",
+        ],
+    ),
+    ("add_norm1", &["add_norm1.sum", "add_norm1.out"]),
+    ("resid_mid", &["add_norm1.sum"]),
+    ("ffn", &["ffn.hidden", "ffn.act", "ffn.out"]),
+    ("mlp", &["ffn.hidden", "ffn.act", "ffn.out"]),
+    ("add_norm2", &["add_norm2.sum", "add_norm2.out"]),
+    ("resid_post", &["add_norm2.sum"]),
+    ("norm", &["norm1.out", "add_norm1.out", "norm2.out", "add_norm2.out"]),
+];
+
+/// Parses `--steps a,b,…` into the set of canonical names and ids it selects.
+pub fn parse(list: &str, layers: usize) -> Result<BTreeSet<String>> {
+    let mut out = BTreeSet::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if item == "all" {
+            out.extend(CATALOGUE.iter().map(|d| d.name.to_string()));
+        } else if is_global(item) || is_layer(item) {
+            out.insert(item.to_string());
+        } else if let Some((_, names)) = ALIASES.iter().find(|(a, _)| *a == item) {
+            out.extend(names.iter().map(|n| n.to_string()));
+        } else if let (Some(l), name) = crate::trace::split_id(item) {
+            if !is_layer(name) {
+                return Err(unknown(item));
+            }
+            if l >= layers {
+                return Err(usage(
+                    "--steps",
+                    format!("{item} names layer {l}, but the model has {layers}"),
+                    format!("use a layer from 0 to {}", layers - 1),
+                ));
+            }
+            out.insert(item.to_string());
+        } else {
+            return Err(unknown(item));
+        }
+    }
+    if out.is_empty() {
+        return Err(usage("--steps", "the list is empty", "name at least one step, e.g. --steps weights"));
+    }
+    Ok(out)
+}
+
+fn unknown(item: &str) -> anyhow::Error {
+    let aliases: Vec<&str> = ALIASES.iter().map(|(a, _)| *a).collect();
+    usage(
+        "--steps",
+        format!("unknown step {item:?}"),
+        format!(
+            "valid steps: all, {}; per layer (or as layers.N.name): {}; aliases: {}",
+            global_names().collect::<Vec<_>>().join(", "),
+            layer_names().collect::<Vec<_>>().join(", "),
+            aliases.join(", ")
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_expand_to_canonical_names() {
+        let s = parse("weights, layers.1.ffn.out,tokens", 2).unwrap();
+        assert!(s.contains("attn.weights") && s.contains("layers.1.ffn.out") && s.contains("tokens"));
+        assert!(parse("softmax", 1).is_err());
+        assert!(parse("layers.2.attn.q", 2).is_err());
+        assert!(parse(" , ", 1).is_err());
+    }
+
+    #[test]
+    fn aliases_name_catalogue_steps_and_names_are_unique() {
+        for (alias, names) in ALIASES {
+            for n in *names {
+                assert!(def(n).is_some(), "alias {alias} names {n}, which is not in the catalogue");
+            }
+        }
+        let mut names: Vec<&str> = CATALOGUE.iter().map(|d| d.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), CATALOGUE.len());
+    }
+
+    #[test]
+    fn d_k_and_d_v_read_d_head_when_equal() {
+        let cfg = ModelConfig::toy();
+        assert_eq!(dims("attn.q", &cfg), ["head", "pos", "d_head"]);
+        let cfg = ModelConfig { d_v: 3, ..cfg };
+        assert_eq!(dims("attn.q", &cfg), ["head", "pos", "d_k"]);
+        assert_eq!(dims("attn.concat", &cfg), ["pos", "heads·d_v"]);
+    }
+}

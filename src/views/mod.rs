@@ -1,0 +1,53 @@
+//! Views: everything derived from a finished trace for showing it: the attention maps that
+//! are drawn or merged ([`maps`]), the `--focus` walkthrough ([`focus`]) and the real-model
+//! summary's strongest links ([`summary`]). The arithmetic lives here; renderers only lay
+//! the results out. Views never change a step's values: derived numbers sit next to the trace.
+
+pub mod focus;
+pub mod maps;
+pub mod summary;
+
+use crate::cli::Format;
+use crate::settings::plan::Plan;
+use crate::settings::Output;
+use crate::trace::Trace;
+use anyhow::Result;
+use focus::Focus;
+use maps::Maps;
+use summary::LayerLinks;
+
+/// Everything the views derived from one trace.
+#[derive(Debug, Clone, Default)]
+pub struct Views {
+    pub focus: Option<Focus>,
+    /// Present when a view draws attention maps (heatmap, --html, --svg) or derives them.
+    pub maps: Option<Maps>,
+    /// The real-model summary table's numbers (tables without --steps).
+    pub summary: Option<Vec<LayerLinks>>,
+}
+
+/// Whether this run draws attention maps (as opposed to only deriving them for tables).
+fn draws_maps(out: &Output) -> bool {
+    out.format == Format::Heatmap || out.views.html.is_some() || out.views.svg.is_some()
+}
+
+/// Derives the views from the trace, then keeps only the steps the plan shows (the others
+/// were recorded only for the views).
+pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Views)> {
+    let o = &out.views;
+    let focus = plan.focus.map(|p| focus::derive(&trace, p, o.layer)).transpose()?;
+    let maps = (draws_maps(out) || o.derived()).then(|| maps::maps(&trace, o.merge_pieces, o.average_heads));
+    let show = &plan.show;
+    trace.steps.retain(|s| show.wants(&s.id, s.layer, &s.name));
+    // Derived tables and JSON views show only the weights that were asked for.
+    let maps = match maps {
+        Some(m) if !draws_maps(out) => {
+            let kept: Vec<usize> =
+                trace.steps.iter().filter(|s| s.name == "attn.weights").filter_map(|s| s.layer).collect();
+            Some(Maps { maps: m.maps.into_iter().filter(|x| kept.contains(&x.layer)).collect(), ..m })
+        }
+        other => other,
+    };
+    let summary = (out.summary && out.format == Format::Table).then(|| summary::summarize(&trace));
+    Ok((trace, Views { focus, maps, summary }))
+}
