@@ -291,6 +291,9 @@ pub struct Env {
     pub stdout_is_terminal: bool,
     /// `COLORTERM` is `truecolor` or `24bit`.
     pub truecolor: bool,
+    /// The machine's available memory in bytes (`MemAvailable` of /proc/meminfo), if known:
+    /// a run is refused above it as above `--max-memory`, rather than killed part way.
+    pub memory_available: Option<u128>,
 }
 
 impl Env {
@@ -302,6 +305,33 @@ impl Env {
             no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
             stdout_is_terminal: std::io::stdout().is_terminal(),
             truecolor: matches!(colorterm.as_str(), "truecolor" | "24bit"),
+            memory_available: memory_available(),
         }
     }
+}
+
+/// What this process can still allocate (Linux), in bytes: the least of the machine's
+/// `MemAvailable`, the cgroup's `memory.max` less its usage, and the address-space limit
+/// (`ulimit -v`) less the address space already mapped. `None` where none is known.
+fn memory_available() -> Option<u128> {
+    let read = |p: &str| std::fs::read_to_string(p).ok();
+    // "Name:   1234 kB" lines of /proc/meminfo and /proc/self/status.
+    let kib = |text: &str, key: &str| -> Option<u128> {
+        let line = text.lines().find(|l| l.starts_with(key))?;
+        line.split_whitespace().nth(1)?.parse::<u128>().ok().map(|k| k * 1024)
+    };
+    let machine = read("/proc/meminfo").and_then(|t| kib(&t, "MemAvailable:"));
+    let cgroup = (|| {
+        let max: u128 = read("/sys/fs/cgroup/memory.max")?.trim().parse().ok()?;
+        let used: u128 = read("/sys/fs/cgroup/memory.current")?.trim().parse().ok()?;
+        Some(max.saturating_sub(used))
+    })();
+    let address_space = (|| {
+        let limits = read("/proc/self/limits")?;
+        let line = limits.lines().find(|l| l.starts_with("Max address space"))?;
+        let soft: u128 = line.split_whitespace().nth(3)?.parse().ok()?; // "unlimited" → None
+        let mapped = read("/proc/self/status").and_then(|t| kib(&t, "VmSize:")).unwrap_or(0);
+        Some(soft.saturating_sub(mapped))
+    })();
+    [machine, cgroup, address_space].into_iter().flatten().min()
 }

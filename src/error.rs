@@ -23,6 +23,17 @@ pub fn usage(what: impl fmt::Display, why: impl fmt::Display, fix: impl fmt::Dis
     anyhow::Error::new(UsageError(format!("{what}: {why} ({fix})")))
 }
 
+/// A user's value quoted in a message: Rust string syntax (so control characters show as
+/// escapes) and at most 40 characters, so a 10,000-character step name cannot flood stderr.
+pub fn quote(s: &str) -> String {
+    if s.chars().count() <= 40 {
+        format!("{s:?}")
+    } else {
+        let head: String = s.chars().take(39).collect();
+        format!("{head:?}… ({} characters)", s.chars().count())
+    }
+}
+
 /// The documented exit codes.
 pub mod exit {
     pub const OK: u8 = 0;
@@ -43,4 +54,15 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain()
         .any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn quotes_are_short_and_visible() {
+        assert_eq!(super::quote("shoes"), "\"shoes\"");
+        assert_eq!(super::quote("a\u{1b}b"), "\"a\\u{1b}b\"");
+        let long = super::quote(&"x".repeat(10_000));
+        assert!(long.len() < 70 && long.ends_with("(10000 characters)"), "{long}");
+    }
 }

@@ -24,6 +24,7 @@ pub mod output;
 pub mod render;
 pub mod settings;
 pub mod sources;
+pub mod strict_json;
 pub mod torch_rng;
 pub mod trace;
 pub mod views;
@@ -105,7 +106,10 @@ fn testing(
 pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     // Completions and the man page come from the clap definition itself, so they never drift.
     if let Some(shell) = cli.completions {
-        clap_complete::generate(shell, &mut <cli::Cli as clap::CommandFactory>::command(), "attn-trace", out);
+        // Into memory first: clap_complete panics when its writer fails (`> /dev/full`).
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut <cli::Cli as clap::CommandFactory>::command(), "attn-trace", &mut script);
+        out.write_all(&script)?;
         return Ok(());
     }
     if cli.man {

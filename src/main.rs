@@ -31,9 +31,23 @@ fn report(result: anyhow::Result<bool>) -> ExitCode {
         Ok(false) => ExitCode::from(exit::FAILURE),
         Err(e) if is_broken_pipe(&e) => ExitCode::from(exit::OK),
         Err(e) => {
-            eprintln!("attn-trace: {}", format!("{e:#}").replace('\n', " "));
+            eprintln!("attn-trace: {}", one_error_line(&format!("{e:#}")));
             ExitCode::from(exit_code(&e))
         }
+    }
+}
+
+/// Most characters an error line may have: the longest real message (an unknown step, with
+/// the list of valid ones) is about 1,000.
+const MAX_ERROR: usize = 2000;
+
+/// An error as one visible line: newlines folded, control characters escaped (an input
+/// file's name or text must not drive the terminal), at most [`MAX_ERROR`] characters.
+fn one_error_line(msg: &str) -> String {
+    let line = attn_trace::render::text::printable(&msg.replace('\n', " ")).into_owned();
+    match line.char_indices().nth(MAX_ERROR) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line,
     }
 }
 

@@ -54,7 +54,13 @@ pub fn parse(bytes: &[u8], what: &str) -> Result<Loaded> {
         ("npz", from_named(npz::read(bytes, &what)?))
     } else if first == Some(b'{') {
         let text = std::str::from_utf8(bytes).map_err(|_| usage(&what, "not UTF-8 text", "pass a JSON file"))?;
-        match serde_json::from_str::<serde_json::Value>(text) {
+        let parsed = serde_json::from_str::<serde_json::Value>(text);
+        if parsed.is_ok() {
+            // serde_json keeps the last of a repeated key: a step given twice would vanish.
+            crate::strict_json::parse(bytes)
+                .map_err(|e| usage(&what, format!("not usable JSON: {e}"), "name each step once"))?;
+        }
+        match parsed {
             Ok(v) if v.get("schema_version").is_some() && v.get("steps").is_some() => {
                 ("attn-trace JSON document", doc_steps(&v, &what)?)
             }

@@ -22,11 +22,7 @@ use std::io::{self, Write};
 
 /// A number at the output's precision; −inf for a masked score.
 fn num(x: f64, p: usize) -> String {
-    if x.is_infinite() {
-        (if x > 0.0 { "inf" } else { "-inf" }).to_string()
-    } else {
-        format!("{x:.p$}")
-    }
+    super::numbers::fixed(x, p)
 }
 
 /// "a×b", with a negative factor in brackets so the signs read.
@@ -57,7 +53,10 @@ fn write_head(f: &Focus, h: &FocusHead, out: &Output, w: &mut dyn Write) -> io::
     let key = |j: usize| format!("{j} {}", cut(&f.keys[j], 10));
     let vec = |v: &[f32]| v.iter().map(|&x| num(x as f64, p)).collect::<Vec<_>>().join(", ");
     writeln!(w)?;
-    let title = [format!("focus {:?} (position {i})", f.token), format!("layers.{l}.attn"), format!("head {}", h.head)];
+    // Debug quoting shows control characters escaped; a huge token is cut (JSON has it whole).
+    let token: String =
+        if f.token.chars().count() > 40 { f.token.chars().take(39).chain(['…']).collect() } else { f.token.clone() };
+    let title = [format!("focus {token:?} (position {i})"), format!("layers.{l}.attn"), format!("head {}", h.head)];
     for line in wrap_parts(&title, out.width) {
         writeln!(w, "{line}")?;
     }

@@ -18,3 +18,18 @@ pub fn f64_json(x: f64) -> String {
         zmij::Buffer::new().format_finite(x).to_string()
     }
 }
+
+/// A number for a table cell at `p` decimals, as PyTorch prints it; `nan`, `inf`, `-inf` as
+/// words; and in scientific notation from 1e15 up, where fixed notation would print a column
+/// wider than a terminal (3e37 at 12 decimals is 51 characters).
+pub fn fixed(x: f64, p: usize) -> String {
+    if x.is_nan() {
+        "nan".to_string()
+    } else if x.is_infinite() {
+        (if x > 0.0 { "inf" } else { "-inf" }).to_string()
+    } else if x.abs() >= 1e15 {
+        format!("{x:.p$e}")
+    } else {
+        format!("{x:.p$}")
+    }
+}

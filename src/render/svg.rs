@@ -142,6 +142,7 @@ fn legend(s: &mut String, x: usize, y: usize) {
 mod tests {
     #[test]
     fn escapes_markup() {
-        assert_eq!(super::esc("<a & 'b'>\u{1}"), "&lt;a &amp; &apos;b&apos;&gt;\u{fffd}");
+        // Control characters are shown as escapes, as in every text output (issue 19).
+        assert_eq!(super::esc("<a & 'b'>\u{1}"), "&lt;a &amp; &apos;b&apos;&gt;\\u{1}");
     }
 }

@@ -154,9 +154,8 @@ pub fn emit(t: &Table, w: &mut dyn Write) -> io::Result<()> {
 /// Formats one value the way the table shows it.
 fn fmt(step: &Step, i: usize, precision: usize) -> String {
     match &step.values {
-        Values::F32(v) if v[i].is_nan() => "nan".into(),
-        Values::F32(v) if v[i].is_infinite() => (if v[i] > 0.0 { "inf" } else { "-inf" }).into(),
-        Values::F32(v) => format!("{:.precision$}", v[i]),
+        // f32 printed through f64 gives the same digits (the conversion is exact).
+        Values::F32(v) => super::numbers::fixed(v[i] as f64, precision),
         Values::Bool(v) => (if v[i] { "masked" } else { "·" }).into(),
         Values::Int(v) => v[i].to_string(),
         Values::Str(v) => v[i].clone(),

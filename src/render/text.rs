@@ -1,12 +1,52 @@
 //! Text layout shared by the text renderers: wrapping, cutting, column blocks, escaping.
+//!
+//! Input text (a sentence, a token, a file name) can hold control characters: ESC starts a
+//! terminal escape sequence that can recolour or retitle the user's terminal, BEL rings,
+//! NUL and the rest confuse pagers. Every text renderer shows such characters through
+//! [`printable`] (JSON keeps the exact strings, escaped as JSON).
+
+use std::borrow::Cow;
+
+/// `s` with every control character shown as a visible escape: `\n`, `\t`, `\r`, or
+/// `\u{1b}`. Text without control characters is returned as it is.
+pub fn printable(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
 
 /// Breaks `text` at spaces so that no line is wider than `width` where words allow; the
 /// text's own leading spaces stay on its first line, later lines start with `indent`.
+/// A word wider than a line is broken into pieces that fit, so that no line is ever wider.
 pub fn wrap_words(text: &str, width: usize, indent: &str) -> Vec<String> {
+    let text = printable(text);
     let body = text.trim_start_matches(' ');
     let mut lines = vec![text[..text.len() - body.len()].to_string()];
     let mut fresh = true;
-    for word in body.split(' ') {
+    let room = width.saturating_sub(indent.chars().count()).max(1);
+    let pieces = body.split(' ').flat_map(|word| {
+        let chars: Vec<char> = word.chars().collect();
+        // (Where the indent leaves almost no room, as only tests do, words stay whole.)
+        let parts: Vec<String> = if chars.len() <= room || room < 8 {
+            vec![word.to_string()]
+        } else {
+            chars.chunks(room).map(|c| c.iter().collect()).collect()
+        };
+        parts
+    });
+    for word in pieces {
+        let word = word.as_str();
         let cur = lines.last_mut().expect("lines starts non-empty");
         let len = cur.chars().count();
         if !fresh && len + 1 + word.chars().count() > width {
@@ -33,22 +73,41 @@ pub fn blocks(cols: usize, slot: usize, fixed: usize, width: usize) -> Vec<(usiz
 pub fn wrap_parts(parts: &[String], width: usize) -> Vec<String> {
     let mut lines = vec![String::new()];
     for part in parts {
+        let part = &printable(part).into_owned();
         let sep = if part.starts_with('[') { "  " } else { " · " };
         let cur = lines.last_mut().expect("lines starts non-empty");
         if cur.is_empty() {
             cur.push_str(part);
         } else if cur.chars().count() + sep.len() + part.chars().count() > width {
-            lines.push(part.clone());
+            lines.push(part.to_string());
         } else {
             cur.push_str(sep);
             cur.push_str(part);
         }
     }
+    hard_break(lines, width)
+}
+
+/// Breaks any line still wider than `width` (one part or word longer than a line) into
+/// pieces that fit, so that no line is ever wider.
+fn hard_break(lines: Vec<String>, width: usize) -> Vec<String> {
+    let width = width.max(1);
     lines
+        .into_iter()
+        .flat_map(|l| {
+            let chars: Vec<char> = l.chars().collect();
+            if chars.len() <= width {
+                vec![l]
+            } else {
+                chars.chunks(width).map(|c| c.iter().collect()).collect()
+            }
+        })
+        .collect()
 }
 
 /// Breaks `text` after its ", " separators so that no line is wider than `width`.
 pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let text = printable(text);
     let mut lines = vec![String::new()];
     for (i, part) in text.split(", ").enumerate() {
         let sep = if i == 0 { "" } else { ", " };
@@ -62,19 +121,23 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
             cur.push_str(part);
         }
     }
-    lines
+    hard_break(lines, width)
 }
 
+/// `s` made [`printable`] and cut to `max` characters, the last one `…` when cut.
 pub fn cut(s: &str, max: usize) -> String {
+    let s = printable(s);
     if s.chars().count() <= max {
-        s.to_string()
+        s.into_owned()
     } else {
         s.chars().take(max - 1).chain(std::iter::once('…')).collect()
     }
 }
 
-/// Escapes text for XML content and attribute values.
+/// Escapes text for XML content and attribute values; control characters are shown as
+/// [`printable`] escapes (XML 1.0 cannot hold most of them, even escaped).
 pub fn esc(s: &str) -> String {
+    let s = printable(s);
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -83,10 +146,28 @@ pub fn esc(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
-            // XML 1.0 cannot hold most control characters, even escaped.
-            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => out.push('\u{fffd}'),
             c => out.push(c),
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_shown_not_sent() {
+        assert_eq!(printable("my shoes"), "my shoes");
+        assert_eq!(printable("a\u{1b}[31mb\u{7}\0\n"), "a\\u{1b}[31mb\\u{7}\\u{0}\\n");
+        assert_eq!(cut("\u{1b}]0;title\u{7}", 8), "\\u{1b}]…");
+        assert_eq!(esc("<\u{1b}>"), "&lt;\\u{1b}&gt;");
+    }
+
+    #[test]
+    fn a_word_wider_than_the_line_is_broken() {
+        let lines = wrap_words(&"x".repeat(25), 10, "  ");
+        assert!(lines.iter().all(|l| l.chars().count() <= 10), "{lines:?}");
+        assert_eq!(lines.concat().replace(' ', ""), "x".repeat(25));
+    }
 }

@@ -27,7 +27,11 @@ pub fn parse_size(s: &str) -> Result<u128> {
 }
 
 fn bad_size(s: &str) -> anyhow::Error {
-    usage("--max-memory", format!("{s:?} is not a size"), "write e.g. 512MiB, 8GiB or a number of bytes")
+    usage(
+        "--max-memory",
+        format!("{} is not a size", crate::error::quote(s)),
+        "write e.g. 512MiB, 8GiB or a number of bytes",
+    )
 }
 
 /// Bytes the run's tensors need: the parameters once, and each activation about three times
@@ -50,13 +54,30 @@ pub fn estimate(cfg: &ModelConfig, n: usize) -> f64 {
     4.0 * (params + 3.0 * acts)
 }
 
-pub fn check(cfg: &ModelConfig, n: usize, cap: u128) -> Result<()> {
-    let need = estimate(cfg, n);
+/// Refuses a run whose tensors would need more than `cap` (`--max-memory`) or than the
+/// machine has available: an error now instead of an out-of-memory abort part way.
+pub fn check(cfg: &ModelConfig, n: usize, cap: u128, available: Option<u128>) -> Result<()> {
+    check_bytes(estimate(cfg, n), "of tensors", cap, available)
+}
+
+/// Refuses `need` bytes (what they hold: `what`) above the cap or the available memory.
+pub fn check_bytes(need: f64, what: &str, cap: u128, available: Option<u128>) -> Result<()> {
     if need > cap as f64 {
         return Err(usage(
             "sizes",
-            format!("this run needs about {} of tensors, above the cap of {}", human_f(need), human(cap)),
+            format!("this run needs about {} {what}, above the cap of {}", human_f(need), human(cap)),
             "use smaller dimensions or a shorter sentence, or raise the cap with --max-memory",
+        ));
+    }
+    if let Some(free) = available.filter(|&free| need > free as f64) {
+        return Err(usage(
+            "sizes",
+            format!(
+                "this run needs about {} {what}, more than the {} available to this process",
+                human_f(need),
+                human(free)
+            ),
+            "use smaller dimensions or a shorter sentence, or free memory",
         ));
     }
     Ok(())

@@ -135,6 +135,8 @@ pub struct Settings {
     pub outputs: outputs::Outputs,
     /// `--max-memory` in bytes.
     pub max_memory: u128,
+    /// The machine's available memory, if known (a second cap).
+    pub memory_available: Option<u128>,
     /// `--quiet`: no notes on stderr.
     pub quiet: bool,
 }
@@ -235,6 +237,7 @@ impl Settings {
             },
             outputs,
             max_memory,
+            memory_available: env.memory_available,
             quiet: cli.quiet,
         })
     }

@@ -36,6 +36,7 @@ impl Plan {
             ));
         }
         let record = widen(settings, &show, focus.is_some());
+        drawing_fits(settings, cfg, tokens.len())?;
         Ok(Plan { record, show, focus })
     }
 }
@@ -89,4 +90,37 @@ fn widen(settings: &Settings, shown: &Selection, focus: bool) -> Selection {
         }
     }
     record
+}
+
+/// Bytes an SVG and an HTML page take per attention weight drawn (measured: 114 and 60 at
+/// 120 tokens), times 3 for the string's growth and the copy that is written.
+const SVG_BYTES_PER_CELL: f64 = 120.0 * 3.0;
+const HTML_BYTES_PER_CELL: f64 = 80.0 * 3.0;
+
+/// `--svg` and `--html` build their whole document in memory: refuse one that would not fit
+/// (an SVG of 3,000 tokens is gigabytes), before anything is computed.
+fn drawing_fits(settings: &Settings, cfg: &ModelConfig, n: usize) -> Result<()> {
+    let v = &settings.output.views;
+    let layers = if settings.select.layer.is_some() { 1 } else { cfg.layers };
+    let heads = if settings.select.head.is_some() || v.average_heads { 1 } else { cfg.heads };
+    let cells = (layers as f64) * (heads as f64) * (n as f64) * (n as f64);
+    let per_cell = if v.svg.is_some() { SVG_BYTES_PER_CELL } else { 0.0 }
+        + if v.html.is_some() { HTML_BYTES_PER_CELL } else { 0.0 };
+    if per_cell == 0.0 {
+        return Ok(());
+    }
+    let need = cells * per_cell;
+    let limit = settings.memory_available.map_or(settings.max_memory, |free| free.min(settings.max_memory));
+    if need > limit as f64 {
+        return Err(usage(
+            "--svg/--html",
+            format!(
+                "{n} tokens draw {cells:.0} weights, about {} in memory, above the limit of {} (--max-memory or the memory available)",
+                super::limits::human(need as u128),
+                super::limits::human(limit)
+            ),
+            "draw one layer and head (--layer L --head H), or trace fewer tokens",
+        ));
+    }
+    Ok(())
 }

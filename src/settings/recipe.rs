@@ -120,7 +120,7 @@ pub(super) fn recipe(cli: &Cli) -> Result<Recipe> {
                 other => {
                     return Err(usage(
                         "--reseed",
-                        format!("unknown point {other:?}"),
+                        format!("unknown point {}", crate::error::quote(other)),
                         "list some of token, position, layers (comma separated), or none",
                     ))
                 }
@@ -150,7 +150,7 @@ pub(super) fn recipe(cli: &Cli) -> Result<Recipe> {
         let bad = || {
             usage(
                 "--skip-draws",
-                format!("{item:?} is not POINT=N"),
+                format!("{} is not POINT=N", crate::error::quote(item)),
                 "write e.g. --skip-draws ffn=76 (points: token, position, layers, ffn)",
             )
         };

@@ -81,7 +81,10 @@ pub fn options(cli: &Cli, env: &Env) -> Result<ViewOptions> {
 /// spelling first, then ignoring case). Errors list the tokens with their positions.
 pub fn resolve(given: &str, tokens: &[String]) -> Result<usize> {
     let listing = || {
-        let all: Vec<String> = tokens.iter().enumerate().map(|(i, t)| format!("{i} {t}")).collect();
+        // A huge token is cut here; control characters are escaped with the whole message.
+        let short =
+            |t: &str| if t.chars().count() > 40 { t.chars().take(39).chain(['…']).collect() } else { t.to_string() };
+        let all: Vec<String> = tokens.iter().enumerate().map(|(i, t)| format!("{i} {}", short(t))).collect();
         format!("the tokens are {}", all.join(", "))
     };
     if let Ok(pos) = given.trim().parse::<usize>() {
@@ -89,7 +92,7 @@ pub fn resolve(given: &str, tokens: &[String]) -> Result<usize> {
             return Ok(pos);
         }
         return Err(usage(
-            format!("--focus {given}"),
+            format!("--focus {}", crate::error::quote(given)),
             format!("position {pos} is past the last token ({} tokens)", tokens.len()),
             listing(),
         ));
@@ -102,12 +105,21 @@ pub fn resolve(given: &str, tokens: &[String]) -> Result<usize> {
     };
     match found.as_slice() {
         [one] => Ok(*one),
-        [] => Err(usage(format!("--focus {given}"), format!("{given:?} is not a token of this input"), listing())),
+        [] => Err(usage(
+            format!("--focus {}", crate::error::quote(given)),
+            format!("{} is not a token of this input", crate::error::quote(given)),
+            listing(),
+        )),
         many => {
             let at: Vec<String> = many.iter().map(|p| p.to_string()).collect();
             Err(usage(
-                format!("--focus {given}"),
-                format!("{given:?} is ambiguous: it occurs {} times, at positions {}", many.len(), at.join(", ")),
+                format!("--focus {}", crate::error::quote(given)),
+                format!(
+                    "{} is ambiguous: it occurs {} times, at positions {}",
+                    crate::error::quote(given),
+                    many.len(),
+                    at.join(", ")
+                ),
                 format!("pass a position instead; {}", listing()),
             ))
         }

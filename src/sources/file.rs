@@ -76,7 +76,7 @@ fn one_line(s: &str) -> String {
 }
 
 fn parse_json(bytes: &[u8], what: &str) -> Result<NamedTensors> {
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+    let value: serde_json::Value = crate::strict_json::parse(bytes).map_err(|e| {
         usage(
             what,
             format!("not valid JSON: {e}"),
@@ -103,6 +103,10 @@ fn flatten(
             continue;
         }
         let name = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        // One tensor spelled both flat ("a.b") and nested ({"a": {"b": …}}) is one too many.
+        if out.contains_key(&name) {
+            return Err(usage(what, format!("tensor {name} is given twice"), "give each tensor once"));
+        }
         match v {
             serde_json::Value::Object(inner) => flatten(inner, &name, out, what)?,
             serde_json::Value::Array(_) => {
@@ -205,6 +209,13 @@ pub fn infer(named: &NamedTensors, what: &str) -> Result<FileDims> {
     let l1 = dims_of(named, "layers.0.ffn.linear1.weight", what)?;
     if q.len() != 2 || v.len() != 2 || l1.len() != 2 {
         return Err(usage(what, "projection weights must be 2-D [out, in]", "store each Linear weight as [out, in]"));
+    }
+    if q.contains(&0) || v.contains(&0) || l1.contains(&0) {
+        return Err(usage(
+            what,
+            format!("a projection has no rows or columns (q {q:?}, v {v:?}, linear1 {l1:?})"),
+            "give every Linear weight at least one row and one column",
+        ));
     }
     // A table must be 2-D [rows, d_model]; a 0-D one once panicked here (fuzzing seed added).
     let table = |name: &str| -> Result<Option<usize>> {

@@ -66,7 +66,7 @@ pub fn open(settings: &Settings) -> Result<(Loaded, Source)> {
         ModelChoice::Toy(toy) => toy::open(settings, toy, sentence)?,
         ModelChoice::Pretrained { spec, truncate } => hf::open(settings, spec, *truncate, sentence)?,
     };
-    crate::settings::limits::check(&loaded.cfg, loaded.tokens.len(), settings.max_memory)?;
+    crate::settings::limits::check(&loaded.cfg, loaded.tokens.len(), settings.max_memory, settings.memory_available)?;
     Ok((loaded, source))
 }
 

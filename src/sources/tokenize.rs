@@ -165,13 +165,15 @@ pub fn load_vocab(path: &Path) -> Result<BTreeMap<String, u32>> {
     let what = format!("--vocab {}", path.display());
     let text = std::fs::read_to_string(path).map_err(|e| usage(&what, e, "pass a readable UTF-8 vocabulary file"))?;
     let vocab: BTreeMap<String, u32> = if text.trim_start().starts_with('{') {
-        serde_json::from_str(&text).map_err(|e| {
-            usage(
-                &what,
-                format!("not a JSON object of token to id: {e}"),
-                "write it as {\"token\": 0, …} or one token per line",
-            )
-        })?
+        crate::strict_json::parse(text.as_bytes())
+            .and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string()))
+            .map_err(|e| {
+                usage(
+                    &what,
+                    format!("not a JSON object of token to id: {e}"),
+                    "write it as {\"token\": 0, …} or one token per line",
+                )
+            })?
     } else {
         let mut v = BTreeMap::new();
         for (i, line) in text.lines().enumerate() {

@@ -250,7 +250,7 @@ fn file_vocab(f: &FileDims, ids: &[u32], w: &str) -> Result<usize> {
 fn read_matrix(path: &std::path::Path) -> Result<Matrix> {
     let what = format!("--input {}", path.display());
     let bytes = std::fs::read(path).map_err(|e| usage(&what, e, "pass the path of an existing, readable JSON file"))?;
-    let value: serde_json::Value = serde_json::from_slice(&bytes)
+    let value: serde_json::Value = crate::strict_json::parse(&bytes)
         .map_err(|e| usage(&what, format!("not valid JSON: {e}"), "write the matrix as [[0.5, 0.4], [0.8, 0.6]]"))?;
     let (shape, values) = file::array(&value, "the matrix", &what)?;
     if shape.len() != 2 || shape[0] == 0 || shape[1] == 0 {

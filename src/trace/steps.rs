@@ -216,7 +216,7 @@ fn unknown(item: &str) -> anyhow::Error {
     let aliases: Vec<&str> = ALIASES.iter().map(|(a, _)| *a).collect();
     usage(
         "--steps",
-        format!("unknown step {item:?}"),
+        format!("unknown step {}", crate::error::quote(item)),
         format!(
             "valid steps: all, {}; per layer (or as layers.N.name): {}; aliases: {}",
             global_names().collect::<Vec<_>>().join(", "),

@@ -13,6 +13,7 @@ const STAGES: &[(&str, u8)] = &[
     ("cli", 0),
     ("config", 0),
     ("torch_rng", 0),
+    ("strict_json", 0),
     ("trace", 0),
     ("settings", 1),
     ("sources", 2),
@@ -25,7 +26,7 @@ const STAGES: &[(&str, u8)] = &[
 ];
 
 /// Within the vocabulary, the order in which its modules may import each other.
-const VOCABULARY: &[&str] = &["error", "cli", "torch_rng", "config", "trace"];
+const VOCABULARY: &[&str] = &["error", "cli", "torch_rng", "strict_json", "config", "trace"];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")

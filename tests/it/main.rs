@@ -7,6 +7,7 @@ mod common;
 mod diff;
 mod export;
 mod golden;
+mod hostile;
 mod oracle;
 mod props;
 mod reference;

@@ -75,6 +75,13 @@ impl HfConfig {
                 ));
             }
         }
+        if !cfg.layer_norm_eps.is_finite() || cfg.layer_norm_eps < 0.0 {
+            return Err(usage(
+                &what,
+                format!("layer_norm_eps {} is not a finite, non-negative number", cfg.layer_norm_eps),
+                "restore the model's config.json",
+            ));
+        }
         let zero = [
             ("hidden_size", cfg.hidden_size),
             ("num_hidden_layers", cfg.num_hidden_layers),

@@ -1,0 +1,84 @@
+//! JSON as attn-trace reads it from users: serde_json's grammar, plus one rule serde_json
+//! does not enforce: an object may not name a key twice. serde_json keeps the last value of
+//! a repeated key, so a weights file with two `embed.token.weight` entries (or a diff input
+//! with one step twice) would silently lose one; here it is an error naming the key.
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use std::collections::HashSet;
+use std::fmt;
+
+/// Parses `bytes` as JSON, refusing repeated object keys. The error is one line.
+pub fn parse(bytes: &[u8]) -> Result<serde_json::Value, String> {
+    // First pass: the key check, which also finds every syntax error with serde_json's message.
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    NoDuplicates::deserialize(&mut de).and_then(|_| de.end()).map_err(|e| e.to_string())?;
+    serde_json::from_slice(bytes).map_err(|e| e.to_string())
+}
+
+/// A JSON value that is only walked, to check its objects' keys.
+struct NoDuplicates;
+
+impl<'de> Deserialize<'de> for NoDuplicates {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(Walk)
+    }
+}
+
+struct Walk;
+
+impl<'de> Visitor<'de> for Walk {
+    type Value = NoDuplicates;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates)
+    }
+    fn visit_unit<E>(self) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<NoDuplicates, A::Error> {
+        while seq.next_element::<NoDuplicates>()?.is_some() {}
+        Ok(NoDuplicates)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<NoDuplicates, A::Error> {
+        let mut seen = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                let shown: String = key.chars().take(60).collect();
+                return Err(de::Error::custom(format!("the key {shown:?} appears twice in one object")));
+            }
+            map.next_value::<NoDuplicates>()?;
+        }
+        Ok(NoDuplicates)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn repeated_keys_are_refused() {
+        assert!(super::parse(br#"{"a": [1], "b": {"c": 2}}"#).is_ok());
+        let e = super::parse(br#"{"a": [1], "a": [2]}"#).unwrap_err();
+        assert!(e.contains("\"a\" appears twice"), "{e}");
+        let e = super::parse(br#"[{"x": 1, "y": {"z": 1, "z": 2}}]"#).unwrap_err();
+        assert!(e.contains("\"z\" appears twice"), "{e}");
+        assert!(super::parse(b"[1, 2").is_err());
+    }
+}
