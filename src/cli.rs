@@ -94,13 +94,19 @@ pub struct Cli {
     pub pair: Option<String>,
 
     // ---- real models ----
-    /// A Hugging Face model folder (config.json, model.safetensors, tokenizer.json), or
-    /// ORG/NAME already in the local Hugging Face cache. Supported: BERT.
+    /// A Hugging Face model folder (config.json, weights, tokenizer.json), or ORG/NAME
+    /// already in the local Hugging Face cache. Supported: bert, gpt2, llama, qwen2, mistral.
     #[arg(long, value_name = "DIR", help_heading = "Real models")]
     pub model: Option<String>,
     /// With --model: keep the first max_position_embeddings tokens of a longer input.
     #[arg(long, help_heading = "Real models")]
     pub truncate: bool,
+    /// With --model: tokenize without the tokenizer's special tokens (no BOS, [CLS], [SEP]).
+    #[arg(long, help_heading = "Real models")]
+    pub no_special_tokens: bool,
+    /// With a language model: the most probable next tokens shown per position.
+    #[arg(long, value_name = "K", default_value_t = 5, help_heading = "Real models")]
+    pub top_k: usize,
 
     // ---- tokens ----
     /// Lower-case the sentence before splitting it.

@@ -13,6 +13,11 @@ pub enum Positions {
     /// Fixed sin/cos encodings of Vaswani et al. (2017), section 3.5.
     Sinusoidal,
     None,
+    /// Rotary position embedding (Su et al. 2021) applied to q and k in every layer (Llama
+    /// family); the embeddings themselves carry no position. `ModelConfig::parts.rope` holds
+    /// its frequencies.
+    #[serde(rename = "rope")]
+    Rotary,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -33,6 +38,8 @@ pub enum Activation {
     /// GELU's tanh approximation (`gelu_new`, `gelu_pytorch_tanh` in Hugging Face configs).
     #[serde(rename = "gelu_tanh")]
     GeluTanh,
+    /// SiLU (swish), x·σ(x): the gate of Llama's SwiGLU FFN.
+    Silu,
 }
 
 impl Positions {
@@ -42,6 +49,7 @@ impl Positions {
             Positions::Learned => "learned",
             Positions::Sinusoidal => "sinusoidal",
             Positions::None => "none",
+            Positions::Rotary => "rope",
         }
     }
 }
@@ -61,6 +69,7 @@ impl Activation {
             Activation::Relu => "relu",
             Activation::Gelu => "gelu",
             Activation::GeluTanh => "gelu_tanh",
+            Activation::Silu => "silu",
         }
     }
 }
@@ -94,6 +103,13 @@ pub struct RealModel {
     pub type_vocab_size: usize,
     /// Tokens dropped from the end by `--truncate` (0 when nothing was cut).
     pub truncated: usize,
+    /// The checkpoint's stored dtype when it is not f32 (`f16`, `bf16`): the arithmetic is
+    /// f32 on the stored values.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stored_dtype: Option<String>,
+    /// Whether the tokenizer added a beginning-of-sequence token (decoders).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bos_added: Option<bool>,
 }
 
 /// The encoder's shape and arithmetic.
@@ -122,6 +138,68 @@ pub struct ModelConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<RealModel>,
     pub init: InitConfig,
+    /// The parts of modern decoder blocks (all absent for the encoders: the JSON of an
+    /// encoder trace is unchanged).
+    #[serde(flatten)]
+    pub parts: Parts,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// The block's parts beyond the original encoder's, as TransformerLens configures one block
+/// for many families: each is off by default and omitted from the JSON when off.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Parts {
+    /// RMSNorm (Zhang & Sennrich 2019) instead of LayerNorm: no centring, no bias.
+    #[serde(skip_serializing_if = "is_false")]
+    pub rms_norm: bool,
+    /// Key/value heads when fewer than the query heads (grouped-query attention, Ainslie et
+    /// al. 2023): query head h reads key/value head h / (heads / kv_heads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_heads: Option<usize>,
+    /// With grouped-query attention: the key/value head each query head reads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_head_of_query_head: Option<Vec<usize>>,
+    /// Rotary positions: the frequencies and how they were derived.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rope: Option<Rope>,
+    /// A gated FFN (SwiGLU, Shazeer 2020): act(x·W_gate) ⊙ (x·W_up), then ·W_down.
+    #[serde(skip_serializing_if = "is_false")]
+    pub gated_ffn: bool,
+    /// A sliding-window mask: query i sees keys i − window + 1 ..= i (Mistral).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<usize>,
+    /// Whether the output projection has a bias when the q/k/v projections' differs (Qwen2:
+    /// q, k, v biased, o not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attn_out_bias: Option<bool>,
+    /// A norm after the last layer (GPT-2 `ln_f`, Llama `norm`): `final_norm.out`.
+    #[serde(skip_serializing_if = "is_false")]
+    pub final_norm: bool,
+    /// A language-model head: `logits` and the next-token predictions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lm_head: Option<LmHead>,
+}
+
+/// Rotary position embedding as Hugging Face computes it: each pair (i, i + d/2) of a head's
+/// dimensions rotates by position × `inv_freq[i]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rope {
+    pub theta: f64,
+    /// The config's `rope_scaling` type (`linear`, `llama3`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<String>,
+    /// The frequencies used, after any scaling: d_head / 2 of them.
+    pub inv_freq: Vec<f64>,
+}
+
+/// The unembedding.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LmHead {
+    /// The token-embedding table is reused (transposed) as the head.
+    pub tied: bool,
 }
 
 impl ModelConfig {
@@ -148,7 +226,13 @@ impl ModelConfig {
             raw_input: false,
             model: None,
             init: InitConfig::File { path: String::new() },
+            parts: Parts::default(),
         }
+    }
+
+    /// Key/value heads: fewer than `heads` with grouped-query attention.
+    pub fn kv_heads(&self) -> usize {
+        self.parts.kv_heads.unwrap_or(self.heads)
     }
 
     /// Width of the fused query and key projections.

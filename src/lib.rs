@@ -52,9 +52,10 @@ pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
     Ok((loaded, source, plan))
 }
 
-/// A recorder for `loaded`'s run that keeps what `selection` wants.
-fn recorder(loaded: &Loaded, selection: Selection) -> Recorder {
-    let mut rec = Recorder::new(loaded.tokens.clone(), loaded.cfg.clone(), selection);
+/// A recorder for `loaded`'s run that keeps what `selection` wants and asks a language model
+/// for its `top_k` next-token predictions.
+fn recorder(loaded: &Loaded, selection: Selection, top_k: usize) -> Recorder {
+    let mut rec = Recorder::new(loaded.tokens.clone(), loaded.cfg.clone(), selection).with_top_k(top_k);
     let (ids, type_ids) = match &loaded.input {
         sources::Input::Ids { ids, type_ids } => (Some(ids.clone()), type_ids.clone()),
         sources::Input::Matrix(_) => (None, None),
@@ -71,10 +72,19 @@ pub fn trace(settings: &Settings) -> Result<Traced> {
     if let Some(path) = &settings.outputs.save_weights {
         output::save_weights(&params, path)?;
     }
-    let mut rec = recorder(&loaded, plan.show.clone());
+    let mut rec = recorder(&loaded, plan.show.clone(), settings.output.top_k);
     let output = model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
-    let (trace, _) = rec.finish();
+    let (mut trace, _) = rec.finish();
+    name_predictions(&mut trace, &loaded);
     Ok(Traced { trace, output, loaded, plan })
+}
+
+/// Gives each predicted id its token string, from the model's tokenizer.
+fn name_predictions(trace: &mut Trace, loaded: &Loaded) {
+    let (Some(rows), Some(tok)) = (trace.predictions.as_mut(), &loaded.tokenizer) else { return };
+    for p in rows.iter_mut().flatten() {
+        p.token = tok.id_to_token(p.id);
+    }
 }
 
 /// As [`trace`], returning the trace alone.
@@ -123,7 +133,7 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     if let Some(path) = &settings.outputs.save_weights {
         output::save_weights(&params, path)?;
     }
-    let rec = recorder(&loaded, plan.record.clone());
+    let rec = recorder(&loaded, plan.record.clone(), settings.output.top_k);
     let forward =
         |rec: &mut Recorder| model::forward(&loaded.cfg, &params, &loaded.input, rec).context("computing the trace");
     if settings.output.format == cli::Format::Jsonl {
@@ -134,7 +144,8 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     }
     let mut rec = rec;
     let last = forward(&mut rec)?;
-    let (trace, _) = rec.finish();
+    let (mut trace, _) = rec.finish();
+    name_predictions(&mut trace, &loaded);
     let (trace, views) = views::derive(trace, &plan, &settings.output)?;
     output::view_files(&trace, &views, &settings.output)?;
     let (check, checked) = testing(&settings, &loaded, &last, &trace)?;

@@ -57,8 +57,12 @@ fn single(name: &str) -> Option<String> {
 pub fn rank(id: &str) -> (u8, usize, usize) {
     match split_id(id) {
         (Some(l), name) => (1, l, layer_names().position(|n| n == name).unwrap_or(usize::MAX)),
-        (None, "output") => (2, 0, 0),
-        (None, name) => (0, 0, global_names().position(|n| n == name).unwrap_or(usize::MAX)),
+        // Steps after the layers in the catalogue (final_norm.out, output, logits) come last.
+        (None, name) => match CATALOGUE.iter().position(|d| d.name == name) {
+            Some(i) if CATALOGUE[..i].iter().any(|d| d.in_layer) => (2, 0, i),
+            Some(i) => (0, 0, i),
+            None => (0, 0, usize::MAX),
+        },
     }
 }
 

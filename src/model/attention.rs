@@ -1,6 +1,7 @@
 //! Multi-head scaled dot-product attention (Vaswani et al. 2017, §3.2), step by step:
-//! `attn.q/k/v`, `attn.raw_scores`, `attn.mask`, `attn.scores`, `attn.weights`,
-//! `attn.context`, `attn.concat`, `attn.out`.
+//! `attn.q/k/v`, with rotary positions `attn.q_rot/k_rot`, `attn.raw_scores`, `attn.mask`,
+//! `attn.scores`, `attn.weights`, `attn.context`, `attn.concat`, `attn.out`. Grouped-query
+//! attention has fewer key/value heads than query heads; each is shared by a group.
 
 use super::linear;
 use crate::config::ModelConfig;
@@ -11,28 +12,44 @@ use candle_core::{Device, Tensor};
 
 pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
     let n = x.dim(0)?;
-    let (h, d_k, d_v) = (cfg.heads, cfg.d_k, cfg.d_v);
+    let (h, kvh, d_k, d_v) = (cfg.heads, cfg.kv_heads(), cfg.d_k, cfg.d_v);
 
     // The fused projections hold the heads side by side: head i owns columns i·d .. (i+1)·d.
-    let split = |t: Tensor, d: usize| -> Result<Tensor> { Ok(t.reshape((n, h, d))?.transpose(0, 1)?.contiguous()?) };
-    let q = split(linear(x, &p.q_proj)?, d_k)?; // [head, pos, d_k]
+    let split = |t: Tensor, heads: usize, d: usize| -> Result<Tensor> {
+        Ok(t.reshape((n, heads, d))?.transpose(0, 1)?.contiguous()?)
+    };
+    let q = split(linear(x, &p.q_proj)?, h, d_k)?; // [head, pos, d_k]
     rec.tensor(&format!("layers.{l}.attn.q"), cfg, &q)?;
-    let k = split(linear(x, &p.k_proj)?, d_k)?; // [head, pos, d_k]
+    let k = split(linear(x, &p.k_proj)?, kvh, d_k)?; // [kv_head, pos, d_k]
     rec.tensor(&format!("layers.{l}.attn.k"), cfg, &k)?;
-    let v = split(linear(x, &p.v_proj)?, d_v)?; // [head, pos, d_v]
+    let v = split(linear(x, &p.v_proj)?, kvh, d_v)?; // [kv_head, pos, d_v]
     rec.tensor(&format!("layers.{l}.attn.v"), cfg, &v)?;
+    let (q, k) = match &cfg.parts.rope {
+        Some(rope) => {
+            let (cos, sin) = super::rope::tables(&rope.inv_freq, n)?; // [pos, d_k] each
+            let q_rot = super::rope::rotate(&q, &cos, &sin)?; // [head, pos, d_k]
+            rec.tensor(&format!("layers.{l}.attn.q_rot"), cfg, &q_rot)?;
+            let k_rot = super::rope::rotate(&k, &cos, &sin)?; // [kv_head, pos, d_k]
+            rec.tensor(&format!("layers.{l}.attn.k_rot"), cfg, &k_rot)?;
+            (q_rot, k_rot)
+        }
+        None => (q, k),
+    };
+    // Grouped-query attention: query head g reads key/value head g / (heads / kv_heads).
+    let k = repeat_kv(&k, h / kvh)?; // [head, pos, d_k]
+    let v = repeat_kv(&v, h / kvh)?; // [head, pos, d_v]
 
     let raw_scores = q.matmul(&k.t()?)?; // [head, query_pos, key_pos]
     rec.tensor(&format!("layers.{l}.attn.raw_scores"), cfg, &raw_scores)?;
     let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, query_pos, key_pos]
-    let scores = if cfg.causal {
-        // A query may not see keys after it: those scores become −inf, so exp gives 0.
-        let hidden: Vec<bool> = (0..n * n).map(|i| i % n > i / n).collect();
-        let bias: Vec<f32> = hidden.iter().map(|&m| if m { f32::NEG_INFINITY } else { 0.0 }).collect();
-        rec.record(&format!("layers.{l}.attn.mask"), &steps::dims("attn.mask", cfg), &[n, n], Values::Bool(hidden));
-        scaled.broadcast_add(&Tensor::from_vec(bias, (n, n), &Device::Cpu)?)?
-    } else {
-        scaled
+    let scores = match hidden_keys(cfg, n) {
+        Some(hidden) => {
+            // Hidden keys' scores become −inf, so exp gives exactly 0.
+            let bias: Vec<f32> = hidden.iter().map(|&m| if m { f32::NEG_INFINITY } else { 0.0 }).collect();
+            rec.record(&format!("layers.{l}.attn.mask"), &steps::dims("attn.mask", cfg), &[n, n], Values::Bool(hidden));
+            scaled.broadcast_add(&Tensor::from_vec(bias, (n, n), &Device::Cpu)?)?
+        }
+        None => scaled,
     }; // [head, query_pos, key_pos]
     rec.tensor(&format!("layers.{l}.attn.scores"), cfg, &scores)?;
     let weights = candle_nn::ops::softmax_last_dim(&scores)?; // [head, query_pos, key_pos]
@@ -44,6 +61,28 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     let out = linear(&concat, &p.out_proj)?; // [pos, d_model]
     rec.tensor(&format!("layers.{l}.attn.out"), cfg, &out)?;
     Ok(out)
+}
+
+/// `[query, key]` flags, true where a key is hidden: after the query (causal), or `window`
+/// or more positions before it (a sliding window, as Mistral's eager attention in
+/// transformers 4.46: query i sees keys i − window + 1 ..= i). `None` when nothing is hidden.
+fn hidden_keys(cfg: &ModelConfig, n: usize) -> Option<Vec<bool>> {
+    let window = cfg.parts.window;
+    if !cfg.causal && window.is_none() {
+        return None;
+    }
+    let hidden = |q: usize, k: usize| (cfg.causal && k > q) || window.is_some_and(|w| q >= k + w);
+    Some((0..n * n).map(|i| hidden(i / n, i % n)).collect())
+}
+
+/// Repeats each key/value head `times` times along the head axis: [kv_head, pos, d] →
+/// [kv_head·times, pos, d] (Hugging Face's `repeat_kv`).
+fn repeat_kv(t: &Tensor, times: usize) -> Result<Tensor> {
+    if times == 1 {
+        return Ok(t.clone());
+    }
+    let (kvh, n, d) = t.dims3()?;
+    Ok(t.unsqueeze(1)?.expand((kvh, times, n, d))?.reshape((kvh * times, n, d))?)
 }
 
 #[cfg(test)]
@@ -64,7 +103,7 @@ mod tests {
         let x = Tensor::new(&[[0f32, 0.0], [a, 0.0]], &Device::Cpu).unwrap();
         let norm = LayerNorm {
             weight: Tensor::ones(2, candle_core::DType::F32, &Device::Cpu).unwrap(),
-            bias: Tensor::zeros(2, candle_core::DType::F32, &Device::Cpu).unwrap(),
+            bias: Some(Tensor::zeros(2, candle_core::DType::F32, &Device::Cpu).unwrap()),
         };
         let p = LayerParams {
             q_proj: eye(),
@@ -75,6 +114,7 @@ mod tests {
             linear1: eye(),
             linear2: eye(),
             norm2: norm,
+            gate: None,
         };
         let cfg = ModelConfig {
             d_model: 2,
@@ -96,6 +136,7 @@ mod tests {
             raw_input: true,
             model: None,
             init: InitConfig::File { path: String::new() },
+            parts: Default::default(),
         };
         let mut rec = Recorder::new(vec!["a".into(), "b".into()], cfg.clone(), Default::default());
         let out = attention(&cfg, &p, &x, 0, &mut rec).unwrap();

@@ -59,7 +59,8 @@ pub fn embed(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Record
 
 fn position_rows(cfg: &ModelConfig, params: &Params, n: usize) -> Result<Option<Tensor>> {
     Ok(match cfg.positions {
-        Positions::None => None,
+        // Rotary positions act on q and k in every layer, not on the embeddings.
+        Positions::None | Positions::Rotary => None,
         Positions::Learned => {
             let table = params.position.as_ref().context("internal: position table is missing")?;
             Some(table.narrow(0, 0, n)?)

@@ -6,7 +6,7 @@
 //! `add_norm1.sum = x + attn(norm1.out)`, `norm2.out = LN(add_norm1.sum)`,
 //! `add_norm2.sum = add_norm1.sum + ffn(norm2.out)`, which is the layer's output.
 
-use super::norm::layer_norm;
+use super::norm::norm;
 use super::{attention::attention, ffn::ffn};
 use crate::config::{ModelConfig, Norm};
 use crate::sources::params::LayerParams;
@@ -20,22 +20,22 @@ pub fn layer(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: &mut
             let attn_out = attention(cfg, p, x, l, rec)?; // [pos, d_model]
             let sum1 = (x + &attn_out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm1.sum"), cfg, &sum1)?;
-            let out1 = layer_norm(&sum1, &p.norm1, cfg.eps)?; // [pos, d_model]
+            let out1 = norm(&sum1, &p.norm1, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm1.out"), cfg, &out1)?;
             let ffn_out = ffn(cfg, p, &out1, l, rec)?; // [pos, d_model]
             let sum2 = (&out1 + &ffn_out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm2.sum"), cfg, &sum2)?;
-            let out2 = layer_norm(&sum2, &p.norm2, cfg.eps)?; // [pos, d_model]
+            let out2 = norm(&sum2, &p.norm2, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm2.out"), cfg, &out2)?;
             Ok(out2)
         }
         Norm::Pre => {
-            let normed1 = layer_norm(x, &p.norm1, cfg.eps)?; // [pos, d_model]
+            let normed1 = norm(x, &p.norm1, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.norm1.out"), cfg, &normed1)?;
             let attn_out = attention(cfg, p, &normed1, l, rec)?; // [pos, d_model]
             let sum1 = (x + &attn_out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm1.sum"), cfg, &sum1)?;
-            let normed2 = layer_norm(&sum1, &p.norm2, cfg.eps)?; // [pos, d_model]
+            let normed2 = norm(&sum1, &p.norm2, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.norm2.out"), cfg, &normed2)?;
             let ffn_out = ffn(cfg, p, &normed2, l, rec)?; // [pos, d_model]
             let sum2 = (&sum1 + &ffn_out)?; // [pos, d_model]: the layer's output

@@ -6,8 +6,10 @@
 pub mod attention;
 pub mod embed;
 pub mod ffn;
+pub mod head;
 pub mod layer;
 pub mod norm;
+pub mod rope;
 
 use crate::config::ModelConfig;
 use crate::sources::params::{Linear, Params};
@@ -22,7 +24,20 @@ pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Reco
     for (i, layer_params) in params.layers.iter().enumerate() {
         x = layer::layer(cfg, layer_params, &x, i, rec)?; // [pos, d_model]
     }
+    if let Some(p) = &params.final_norm {
+        x = norm::norm(&x, p, cfg)?; // [pos, d_model]
+        rec.tensor("final_norm.out", cfg, &x)?;
+    }
+    // The last hidden state as Hugging Face defines it: after the final norm if there is one.
     rec.tensor("output", cfg, &x)?;
+    if let Some(head) = &params.lm_head {
+        if rec.wants("logits") || rec.top_k() > 0 {
+            let logits = linear(&x, head)?; // [pos, vocab]
+            rec.tensor("logits", cfg, &logits)?;
+            let k = rec.top_k();
+            rec.set_predictions(head::top_k(&logits, k)?);
+        }
+    }
     Ok(x)
 }
 

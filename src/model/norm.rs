@@ -6,9 +6,19 @@
 //! its spread (we measured 3e-5 errors on ordinary traces). Centring first, as PyTorch does,
 //! keeps every row within f32 rounding of the exact result.
 
+use crate::config::ModelConfig;
 use crate::sources::params::LayerNorm;
 use anyhow::Result;
 use candle_core::{Tensor, D};
+
+/// The block's norm: RMSNorm or LayerNorm, as the config says, with its eps.
+pub fn norm(x: &Tensor, p: &LayerNorm, cfg: &ModelConfig) -> Result<Tensor> {
+    if cfg.parts.rms_norm {
+        rms_norm(x, p, cfg.eps)
+    } else {
+        layer_norm(x, p, cfg.eps)
+    }
+}
 
 pub fn layer_norm(x: &Tensor, p: &LayerNorm, eps: f64) -> Result<Tensor> {
     let d = x.dim(D::Minus1)? as f64;
@@ -17,7 +27,20 @@ pub fn layer_norm(x: &Tensor, p: &LayerNorm, eps: f64) -> Result<Tensor> {
     let var = (centred.sqr()?.sum_keepdim(D::Minus1)? / d)?; // [pos, 1]
     let inv_std = (var + eps)?.sqrt()?.recip()?; // [pos, 1]
     let normed = centred.broadcast_mul(&inv_std)?; // [pos, d_model]
-    Ok(normed.broadcast_mul(&p.weight)?.broadcast_add(&p.bias)?)
+    let scaled = normed.broadcast_mul(&p.weight)?;
+    Ok(match &p.bias {
+        Some(b) => scaled.broadcast_add(b)?,
+        None => scaled,
+    })
+}
+
+/// RMSNorm (Zhang & Sennrich 2019), as Hugging Face's LlamaRMSNorm: x / √(mean(x²) + eps),
+/// times the weight; no centring and no bias.
+pub fn rms_norm(x: &Tensor, p: &LayerNorm, eps: f64) -> Result<Tensor> {
+    let d = x.dim(D::Minus1)? as f64;
+    let mean_sq = (x.sqr()?.sum_keepdim(D::Minus1)? / d)?; // [pos, 1]
+    let inv_rms = (mean_sq + eps)?.sqrt()?.recip()?; // [pos, 1]
+    Ok(x.broadcast_mul(&inv_rms)?.broadcast_mul(&p.weight)?)
 }
 
 #[cfg(test)]
@@ -30,7 +53,7 @@ mod tests {
         let dev = Device::Cpu;
         let p = LayerNorm {
             weight: Tensor::new(&[1f32, 1.0], &dev).unwrap(),
-            bias: Tensor::new(&[0f32, 0.0], &dev).unwrap(),
+            bias: Some(Tensor::new(&[0f32, 0.0], &dev).unwrap()),
         };
         // [1, 3] → mean 2, var 1 → [-1, 1] (eps 0).
         let y = layer_norm(&Tensor::new(&[[1f32, 3.0]], &dev).unwrap(), &p, 0.0).unwrap();

@@ -60,7 +60,9 @@ fn write_head(f: &Focus, h: &FocusHead, out: &Output, w: &mut dyn Write) -> io::
     for line in wrap_parts(&title, out.width) {
         writeln!(w, "{line}")?;
     }
-    lines(&format!("query q = row {i} of layers.{l}.attn.q = [{}]", vec(&h.query)), out, w)?;
+    // With rotary positions, q and k are the rotated rows (q_rot, k_rot) that the scores use.
+    let q_name = if f.rotated { "q_rot" } else { "q" };
+    lines(&format!("query q = row {i} of layers.{l}.attn.{q_name} = [{}]", vec(&h.query)), out, w)?;
     lines(&format!("1. raw scores: q·k_j for every key j (layers.{l}.attn.raw_scores)"), out, w)?;
     if out.views.explain {
         for j in 0..n {

@@ -8,6 +8,7 @@ pub mod html;
 pub mod json;
 pub mod jsonl;
 pub mod maps;
+pub mod predictions;
 pub mod summary;
 pub mod svg;
 pub mod table;
@@ -55,6 +56,7 @@ pub fn render(
             if let Some(maps) = derived {
                 maps::write_tables(maps, out.precision, out.width, w)?;
             }
+            predictions::write(trace, out.width, w)?;
             if let Some(f) = &views.focus {
                 focus::write(f, out, w)?;
             }
@@ -70,6 +72,9 @@ pub fn render(
             }
             if let Some(check) = check {
                 extra.push(("check", check.to_string()));
+            }
+            if let Some(p) = predictions::to_json(trace) {
+                extra.push(("predictions", p));
             }
             json::write_with(trace, &extra, w)
         }

@@ -17,14 +17,20 @@ pub fn write(trace: &Trace, summary: &[LayerLinks], width: usize, w: &mut dyn Wr
     let label = |i: usize| format!("{}({i})", cut(&trace.tokens[i], 10));
     // The links column gets what the head and markers columns leave of the width.
     let room = width.saturating_sub(6 + 10 + 3);
-    for LayerLinks { layer, heads } in summary {
+    for LayerLinks { layer, heads, marker } in summary {
         writeln!(w)?;
-        let title = [format!("layer {layer}"), "strongest links (query → key)".into(), "mean weight on markers".into()];
+        let title =
+            [format!("layer {layer}"), "strongest links (query → key)".into(), format!("mean weight on {marker}")];
         for line in wrap_parts(&title, width) {
             writeln!(w, "{line}")?;
         }
         let mut t = table::new_table();
-        t.set_header(vec!["head", "strongest links between words", "markers"]);
+        // BERT's column keeps its name; a decoder's says which token it measures.
+        t.set_header(vec![
+            "head",
+            "strongest links between words",
+            if *marker == "markers" { "markers" } else { "pos 0" },
+        ]);
         for HeadLinks { head: h, links: top, on_markers } in heads {
             let mut links = String::new();
             for &(q, k, v) in top {

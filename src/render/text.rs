@@ -26,6 +26,15 @@ pub fn printable(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Byte-level BPE tokens (GPT-2, Llama 3, Qwen2) spell a leading space `Ġ` and a newline
+/// `Ċ`; labels show them as `·` and `↵` (JSON keeps the exact strings).
+pub fn readable(s: &str) -> Cow<'_, str> {
+    if !s.contains(['Ġ', 'Ċ']) {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(s.replace('Ġ', "·").replace('Ċ', "↵"))
+}
+
 /// Breaks `text` at spaces so that no line is wider than `width` where words allow; the
 /// text's own leading spaces stay on its first line, later lines start with `indent`.
 /// A word wider than a line is broken into pieces that fit, so that no line is ever wider.
@@ -124,11 +133,12 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
     hard_break(lines, width)
 }
 
-/// `s` made [`printable`] and cut to `max` characters, the last one `…` when cut.
+/// `s` made [`printable`] and [`readable`], cut to `max` characters, the last one `…` when
+/// cut. Every token label goes through here.
 pub fn cut(s: &str, max: usize) -> String {
-    let s = printable(s);
+    let s = readable(&printable(s)).into_owned();
     if s.chars().count() <= max {
-        s.into_owned()
+        s
     } else {
         s.chars().take(max - 1).chain(std::iter::once('…')).collect()
     }

@@ -75,7 +75,12 @@ pub enum ModelChoice {
     /// The toy encoder, built from the flags.
     Toy(Box<Toy>),
     /// `--model DIR|ORG/NAME`: a pretrained checkpoint.
-    Pretrained { spec: String, truncate: bool },
+    Pretrained {
+        spec: String,
+        truncate: bool,
+        /// Add the tokenizer's special tokens (BOS, [CLS], [SEP]); `--no-special-tokens` drops them.
+        special: bool,
+    },
 }
 
 /// The shape flags as typed (each `None` when not given): for the toy model they choose, for a
@@ -119,6 +124,8 @@ pub struct Output {
     pub color: bool,
     /// The views' flags (`--focus`, `--html`, …), checked.
     pub views: views::ViewOptions,
+    /// A language model's next-token predictions per position (`--top-k`; 0: none).
+    pub top_k: usize,
 }
 
 /// Everything one run needs to know, checked. Plain data: `Clone`, no open files.
@@ -234,6 +241,7 @@ impl Settings {
                 summary: cli.model.is_some() && cli.format == cli::Format::Table && cli.steps.is_none(),
                 color: use_color(cli.color, env),
                 views,
+                top_k: cli.top_k,
             },
             outputs,
             max_memory,
@@ -257,8 +265,9 @@ fn toy(cli: &Cli) -> Result<ModelChoice> {
             "pass --model DIR, or join the sentences",
         ));
     }
-    if cli.truncate {
-        return Err(usage("--truncate", "it applies to real models", "pass --model DIR too, or drop --truncate"));
+    if cli.truncate || cli.no_special_tokens {
+        let flag = if cli.truncate { "--truncate" } else { "--no-special-tokens" };
+        return Err(usage(flag, "it applies to real models", format!("pass --model DIR too, or drop {flag}")));
     }
     if cli.unk.is_some() && cli.vocab.is_none() {
         return Err(usage("--unk", "it only applies to a fixed vocabulary", "pass --vocab FILE too, or drop --unk"));
@@ -302,7 +311,7 @@ fn pretrained(cli: &Cli, spec: &str) -> Result<ModelChoice> {
             ));
         }
     }
-    Ok(ModelChoice::Pretrained { spec: spec.to_string(), truncate: cli.truncate })
+    Ok(ModelChoice::Pretrained { spec: spec.to_string(), truncate: cli.truncate, special: !cli.no_special_tokens })
 }
 
 /// Checks the flags every run shares: output shape, numbers that must be finite.

@@ -98,10 +98,18 @@ pub fn resolve(given: &str, tokens: &[String]) -> Result<usize> {
         ));
     }
     let exact: Vec<usize> = (0..tokens.len()).filter(|&i| tokens[i] == given).collect();
-    let found = if exact.is_empty() {
-        (0..tokens.len()).filter(|&i| tokens[i].to_lowercase() == given.to_lowercase()).collect()
-    } else {
+    let by_case =
+        || -> Vec<usize> { (0..tokens.len()).filter(|&i| tokens[i].to_lowercase() == given.to_lowercase()).collect() };
+    // Byte-level BPE marks a leading space with `Ġ`, SentencePiece with `▁`: "shoes" finds "Ġshoes".
+    let bare = |t: &str| t.trim_start_matches(['Ġ', '▁']).to_lowercase();
+    let by_word =
+        || -> Vec<usize> { (0..tokens.len()).filter(|&i| bare(&tokens[i]) == given.to_lowercase()).collect() };
+    let found = if !exact.is_empty() {
         exact
+    } else if !by_case().is_empty() {
+        by_case()
+    } else {
+        by_word()
     };
     match found.as_slice() {
         [one] => Ok(*one),

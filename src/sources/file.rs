@@ -270,7 +270,7 @@ pub fn params(mut named: NamedTensors, cfg: &ModelConfig, what: &str) -> Result<
         let linear2 = lin("ffn.linear2", cfg.d_ff, d, cfg.ffn_bias)?;
         let norm1 = norm(n, &format!("{p}.norm1"), d, what)?;
         let norm2 = norm(n, &format!("{p}.norm2"), d, what)?;
-        layers.push(LayerParams { q_proj, k_proj, v_proj, out_proj, norm1, linear1, linear2, norm2 });
+        layers.push(LayerParams { q_proj, k_proj, v_proj, out_proj, norm1, linear1, linear2, norm2, gate: None });
     }
     if let Some(extra) = named.keys().next() {
         let more = named.len() - 1;
@@ -281,7 +281,16 @@ pub fn params(mut named: NamedTensors, cfg: &ModelConfig, what: &str) -> Result<
             "check the name against README's weight-file names, or the flags (--layers, --positions, --attn-bias) that say which tensors exist",
         ));
     }
-    Ok(Params { token, token_rows: None, position, token_type: None, embed_norm: None, layers })
+    Ok(Params {
+        token,
+        token_rows: None,
+        position,
+        token_type: None,
+        embed_norm: None,
+        layers,
+        final_norm: None,
+        lm_head: None,
+    })
 }
 
 fn take(named: &mut NamedTensors, name: &str, shape: &[usize], what: &str) -> Result<Tensor> {
@@ -309,7 +318,7 @@ fn norm(named: &mut NamedTensors, prefix: &str, d: usize, what: &str) -> Result<
         if named.contains_key(&w) { take(named, &w, &[d], what)? } else { Tensor::ones(d, DType::F32, &Device::Cpu)? };
     let bias =
         if named.contains_key(&b) { take(named, &b, &[d], what)? } else { Tensor::zeros(d, DType::F32, &Device::Cpu)? };
-    Ok(LayerNorm { weight, bias })
+    Ok(LayerNorm { weight, bias: Some(bias) })
 }
 
 /// `--save-weights`: every parameter as safetensors bytes (the output stage writes them).

@@ -47,6 +47,8 @@ pub struct Loaded {
     pub hf: Option<hf::config::HfConfig>,
     /// Notes for stderr (e.g. what `--truncate` dropped), printed by the output stage.
     pub notes: Vec<String>,
+    /// A real model's tokenizer, to name predicted token ids.
+    pub tokenizer: Option<tokenizers::Tokenizer>,
 }
 
 /// Where the parameters come from; consumed by [`Source::params`].
@@ -57,6 +59,8 @@ pub enum Source {
     /// A real model's memory-mapped checkpoint, unmapped once its parameters are copied out,
     /// so the mapped pages stop counting towards the run's memory.
     Model(Box<hf::weights::Weights>),
+    /// A decoder's checkpoint and config.
+    Decoder(Box<(hf::decoder::DecoderConfig, hf::checkpoint::Checkpoint)>),
 }
 
 /// Reads the inputs the settings name and fixes the model's configuration.
@@ -64,7 +68,9 @@ pub fn open(settings: &Settings) -> Result<(Loaded, Source)> {
     let sentence = text::sentence(&settings.text)?;
     let (loaded, source) = match &settings.model {
         ModelChoice::Toy(toy) => toy::open(settings, toy, sentence)?,
-        ModelChoice::Pretrained { spec, truncate } => hf::open(settings, spec, *truncate, sentence)?,
+        ModelChoice::Pretrained { spec, truncate, special } => {
+            hf::open(settings, spec, (*truncate, *special), sentence)?
+        }
     };
     crate::settings::limits::check(&loaded.cfg, loaded.tokens.len(), settings.max_memory, settings.memory_available)?;
     Ok((loaded, source))
@@ -89,6 +95,12 @@ impl Source {
                 };
                 weights.params(hf, ids)
                 // `weights` drops here: the file is unmapped.
+            }
+            Source::Decoder(both) => {
+                let Input::Ids { ids, .. } = &loaded.input else {
+                    anyhow::bail!("internal: a decoder takes token ids")
+                };
+                hf::decoder::params(&both.0, &both.1, ids)
             }
         }
     }

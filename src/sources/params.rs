@@ -30,11 +30,12 @@ pub struct Linear {
     pub bias: Option<Tensor>,
 }
 
-/// LayerNorm's affine parameters (PyTorch initialises them to ones and zeros).
+/// A norm's affine parameters: LayerNorm's weight and bias (PyTorch initialises them to
+/// ones and zeros), or RMSNorm's weight alone.
 #[derive(Debug, Clone)]
 pub struct LayerNorm {
     pub weight: Tensor,
-    pub bias: Tensor,
+    pub bias: Option<Tensor>,
 }
 
 #[derive(Debug, Clone)]
@@ -44,9 +45,13 @@ pub struct LayerParams {
     pub v_proj: Linear,
     pub out_proj: Linear,
     pub norm1: LayerNorm,
+    /// The FFN's first linear (the up projection of a gated FFN).
     pub linear1: Linear,
+    /// The FFN's second linear (the down projection of a gated FFN).
     pub linear2: Linear,
     pub norm2: LayerNorm,
+    /// A gated FFN's gate projection (SwiGLU).
+    pub gate: Option<Linear>,
 }
 
 /// Every parameter of one encoder stack.
@@ -64,6 +69,10 @@ pub struct Params {
     /// BERT's LayerNorm over the embedding sum (real models only).
     pub embed_norm: Option<LayerNorm>,
     pub layers: Vec<LayerParams>,
+    /// The norm after the last layer (decoders).
+    pub final_norm: Option<LayerNorm>,
+    /// The unembedding, `[vocab_size, d_model]` (a copy of the token table when tied).
+    pub lm_head: Option<Linear>,
 }
 
 impl Params {
@@ -82,14 +91,22 @@ impl Params {
             push_linear(&mut out, format!("{p}.attn.k_proj"), &l.k_proj);
             push_linear(&mut out, format!("{p}.attn.v_proj"), &l.v_proj);
             push_linear(&mut out, format!("{p}.attn.out_proj"), &l.out_proj);
-            out.push((format!("{p}.norm1.weight"), &l.norm1.weight));
-            out.push((format!("{p}.norm1.bias"), &l.norm1.bias));
+            push_norm(&mut out, format!("{p}.norm1"), &l.norm1);
             push_linear(&mut out, format!("{p}.ffn.linear1"), &l.linear1);
             push_linear(&mut out, format!("{p}.ffn.linear2"), &l.linear2);
-            out.push((format!("{p}.norm2.weight"), &l.norm2.weight));
-            out.push((format!("{p}.norm2.bias"), &l.norm2.bias));
+            push_norm(&mut out, format!("{p}.norm2"), &l.norm2);
+            if let Some(g) = &l.gate {
+                push_linear(&mut out, format!("{p}.ffn.gate"), g);
+            }
         }
         out
+    }
+}
+
+fn push_norm<'a>(out: &mut Vec<(String, &'a Tensor)>, prefix: String, n: &'a LayerNorm) {
+    out.push((format!("{prefix}.weight"), &n.weight));
+    if let Some(b) = &n.bias {
+        out.push((format!("{prefix}.bias"), b));
     }
 }
 

@@ -68,9 +68,19 @@ pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
             linear1,
             linear2,
             norm2: layer_norm(d)?,
+            gate: None,
         });
     }
-    Ok(Params { token, token_rows: None, position, token_type: None, embed_norm: None, layers })
+    Ok(Params {
+        token,
+        token_rows: None,
+        position,
+        token_type: None,
+        embed_norm: None,
+        layers,
+        final_norm: None,
+        lm_head: None,
+    })
 }
 
 fn skip(g: &mut TorchGenerator, n: u64) {
@@ -104,6 +114,6 @@ fn linear(g: &mut TorchGenerator, recipe: &Recipe, d_in: usize, d_out: usize, bi
 fn layer_norm(d: usize) -> Result<LayerNorm> {
     Ok(LayerNorm {
         weight: Tensor::ones(d, candle_core::DType::F32, &Device::Cpu)?,
-        bias: Tensor::zeros(d, candle_core::DType::F32, &Device::Cpu)?,
+        bias: Some(Tensor::zeros(d, candle_core::DType::F32, &Device::Cpu)?),
     })
 }

@@ -59,7 +59,7 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
         Some(nm) => Source::File(nm),
         None => Source::Seeded(toy.recipe.clone()),
     };
-    Ok((Loaded { sentence, tokens, input, cfg, hf: None, notes }, source))
+    Ok((Loaded { sentence, tokens, input, cfg, hf: None, notes, tokenizer: None }, source))
 }
 
 fn tokenizer_options(toy: &Toy) -> Result<TokenizerOptions> {
@@ -160,6 +160,7 @@ fn dims(s: &Shape, fd: Option<&FileDims>, matrix: Option<&Matrix>, w: &str) -> R
         raw_input: matrix.is_some(),
         model: None,
         init: InitConfig::File { path: String::new() },
+        parts: Default::default(),
     })
 }
 

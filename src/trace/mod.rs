@@ -87,6 +87,19 @@ pub struct Trace {
     /// Every setting that shaped the numbers: the JSON document's `config`.
     pub config: ModelConfig,
     pub steps: Vec<Step>,
+    /// A language model's next-token predictions: per position, the most probable tokens
+    /// (`--top-k`), most probable first.
+    pub predictions: Option<Vec<Vec<Prediction>>>,
+}
+
+/// One predicted next token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prediction {
+    pub id: u32,
+    /// The tokenizer's string for the id (exact, e.g. `Ġshoes`), if it has one.
+    pub token: Option<String>,
+    /// softmax(logits) at this id.
+    pub prob: f32,
 }
 
 /// Splits `layers.3.attn.q` into (Some(3), "attn.q"); other ids have no layer.

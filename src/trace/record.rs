@@ -53,12 +53,34 @@ pub struct Recorder {
     trace: Trace,
     selection: Selection,
     sink: Sink,
+    /// How many next-token predictions a language model reports per position.
+    top_k: usize,
 }
 
 impl Recorder {
     /// A recorder for a run over `tokens` with `config`, keeping what `selection` wants.
     pub fn new(tokens: Vec<String>, config: ModelConfig, selection: Selection) -> Self {
-        Recorder { trace: Trace { tokens, config, ..Default::default() }, selection, sink: Sink::default() }
+        Recorder { trace: Trace { tokens, config, ..Default::default() }, selection, sink: Sink::default(), top_k: 0 }
+    }
+
+    /// Asks a language model for its `k` most probable next tokens at each position.
+    pub fn with_top_k(mut self, k: usize) -> Self {
+        self.top_k = k;
+        self
+    }
+
+    pub fn top_k(&self) -> usize {
+        self.top_k
+    }
+
+    /// The model's predictions (ids and probabilities; token strings are added later).
+    pub fn set_predictions(&mut self, top: Vec<Vec<(u32, f32)>>) {
+        if self.top_k > 0 {
+            let rows = top
+                .into_iter()
+                .map(|r| r.into_iter().map(|(id, prob)| super::Prediction { id, token: None, prob }).collect());
+            self.trace.predictions = Some(rows.collect());
+        }
     }
 
     /// The trace being recorded (the model reads its tokens; a sink's header its input).
@@ -92,6 +114,10 @@ impl Recorder {
             return false;
         }
         let (layer, name) = split_id(id);
+        // Steps as large as the vocabulary (`logits`) are recorded only when named.
+        if self.selection.steps.is_none() && steps::def(name).is_some_and(|d| d.on_request) {
+            return false;
+        }
         self.selection.wants(id, layer, name)
     }
 

@@ -24,6 +24,8 @@ pub struct StepDef {
     pub transformer_lens: &'static [&'static str],
     /// What the tensor is, in one line (README's step table says the same).
     pub meaning: &'static str,
+    /// Recorded only when `--steps` names it (its size is the vocabulary's).
+    pub on_request: bool,
 }
 
 const fn global(
@@ -32,7 +34,7 @@ const fn global(
     tl: &'static [&'static str],
     meaning: &'static str,
 ) -> StepDef {
-    StepDef { name, in_layer: false, dims, transformer_lens: tl, meaning }
+    StepDef { name, in_layer: false, dims, transformer_lens: tl, meaning, on_request: false }
 }
 
 const fn layer(
@@ -41,7 +43,7 @@ const fn layer(
     tl: &'static [&'static str],
     meaning: &'static str,
 ) -> StepDef {
-    StepDef { name, in_layer: true, dims, transformer_lens: tl, meaning }
+    StepDef { name, in_layer: true, dims, transformer_lens: tl, meaning, on_request: false }
 }
 
 const POS: &[Dim] = &["pos"];
@@ -74,6 +76,8 @@ pub const CATALOGUE: &[StepDef] = &[
     layer("attn.q", QK, &["attn.hook_q"], "x·W_Qᵀ (+ b), split into heads"),
     layer("attn.k", QK, &["attn.hook_k"], "x·W_Kᵀ (+ b), split into heads"),
     layer("attn.v", VS, &["attn.hook_v"], "x·W_Vᵀ (+ b), split into heads"),
+    layer("attn.q_rot", QK, &["attn.hook_rot_q"], "rotary positions: q after the rotation"),
+    layer("attn.k_rot", QK, &["attn.hook_rot_k"], "rotary positions: k after the rotation"),
     layer("attn.raw_scores", MAP, &[], "q·kᵀ, before scaling"),
     layer("attn.mask", &["query_pos", "key_pos"], &[], "true where the key is hidden"),
     layer("attn.scores", MAP, &["attn.hook_attn_scores"], "raw_scores × scale, −inf where masked"),
@@ -85,11 +89,24 @@ pub const CATALOGUE: &[StepDef] = &[
     layer("add_norm1.out", ROWS, &["hook_normalized_resid_mid"], "post-norm: the norm of add_norm1.sum"),
     layer("norm2.out", ROWS, &[], "pre-norm: the norm of add_norm1.sum"),
     layer("ffn.hidden", FF, &["mlp.hook_pre"], "x·W1ᵀ + b1"),
-    layer("ffn.act", FF, &["mlp.hook_post"], "the activation of ffn.hidden"),
+    // TransformerLens calls the gate's output `mlp.hook_pre` too; diff maps that name to
+    // ffn.hidden, so the two never clash in one file.
+    layer("ffn.gate", FF, &[], "gated FFN: x·W_gateᵀ"),
+    layer("ffn.up", FF, &["mlp.hook_pre_linear"], "gated FFN: x·W_upᵀ"),
+    layer("ffn.act", FF, &["mlp.hook_post"], "act(hidden), or act(gate) ⊙ up when gated"),
     layer("ffn.out", ROWS, &["hook_mlp_out"], "act·W2ᵀ + b2"),
     layer("add_norm2.sum", ROWS, &["hook_resid_post"], "the second residual sum"),
     layer("add_norm2.out", ROWS, &["hook_normalized_resid_post"], "post-norm: the norm of add_norm2.sum"),
-    global("output", ROWS, &[], "the last layer's output"),
+    global("final_norm.out", ROWS, &["ln_final.hook_normalized"], "the norm after the last layer (decoders)"),
+    global("output", ROWS, &[], "the last hidden state (after the final norm if any)"),
+    StepDef {
+        name: "logits",
+        in_layer: false,
+        dims: &["pos", "vocab"],
+        transformer_lens: &[],
+        meaning: "output·W_Uᵀ: next-token scores (recorded when named)",
+        on_request: true,
+    },
 ];
 
 /// The catalogue entry of a canonical name (`attn.q`, `embed.sum`).
@@ -117,9 +134,18 @@ fn is_layer(name: &str) -> bool {
 
 /// A step's dims in a trace of `cfg`: the catalogue's, with `d_k` and `d_v` both written
 /// `d_head` when they are equal (the usual case: TRACE.md's vocabulary).
+/// With grouped-query attention, k and v (and k_rot) have `kv_head` first.
 pub fn dims(name: &str, cfg: &ModelConfig) -> Vec<Dim> {
     let same = cfg.d_k == cfg.d_v;
-    raw_dims(name).iter().map(|&d| if same && (d == "d_k" || d == "d_v") { "d_head" } else { d }).collect()
+    let grouped = cfg.kv_heads() != cfg.heads && matches!(name, "attn.k" | "attn.v" | "attn.k_rot");
+    raw_dims(name)
+        .iter()
+        .map(|&d| match d {
+            "d_k" | "d_v" if same => "d_head",
+            "head" if grouped => "kv_head",
+            d => d,
+        })
+        .collect()
 }
 
 /// A step's dims as the catalogue gives them (`d_k`, `d_v`), for files that carry only
@@ -130,7 +156,7 @@ pub fn raw_dims(name: &str) -> &'static [Dim] {
 
 /// The step ids the `--focus` walkthrough of `layer` reads (the mask only exists with a mask).
 pub fn focus_steps(layer: usize) -> Vec<String> {
-    ["q", "k", "v", "raw_scores", "mask", "scores", "weights", "context"]
+    ["q", "k", "v", "q_rot", "k_rot", "raw_scores", "mask", "scores", "weights", "context"]
         .iter()
         .map(|n| format!("layers.{layer}.attn.{n}"))
         .collect()
@@ -162,6 +188,8 @@ const ALIASES: &[(&str, &[&str])] = &[
             "attn.q",
             "attn.k",
             "attn.v",
+            "attn.q_rot",
+            "attn.k_rot",
             "attn.raw_scores",
             "attn.mask",
             "attn.scores",
@@ -173,11 +201,17 @@ const ALIASES: &[(&str, &[&str])] = &[
     ),
     ("add_norm1", &["add_norm1.sum", "add_norm1.out"]),
     ("resid_mid", &["add_norm1.sum"]),
-    ("ffn", &["ffn.hidden", "ffn.act", "ffn.out"]),
-    ("mlp", &["ffn.hidden", "ffn.act", "ffn.out"]),
+    ("ffn", &["ffn.hidden", "ffn.gate", "ffn.up", "ffn.act", "ffn.out"]),
+    ("mlp", &["ffn.hidden", "ffn.gate", "ffn.up", "ffn.act", "ffn.out"]),
+    ("rot", &["attn.q_rot", "attn.k_rot"]),
+    ("q_rot", &["attn.q_rot"]),
+    ("k_rot", &["attn.k_rot"]),
+    ("gate", &["ffn.gate"]),
+    ("up", &["ffn.up"]),
     ("add_norm2", &["add_norm2.sum", "add_norm2.out"]),
     ("resid_post", &["add_norm2.sum"]),
-    ("norm", &["norm1.out", "add_norm1.out", "norm2.out", "add_norm2.out"]),
+    ("norm", &["norm1.out", "add_norm1.out", "norm2.out", "add_norm2.out", "final_norm.out"]),
+    ("unembed", &["logits"]),
 ];
 
 /// Parses `--steps a,b,…` into the set of canonical names and ids it selects.

@@ -24,6 +24,8 @@ pub struct Focus {
     /// Every key token (the row labels of the arithmetic).
     pub keys: Vec<String>,
     pub heads: Vec<FocusHead>,
+    /// Whether q and k are the rotated `attn.q_rot`/`attn.k_rot` (rotary positions).
+    pub rotated: bool,
 }
 
 /// The arithmetic of one head for the focus token `i`; vectors are indexed by key position j.
@@ -67,7 +69,13 @@ pub fn derive(trace: &Trace, position: usize, layer: usize) -> Result<Focus> {
         let id = format!("layers.{layer}.attn.{name}");
         trace.get(&id).ok_or_else(|| anyhow!("internal: --focus needs step {id}, which was not recorded"))
     };
-    let (q, k, v) = (step("q")?, step("k")?, step("v")?);
+    // With rotary positions the scores are q_rot·k_rot: the walkthrough uses the rotated rows.
+    let rotated = trace.get(&format!("layers.{layer}.attn.q_rot")).is_some();
+    let (q, k) = if rotated { (step("q_rot")?, step("k_rot")?) } else { (step("q")?, step("k")?) };
+    let v = step("v")?;
+    // Grouped-query attention: k and v hold key/value heads (never narrowed by --head).
+    let group = trace.config.heads / trace.config.kv_heads();
+    let kv = |s: &Step, g: usize, head: usize| if s.dims.first() == Some(&"kv_head") { head / group } else { g };
     let (raw, scores, weights, context) = (step("raw_scores")?, step("scores")?, step("weights")?, step("context")?);
     let mask = trace.get(&format!("layers.{layer}.attn.mask"));
     let scale = trace.config.scale;
@@ -76,8 +84,8 @@ pub fn derive(trace: &Trace, position: usize, layer: usize) -> Result<Focus> {
     for g in 0..q.shape[0] {
         let head = q.heads.as_ref().map_or(g, |hs| hs[g]);
         let query = row(q, g, position)?;
-        let keys: Vec<Vec<f32>> = (0..n).map(|j| row(k, g, j)).collect::<Result<_>>()?;
-        let values: Vec<Vec<f32>> = (0..n).map(|j| row(v, g, j)).collect::<Result<_>>()?;
+        let keys: Vec<Vec<f32>> = (0..n).map(|j| row(k, kv(k, g, head), j)).collect::<Result<_>>()?;
+        let values: Vec<Vec<f32>> = (0..n).map(|j| row(v, kv(v, g, head), j)).collect::<Result<_>>()?;
         let raw_scores = row(raw, g, position)?;
         let scores = row(scores, g, position)?;
         let weights = row(weights, g, position)?;
@@ -114,7 +122,8 @@ pub fn derive(trace: &Trace, position: usize, layer: usize) -> Result<Focus> {
             context,
         });
     }
-    Ok(Focus { position, token: trace.tokens[position].clone(), layer, scale, keys: trace.tokens.clone(), heads })
+    let token = trace.tokens[position].clone();
+    Ok(Focus { position, token, layer, scale, keys: trace.tokens.clone(), heads, rotated })
 }
 
 /// Row `r` of head-group `g` of a `[head, rows, cols]` step.

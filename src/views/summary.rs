@@ -31,16 +31,27 @@ pub struct HeadLinks {
 pub struct LayerLinks {
     pub layer: usize,
     pub heads: Vec<HeadLinks>,
+    /// What the "markers" column measures: `markers` (BERT's [CLS]/[SEP]) or `position 0`
+    /// (a decoder's first token, where many heads park attention: the attention sink of
+    /// Xiao et al. 2023).
+    pub marker: &'static str,
 }
 
 /// The summary of every recorded `attn.weights` step.
 pub fn summarize(trace: &Trace) -> Vec<LayerLinks> {
-    let markers: Vec<bool> = trace.tokens.iter().map(|t| is_marker(t)).collect();
+    let decoder = trace.config.parts.lm_head.is_some();
+    let markers: Vec<bool> = if decoder {
+        (0..trace.tokens.len()).map(|i| i == 0).collect()
+    } else {
+        trace.tokens.iter().map(|t| is_marker(t)).collect()
+    };
+    let marker = if decoder { "position 0" } else { "markers" };
     trace
         .steps
         .iter()
         .filter(|s| s.name == "attn.weights")
         .map(|step| LayerLinks {
+            marker,
             layer: step.layer.unwrap_or(0),
             heads: heads(step, &markers)
                 .into_iter()

@@ -303,6 +303,9 @@ fn every_json_golden_and_fresh_output_fits_the_schema() {
         &[SENTENCE, "--heads", "2", "--causal", "--norm", "pre", "--head", "1"][..],
         &["--input", "fixtures/seeds/002_input.json", "--d-k", "3", "--scale", "0.5", "--attn-bias"][..],
         &["the cats", "played", "--model", tiny.to_str().unwrap(), "--check"][..],
+        // Decoders: rotary positions, grouped-query attention, a window, logits, predictions.
+        &["my shoes are small", "--model", "fixtures/decoders/mistral", "--steps", "all"][..],
+        &["my shoes are small", "--model", "fixtures/decoders/gpt2", "--steps", "all"][..],
     ] {
         let out = cmd().current_dir(root()).args(args).args(["--format", "json"]).output().unwrap();
         assert!(out.status.success(), "{args:?}");

@@ -4,6 +4,7 @@ mod architecture;
 mod bert;
 mod cli;
 mod common;
+mod decoders;
 mod diff;
 mod export;
 mod golden;

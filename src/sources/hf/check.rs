@@ -83,7 +83,9 @@ pub fn run(cfg: &ModelConfig, hf: &HfConfig, input: &Input, output: &Tensor, tol
         Some(Activation::Gelu) => (HiddenAct::Gelu, "GELU: candle gelu_erf"),
         Some(Activation::Relu) => (HiddenAct::Relu, "ReLU"),
         Some(Activation::GeluTanh) => (HiddenAct::GeluApproximate, "GELU: candle tanh gelu"),
-        None => return Err(anyhow!("internal: hidden_act {:?} reached --check", hf.hidden_act)),
+        Some(Activation::Silu) | None => {
+            return Err(anyhow!("internal: hidden_act {:?} reached --check", hf.hidden_act))
+        }
     };
     let config = Config {
         vocab_size: hf.vocab_size,

@@ -60,7 +60,11 @@ impl HfConfig {
             return Err(usage(
                 &what,
                 format!("model_type {model_type:?} is not supported"),
-                format!("use a model of a supported family: {}", SUPPORTED.join(", ")),
+                format!(
+                    "use a model of a supported family: {}, {}",
+                    SUPPORTED.join(", "),
+                    super::decoder::FAMILIES.join(", ")
+                ),
             ));
         }
         let cfg: HfConfig = serde_json::from_value(raw).map_err(|e| {

@@ -1,16 +1,47 @@
 //! A real model's configuration (`--model`): the folder fixes every dimension, its tokenizer
 //! makes the tokens; flags may only restate what the model says, or choose what to show.
 
-use super::{resolve, HfModel};
+use super::checkpoint::Checkpoint;
+use super::decoder::{self, DecoderConfig};
+use super::{encode, load_tokenizer, resolve, HfModel};
 use crate::config::{Activation, InitConfig, ModelConfig, Norm, Positions, RealModel};
 use crate::error::usage;
 use crate::settings::{Settings, Shape};
 use crate::sources::{agree, Input, Loaded, Source};
 use anyhow::Result;
+use std::path::Path;
 
 /// Opens the model folder, tokenizes the sentence (and pair) and fixes the configuration.
-pub fn open(settings: &Settings, spec: &str, truncate: bool, sentence: Option<String>) -> Result<(Loaded, Source)> {
+/// `how` is (`--truncate`, add special tokens).
+pub fn open(settings: &Settings, spec: &str, how: (bool, bool), sentence: Option<String>) -> Result<(Loaded, Source)> {
     let dir = resolve(spec)?;
+    let config = dir.join("config.json");
+    let what = format!("--model {spec}");
+    let raw: serde_json::Value = match std::fs::read(&config) {
+        Ok(bytes) => crate::strict_json::parse(&bytes).map_err(|e| {
+            usage(
+                format!("--model: {}", config.display()),
+                format!("not valid JSON: {e}"),
+                "restore the model's config.json",
+            )
+        })?,
+        Err(_) => serde_json::Value::Null,
+    };
+    match raw["model_type"].as_str() {
+        Some(t) if decoder::FAMILIES.contains(&t) => open_decoder(settings, &what, &dir, raw, how, sentence),
+        _ => open_bert(settings, spec, &dir, how, sentence),
+    }
+}
+
+/// A BERT-family encoder (the BERT config reader names any other family as unsupported).
+fn open_bert(
+    settings: &Settings,
+    spec: &str,
+    dir: &Path,
+    (truncate, special): (bool, bool),
+    sentence: Option<String>,
+) -> Result<(Loaded, Source)> {
+    let dir = dir.to_path_buf();
     let model = HfModel::open(&dir)?;
     let w = format!("--model {spec}");
     let c = &model.config;
@@ -24,21 +55,9 @@ pub fn open(settings: &Settings, spec: &str, truncate: bool, sentence: Option<St
     let layers = agree("--layers", s.layers, c.num_hidden_layers, &w)?;
     let max_len = agree("--max-len", s.max_len, c.max_position_embeddings, &w)?;
     let activation = restated_flags(s, &c.hidden_act, &w)?;
-    let sentence = sentence.ok_or_else(|| {
-        usage("sentence", "none was given", "pass a sentence, e.g. attn-trace \"my shoes are small\" --model DIR")
-    })?;
-    if sentence.trim().is_empty() {
-        return Err(usage("sentence", "it is empty", "pass a sentence with at least one word"));
-    }
     let pair = settings.pair.as_deref();
-    if pair.is_some_and(|p| p.trim().is_empty()) {
-        return Err(usage(
-            "PAIR",
-            "the second sentence is empty",
-            "pass a second sentence with at least one word, or leave it out",
-        ));
-    }
-    let enc = model.encode(&sentence, pair, truncate)?;
+    let sentence = bert_text(sentence, pair)?;
+    let enc = model.encode(&sentence, pair, truncate, special)?;
     let mut notes = Vec::new();
     if enc.truncated > 0 {
         notes.push(format!(
@@ -69,8 +88,11 @@ pub fn open(settings: &Settings, spec: &str, truncate: bool, sentence: Option<St
             model_type: c.model_type.clone(),
             type_vocab_size: c.type_vocab_size,
             truncated: enc.truncated,
+            stored_dtype: None,
+            bos_added: None,
         }),
         init: InitConfig::File { path: dir.join("model.safetensors").display().to_string() },
+        parts: Default::default(),
     };
     let loaded = Loaded {
         sentence: Some(match pair {
@@ -82,6 +104,7 @@ pub fn open(settings: &Settings, spec: &str, truncate: bool, sentence: Option<St
         cfg,
         hf: Some(model.config.clone()),
         notes,
+        tokenizer: None,
     };
     Ok((loaded, Source::Model(Box::new(model.weights))))
 }
@@ -104,4 +127,140 @@ fn restated_flags(s: &Shape, hidden_act: &str, w: &str) -> Result<Activation> {
         return Err(usage("--attn-bias/--no-ffn-bias", format!("{w} fixes its biases"), "drop the flag"));
     }
     Ok(activation)
+}
+
+/// A decoder language model: GPT-2 or the Llama family.
+fn open_decoder(
+    settings: &Settings,
+    w: &str,
+    dir: &Path,
+    raw: serde_json::Value,
+    (truncate, special): (bool, bool),
+    sentence: Option<String>,
+) -> Result<(Loaded, Source)> {
+    let c = DecoderConfig::read(raw, w)?;
+    let files = decoder::weight_files(dir, w)?;
+    let tokenizer = load_tokenizer(dir, c.vocab_size, w)?;
+    let s = &settings.shape;
+    let (d_model, heads, d_head, d_ff, layers, max_len) = decoder_dims(s, &c, w)?;
+    let (activation, positions) = decoder_flags(s, &c, w)?;
+    if settings.pair.is_some() {
+        return Err(usage("PAIR", format!("{w} is a decoder; sentence pairs are for BERT"), "join the sentences"));
+    }
+    let sentence = sentence.filter(|t| !t.trim().is_empty()).ok_or_else(|| {
+        usage("sentence", "none was given", "pass a sentence, e.g. attn-trace \"The capital of France is\" --model DIR")
+    })?;
+    let enc = encode(&tokenizer, (&sentence, None), special, (max_len, c.vocab_size), truncate, w)?;
+    let plain = tokenizer.encode(sentence.as_str(), false).map(|e| e.get_ids().len()).unwrap_or(enc.ids.len());
+    let mut notes = Vec::new();
+    if enc.truncated > 0 {
+        notes.push(format!(
+            "--truncate dropped the last {} tokens to fit max_position_embeddings {max_len}",
+            enc.truncated
+        ));
+    }
+    let checkpoint = Checkpoint::open(&files, w)?;
+    let stored_dtype = checkpoint.stored_dtype();
+    if let Some(dt) = &stored_dtype {
+        notes.push(format!("the weights are stored as {dt}; the arithmetic is f32 on the stored values"));
+    }
+    let cfg = ModelConfig {
+        d_model,
+        heads,
+        d_k: d_head,
+        d_v: d_head,
+        d_ff,
+        layers,
+        vocab_size: c.vocab_size,
+        max_len,
+        positions,
+        causal: true,
+        scale: s.scale.unwrap_or(1.0 / (d_head as f64).sqrt()),
+        norm: Norm::Pre,
+        activation,
+        attn_bias: checkpoint.has(&layer0_q_bias(&c, &checkpoint)),
+        ffn_bias: c.is_gpt2() || c.mlp_bias.unwrap_or(false),
+        eps: s.eps.unwrap_or(c.eps()),
+        raw_input: false,
+        model: Some(RealModel {
+            path: dir.display().to_string(),
+            model_type: c.model_type.clone(),
+            type_vocab_size: 0,
+            truncated: enc.truncated,
+            stored_dtype,
+            bos_added: Some(special && enc.ids.len() > plain),
+        }),
+        init: InitConfig::File { path: files[0].display().to_string() },
+        parts: c.parts(w)?,
+    };
+    let loaded = Loaded {
+        sentence: Some(sentence),
+        tokens: enc.tokens,
+        input: Input::Ids { ids: enc.ids, type_ids: None },
+        cfg,
+        hf: None,
+        notes,
+        tokenizer: Some(tokenizer),
+    };
+    Ok((loaded, Source::Decoder(Box::new((c, checkpoint)))))
+}
+
+/// The name of layer 0's query bias, whose presence says whether q/k/v are biased.
+fn layer0_q_bias(c: &DecoderConfig, ck: &Checkpoint) -> String {
+    if c.is_gpt2() {
+        ck.prefixed(&["transformer.", ""], "h.0.attn.c_attn.bias")
+    } else {
+        "model.layers.0.self_attn.q_proj.bias".to_string()
+    }
+}
+
+/// The decoder's sizes; flags may only restate them.
+fn decoder_dims(s: &Shape, c: &DecoderConfig, w: &str) -> Result<(usize, usize, usize, usize, usize, usize)> {
+    let d_head = agree("--d-k", s.d_k, c.d_head(), w)?;
+    agree("--d-v", s.d_v, c.d_head(), w)?;
+    Ok((
+        agree("--d-model", s.d_model, c.hidden_size, w)?,
+        agree("--heads", s.heads, c.num_attention_heads, w)?,
+        d_head,
+        agree("--d-ff", s.d_ff, c.d_ff(), w)?,
+        agree("--layers", s.layers, c.num_hidden_layers, w)?,
+        agree("--max-len", s.max_len, c.max_position_embeddings, w)?,
+    ))
+}
+
+/// The decoder's activation and positions; block flags may only restate them.
+fn decoder_flags(s: &Shape, c: &DecoderConfig, w: &str) -> Result<(Activation, Positions)> {
+    let activation = c.activation(w)?;
+    let positions = if c.is_gpt2() { Positions::Learned } else { Positions::Rotary };
+    if s.positions.is_some_and(|p| p != positions) {
+        return Err(usage("--positions", format!("{w} has {} positions", positions.name()), "drop --positions"));
+    }
+    if s.norm == Some(Norm::Post) {
+        return Err(usage("--norm", format!("{w} is pre-norm"), "drop --norm"));
+    }
+    if s.activation.is_some_and(|a| a != activation) {
+        return Err(usage("--activation", format!("{w} uses {}", activation.name()), "drop --activation"));
+    }
+    if s.attn_bias || s.no_ffn_bias {
+        return Err(usage("--attn-bias/--no-ffn-bias", format!("{w} fixes its biases"), "drop the flag"));
+    }
+    Ok((activation, positions))
+}
+
+/// BERT's sentence and optional second sentence, both non-empty.
+fn bert_text(sentence: Option<String>, pair: Option<&str>) -> Result<String> {
+    let sentence = sentence.ok_or_else(|| {
+        usage("sentence", "none was given", "pass a sentence, e.g. attn-trace \"my shoes are small\" --model DIR")
+    })?;
+    if sentence.trim().is_empty() {
+        return Err(usage("sentence", "it is empty", "pass a sentence with at least one word"));
+    }
+    if pair.is_some_and(|p| p.trim().is_empty()) {
+        return Err(usage(
+            "PAIR",
+            "the second sentence is empty",
+            "pass a second sentence with at least one word, or leave it out",
+        ));
+    }
+    Ok(sentence)
 }

@@ -4,7 +4,9 @@
 //! cache; nothing is downloaded.
 
 pub mod check;
+pub mod checkpoint;
 pub mod config;
+pub mod decoder;
 mod load;
 pub mod weights;
 
@@ -84,91 +86,104 @@ impl HfModel {
             }
         }
         let config = HfConfig::read(&dir.join("config.json"))?;
-        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| {
-            usage(
-                &what,
-                format!("tokenizer.json cannot be read: {}", first_line(&e.to_string())),
-                "restore the model's tokenizer.json",
-            )
-        })?;
-        // tokenizer.json may ask for fixed padding and truncation (MiniLM pads to 128);
-        // transformers does not apply them to a single sentence, so neither do we.
-        tokenizer.with_padding(None);
-        tokenizer.with_truncation(None).map_err(|e| {
-            usage(
-                &what,
-                format!("tokenizer.json: {}", first_line(&e.to_string())),
-                "restore the model's tokenizer.json",
-            )
-        })?;
-        let tok_vocab = tokenizer.get_vocab_size(true);
-        if tok_vocab > config.vocab_size {
-            return Err(usage(
-                &what,
-                format!("tokenizer.json has {tok_vocab} tokens but config.json's vocab_size is {}", config.vocab_size),
-                "use the tokenizer that belongs to this model",
-            ));
-        }
+        let tokenizer = load_tokenizer(dir, config.vocab_size, &what)?;
         let weights = weights::Weights::open(&dir.join("model.safetensors"), &what)?;
         Ok(HfModel { dir: dir.to_path_buf(), config, tokenizer, weights })
     }
 
     /// Tokenizes one sentence, or a pair with token types 0 and 1, as transformers does.
     /// A sequence longer than max_position_embeddings is an error unless `truncate`.
-    pub fn encode(&self, a: &str, b: Option<&str>, truncate: bool) -> Result<Encoded> {
+    pub fn encode(&self, a: &str, b: Option<&str>, truncate: bool, special: bool) -> Result<Encoded> {
+        let c = &self.config;
         let what = format!("--model {}", self.dir.display());
-        let enc = |t: &Tokenizer| match b {
-            Some(b) => t.encode((a.to_string(), b.to_string()), true),
-            None => t.encode(a, true),
-        };
-        let err = |e: tokenizers::Error| {
-            usage(
-                &what,
-                format!("the tokenizer failed: {}", first_line(&e.to_string())),
-                "check the sentence and tokenizer.json",
-            )
-        };
-        let full = enc(&self.tokenizer).map_err(err)?;
-        let max = self.config.max_position_embeddings;
-        let n = full.get_ids().len();
-        let (e, truncated) = if n > max {
-            if !truncate {
-                return Err(usage(
-                    "sentence",
-                    format!("it has {n} tokens but the model takes at most {max} (max_position_embeddings)"),
-                    "shorten it, or pass --truncate to keep the first tokens",
-                ));
-            }
-            let mut t = self.tokenizer.clone();
-            let params = tokenizers::TruncationParams { max_length: max, ..Default::default() };
-            t.with_truncation(Some(params)).map_err(err)?;
-            let e = enc(&t).map_err(err)?;
-            let dropped = n - e.get_ids().len();
-            (e, dropped)
-        } else {
-            (full, 0)
-        };
-        if e.get_ids().is_empty() {
+        encode(&self.tokenizer, (a, b), special, (c.max_position_embeddings, c.vocab_size), truncate, &what)
+    }
+}
+
+/// Loads `tokenizer.json` with its own padding and truncation switched off (MiniLM's asks
+/// for padding to 128; transformers does not apply either to a single sentence).
+pub fn load_tokenizer(dir: &Path, vocab_size: usize, what: &str) -> Result<Tokenizer> {
+    let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| {
+        usage(
+            what,
+            format!("tokenizer.json cannot be read: {}", first_line(&e.to_string())),
+            "restore the model's tokenizer.json",
+        )
+    })?;
+    tokenizer.with_padding(None);
+    tokenizer.with_truncation(None).map_err(|e| {
+        usage(what, format!("tokenizer.json: {}", first_line(&e.to_string())), "restore the model's tokenizer.json")
+    })?;
+    let tok_vocab = tokenizer.get_vocab_size(true);
+    if tok_vocab > vocab_size {
+        return Err(usage(
+            what,
+            format!("tokenizer.json has {tok_vocab} tokens but config.json's vocab_size is {vocab_size}"),
+            "use the tokenizer that belongs to this model",
+        ));
+    }
+    Ok(tokenizer)
+}
+
+/// Tokenizes a sentence (or a pair, `text.1`), with the tokenizer's special tokens if
+/// `special`. `limits` are (max positions, vocab size): a longer sequence is an error unless
+/// `truncate`, which keeps the first tokens.
+pub fn encode(
+    tokenizer: &Tokenizer,
+    text: (&str, Option<&str>),
+    special: bool,
+    limits: (usize, usize),
+    truncate: bool,
+    what: &str,
+) -> Result<Encoded> {
+    let (a, b) = text;
+    let (max, vocab_size) = limits;
+    let enc = |t: &Tokenizer| match b {
+        Some(b) => t.encode((a.to_string(), b.to_string()), special),
+        None => t.encode(a, special),
+    };
+    let err = |e: tokenizers::Error| {
+        usage(
+            what,
+            format!("the tokenizer failed: {}", first_line(&e.to_string())),
+            "check the sentence and tokenizer.json",
+        )
+    };
+    let full = enc(tokenizer).map_err(err)?;
+    let n = full.get_ids().len();
+    let (e, truncated) = if n > max {
+        if !truncate {
             return Err(usage(
                 "sentence",
-                "the tokenizer produced no tokens",
-                "pass a sentence with at least one word",
+                format!("it has {n} tokens but the model takes at most {max} (max_position_embeddings)"),
+                "shorten it, or pass --truncate to keep the first tokens",
             ));
         }
-        if let Some(&bad) = e.get_ids().iter().find(|&&i| i as usize >= self.config.vocab_size) {
-            return Err(usage(
-                &what,
-                format!("the tokenizer produced id {bad}, beyond vocab_size {}", self.config.vocab_size),
-                "use the tokenizer that belongs to this model",
-            ));
-        }
-        Ok(Encoded {
-            tokens: e.get_tokens().to_vec(),
-            ids: e.get_ids().to_vec(),
-            type_ids: e.get_type_ids().to_vec(),
-            truncated,
-        })
+        let mut t = tokenizer.clone();
+        let params = tokenizers::TruncationParams { max_length: max, ..Default::default() };
+        t.with_truncation(Some(params)).map_err(err)?;
+        let e = enc(&t).map_err(err)?;
+        let dropped = n - e.get_ids().len();
+        (e, dropped)
+    } else {
+        (full, 0)
+    };
+    if e.get_ids().is_empty() {
+        return Err(usage("sentence", "the tokenizer produced no tokens", "pass a sentence with at least one word"));
     }
+    if let Some(&bad) = e.get_ids().iter().find(|&&i| i as usize >= vocab_size) {
+        return Err(usage(
+            what,
+            format!("the tokenizer produced id {bad}, beyond vocab_size {vocab_size}"),
+            "use the tokenizer that belongs to this model",
+        ));
+    }
+    Ok(Encoded {
+        tokens: e.get_tokens().to_vec(),
+        ids: e.get_ids().to_vec(),
+        type_ids: e.get_type_ids().to_vec(),
+        truncated,
+    })
 }
 
 fn first_line(s: &str) -> String {

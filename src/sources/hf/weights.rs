@@ -68,7 +68,7 @@ impl Weights {
     fn norm(&self, name: &str, d: usize) -> Result<LayerNorm> {
         let w = self.get(&format!("{name}.weight"), &[d]).or_else(|_| self.get(&format!("{name}.gamma"), &[d]))?;
         let b = self.get(&format!("{name}.bias"), &[d]).or_else(|_| self.get(&format!("{name}.beta"), &[d]))?;
-        Ok(LayerNorm { weight: w, bias: b })
+        Ok(LayerNorm { weight: w, bias: Some(b) })
     }
 
     /// The rows of a 2-D tensor for `ids`, read straight from the memory map: the word table
@@ -111,6 +111,7 @@ impl Weights {
                 linear1: self.linear(&format!("{p}.intermediate.dense"), d, c.intermediate_size)?,
                 linear2: self.linear(&format!("{p}.output.dense"), c.intermediate_size, d)?,
                 norm2: self.norm(&format!("{p}.output.LayerNorm"), d)?,
+                gate: None,
             });
         }
         Ok(Params {
@@ -120,6 +121,8 @@ impl Weights {
             token_type: Some(token_type),
             embed_norm: Some(embed_norm),
             layers,
+            final_norm: None,
+            lm_head: None,
         })
     }
 }

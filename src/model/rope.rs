@@ -1,0 +1,47 @@
+//! Rotary position embedding (Su et al. 2021, "RoFormer"), in Hugging Face's layout: a head's
+//! dimension i pairs with i + d/2 (`rotate_half`), and the pair rotates by position × θ_i,
+//! where θ_i is `inv_freq[i]` (the config holds them after any `rope_scaling`).
+
+use anyhow::Result;
+use candle_core::{Device, Tensor, D};
+
+/// cos and sin of position × frequency, `[pos, d]`: each frequency twice (`cat(freqs,
+/// freqs)`), computed in f32 as transformers computes them.
+pub fn tables(inv_freq: &[f64], n: usize) -> Result<(Tensor, Tensor)> {
+    let half = inv_freq.len();
+    let (mut cos, mut sin) = (Vec::with_capacity(n * 2 * half), Vec::with_capacity(n * 2 * half));
+    for p in 0..n {
+        for _ in 0..2 {
+            for &f in inv_freq {
+                let angle = p as f32 * f as f32;
+                cos.push(angle.cos());
+                sin.push(angle.sin());
+            }
+        }
+    }
+    let dev = &Device::Cpu;
+    Ok((Tensor::from_vec(cos, (n, 2 * half), dev)?, Tensor::from_vec(sin, (n, 2 * half), dev)?))
+}
+
+/// x·cos + rotate_half(x)·sin for x of `[head, pos, d]`, where rotate_half([a, b]) = [−b, a].
+pub fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+    let d = x.dim(D::Minus1)?;
+    let (a, b) = (x.narrow(D::Minus1, 0, d / 2)?, x.narrow(D::Minus1, d / 2, d / 2)?);
+    let rotated = Tensor::cat(&[&b.neg()?, &a], D::Minus1)?; // [head, pos, d]
+    Ok((x.broadcast_mul(cos)? + rotated.broadcast_mul(sin)?)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quarter_turn_by_hand() {
+        // One pair, frequency π/2: position 1 turns (1, 0) into (0, 1).
+        let (cos, sin) = tables(&[std::f64::consts::FRAC_PI_2], 2).unwrap();
+        let x = Tensor::new(&[[[1f32, 0.0], [1.0, 0.0]]], &Device::Cpu).unwrap();
+        let y = rotate(&x, &cos, &sin).unwrap().to_vec3::<f32>().unwrap();
+        assert_eq!(y[0][0], vec![1.0, 0.0]);
+        assert!(y[0][1][0].abs() < 1e-7 && (y[0][1][1] - 1.0).abs() < 1e-7, "{y:?}");
+    }
+}

@@ -1,0 +1,71 @@
+//! A language model's next-token predictions: per position, the most probable next tokens
+//! with their probabilities (from [`crate::trace::Trace::predictions`]). A table for people,
+//! and the `predictions` object of the JSON document.
+
+use super::numbers::f32_json;
+use super::table;
+use super::text::{cut, wrap_parts};
+use crate::trace::{Prediction, Trace};
+use std::io::{self, Write};
+
+/// The table: one row per position, its token, then the predicted tokens strongest first.
+pub fn write(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
+    let Some(rows) = &trace.predictions else { return Ok(()) };
+    writeln!(w)?;
+    let k = rows.first().map_or(0, |r| r.len());
+    let title = ["next-token predictions".to_string(), format!("top {k} per position, each with its probability")];
+    for line in wrap_parts(&title, width) {
+        writeln!(w, "{line}")?;
+    }
+    let mut t = table::new_table();
+    t.set_header(vec!["pos", "token", "most likely next tokens"]);
+    // The predictions column gets what the position and token columns leave of the width.
+    let room = width.saturating_sub(6 + 14 + 4);
+    for (i, row) in rows.iter().enumerate() {
+        let mut cell = String::new();
+        for p in row {
+            let item = format!("{} {:.2}", label(p), p.prob);
+            let sep = if cell.is_empty() { "" } else { "  " };
+            if cell.chars().count() + sep.len() + item.chars().count() > room {
+                break;
+            }
+            cell.push_str(sep);
+            cell.push_str(&item);
+        }
+        t.add_row(vec![i.to_string(), cut(&trace.tokens[i], 12), cell]);
+    }
+    table::emit(&t, w)
+}
+
+fn label(p: &Prediction) -> String {
+    match &p.token {
+        Some(t) => cut(t, 14),
+        None => format!("#{}", p.id),
+    }
+}
+
+/// The JSON: `[{"pos", "token", "top": [{"id", "token", "prob"}, …]}, …]`, probabilities as
+/// the shortest decimals that read back to the same f32.
+pub fn to_json(trace: &Trace) -> Option<String> {
+    let rows = trace.predictions.as_ref()?;
+    let items: Vec<String> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let top: Vec<String> = row
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{{\"id\": {}, \"token\": {}, \"prob\": {}}}",
+                        p.id,
+                        serde_json::to_string(&p.token).unwrap_or_else(|_| "null".into()),
+                        f32_json(p.prob)
+                    )
+                })
+                .collect();
+            let token = serde_json::to_string(&trace.tokens[i]).unwrap_or_else(|_| "null".into());
+            format!("{{\"pos\": {i}, \"token\": {token}, \"top\": [{}]}}", top.join(", "))
+        })
+        .collect();
+    Some(format!("[{}]", items.join(", ")))
+}

@@ -1,0 +1,175 @@
+//! Decoder language models against transformers 4.46.3 (fixtures/oracle/decoders, made by
+//! fixtures/oracle/decoder_oracle.py from the tiny random checkpoints in fixtures/decoders):
+//! every step of every layer, the tokens, and the top-1 next token at every position.
+//!
+//! Tolerances: attention weights within 1e-5 absolute, every other step within 1e-4 absolute
+//! plus 1e-4 relative (logits are larger numbers): the two sides sum in different orders in
+//! f32, and the scores are q·k × 1/√d here but q·k / √d in transformers.
+
+use crate::common::*;
+use serde_json::Value;
+
+fn fixture(name: &str) -> Value {
+    let path = root().join("fixtures/oracle/decoders").join(name);
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// Compares every step the fixture holds with attn-trace's trace of the same input.
+fn check(name: &str) {
+    let case = fixture(name);
+    let dir = root().join(case["model_dir"].as_str().unwrap());
+    let sentence = case["sentence"].as_str().unwrap();
+    let doc = trace_json(&[sentence, "--model", dir.to_str().unwrap(), "--steps", "all"]);
+    assert_eq!(doc["input"]["tokens"], case["tokens"], "{name}: tokens");
+    assert_eq!(doc["input"]["token_ids"], case["input_ids"], "{name}: ids");
+    assert_eq!(doc["config"]["model"]["bos_added"], case["bos_added"], "{name}: BOS");
+    let ours = steps(&doc);
+    let mut compared = 0;
+    for step in case["steps"].as_array().unwrap() {
+        let id = step["id"].as_str().unwrap();
+        if id.starts_with("rope.") {
+            continue; // transformers' cos/sin tables: inputs of q_rot/k_rot, not a step here
+        }
+        let (shape, got) = ours.get(id).unwrap_or_else(|| panic!("{name}: attn-trace has no step {id}"));
+        let want_shape: Vec<usize> =
+            step["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
+        assert_eq!(shape, &want_shape, "{name} {id}: shape");
+        let want = flat(&step["values"]);
+        let (atol, rtol) = if id.ends_with("attn.weights") { (1e-5, 0.0) } else { (1e-4, 1e-4) };
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!(close(*a, *b, atol, rtol), "{name} {id}[{i}]: attn-trace {a}, transformers {b}");
+        }
+        compared += 1;
+    }
+    assert!(compared >= 20, "{name}: only {compared} steps compared");
+    // Top-1 next token at every position, and the probabilities of the top five.
+    let top = doc["predictions"].as_array().unwrap_or_else(|| panic!("{name}: no predictions"));
+    for (pos, want) in case["top_k"].as_array().unwrap().iter().enumerate() {
+        let got = &top[pos]["top"];
+        assert_eq!(got[0]["id"], want[0]["id"], "{name}: top-1 at position {pos}");
+        for (g, w) in got.as_array().unwrap().iter().zip(want.as_array().unwrap()) {
+            let (a, b) = (g["prob"].as_f64().unwrap(), w["prob"].as_f64().unwrap());
+            assert!(close(a, b, 1e-5, 1e-4), "{name}: probability at {pos}: {a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn every_decoder_fixture_matches_transformers() {
+    let manifest = fixture("MANIFEST.json");
+    let files: Vec<String> = std::fs::read_dir(root().join("fixtures/oracle/decoders"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|f| f.ends_with(".json") && f != "MANIFEST.json")
+        .collect();
+    assert!(files.len() >= 20, "only {} decoder fixtures", files.len());
+    let _ = manifest;
+    for f in files {
+        check(&f);
+    }
+}
+
+#[test]
+fn gqa_dims_and_the_query_to_kv_map_are_in_the_json() {
+    let dir = root().join("fixtures/decoders/llama-gqa");
+    let doc = trace_json(&["my shoes", "--model", dir.to_str().unwrap(), "--steps", "k,q_rot,k_rot"]);
+    assert_eq!(doc["config"]["kv_heads"], 2);
+    assert_eq!(doc["config"]["kv_head_of_query_head"], serde_json::json!([0, 0, 1, 1]));
+    let k = doc["steps"].as_array().unwrap().iter().find(|s| s["id"] == "layers.0.attn.k").unwrap();
+    assert_eq!(k["dims"], serde_json::json!(["kv_head", "pos", "d_head"]));
+    let q = doc["steps"].as_array().unwrap().iter().find(|s| s["id"] == "layers.0.attn.q_rot").unwrap();
+    assert_eq!(q["dims"], serde_json::json!(["head", "pos", "d_head"]));
+}
+
+#[test]
+fn logits_are_recorded_only_when_named() {
+    let dir = root().join("fixtures/decoders/gpt2");
+    let d = dir.to_str().unwrap();
+    let all = trace_json(&["my shoes", "--model", d]);
+    assert!(all["steps"].as_array().unwrap().iter().all(|s| s["id"] != "logits"));
+    assert!(all["predictions"].is_array(), "predictions come without logits");
+    let named = trace_json(&["my shoes", "--model", d, "--steps", "logits"]);
+    let l = &named["steps"][0];
+    assert_eq!(l["id"], "logits");
+    assert_eq!(l["dims"], serde_json::json!(["pos", "vocab"]));
+}
+
+#[test]
+fn bad_decoder_folders_are_one_line_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = |model: &str| {
+        let dst = tmp.path().join(format!("{model}-{}", rand_suffix()));
+        std::fs::create_dir_all(&dst).unwrap();
+        for e in std::fs::read_dir(root().join("fixtures/decoders").join(model)).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
+        }
+        dst
+    };
+    let edit = |dir: &std::path::Path, f: &dyn Fn(&mut Value)| {
+        let p = dir.join("config.json");
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        f(&mut v);
+        std::fs::write(&p, v.to_string()).unwrap();
+    };
+    let expect = |dir: &std::path::Path, extra: &[&str], fragment: &str| {
+        let mut args = vec!["my shoes are small", "--model", dir.to_str().unwrap()];
+        args.extend(extra);
+        let out = cmd().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{fragment}: {err}");
+        assert!(out.stdout.is_empty() && err.contains(fragment) && err.lines().count() == 1, "{fragment}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    };
+    // A shard named by the index is missing.
+    let d = copy("llama-sharded");
+    let shard = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("-of-"))
+        .unwrap();
+    std::fs::remove_file(&shard).unwrap();
+    expect(&d, &[], "is missing");
+    // A tensor whose shape contradicts config.json (names the tensor and both shapes).
+    let d = copy("llama-gqa");
+    edit(&d, &|v| v["intermediate_size"] = 48.into());
+    expect(&d, &[], "mlp.up_proj.weight has shape [64, 32] but config.json implies [48, 32]");
+    // Heads not divisible by key/value heads.
+    let d = copy("llama-gqa");
+    edit(&d, &|v| v["num_key_value_heads"] = 3.into());
+    expect(&d, &[], "not divisible by num_key_value_heads 3");
+    // No lm_head and untied embeddings.
+    let d = copy("llama-tied");
+    edit(&d, &|v| v["tie_word_embeddings"] = false.into());
+    expect(&d, &[], "no lm_head.weight");
+    // An unsupported rope scaling and an unsupported family.
+    let d = copy("llama-gqa");
+    edit(&d, &|v| v["rope_scaling"] = serde_json::json!({"rope_type": "yarn", "factor": 2.0}));
+    expect(&d, &[], "rope_scaling type \"yarn\" is not supported");
+    let d = copy("llama-gqa");
+    edit(&d, &|v| v["model_type"] = "falcon".into());
+    expect(&d, &[], "model_type \"falcon\" is not supported");
+    // An input longer than the model's positions, unless --truncate.
+    let long = "my shoes are small ".repeat(40);
+    let out = cmd()
+        .args([long.as_str(), "--model", root().join("fixtures/decoders/gpt2").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--truncate"));
+    let doc = trace_json(&[
+        long.as_str(),
+        "--model",
+        root().join("fixtures/decoders/gpt2").to_str().unwrap(),
+        "--truncate",
+        "--steps",
+        "output",
+    ]);
+    assert_eq!(doc["input"]["tokens"].as_array().unwrap().len(), 64);
+}
+
+fn rand_suffix() -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    N.fetch_add(1, Ordering::Relaxed).to_string()
+}
