@@ -30,6 +30,8 @@ pub enum PositionsArg {
     Learned,
     Sinusoidal,
     None,
+    /// Rotary positions (RoPE) on q and k in every layer, as the Llama family has them.
+    Rope,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -42,6 +44,16 @@ pub enum NormArg {
 pub enum ActivationArg {
     Relu,
     Gelu,
+    /// x·σ(x), the gate activation of SwiGLU (with --gated).
+    Silu,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LmHeadArg {
+    /// Its own nn.Linear(d_model, vocab, bias=False), drawn after the last layer.
+    Own,
+    /// The token-embedding table, reused.
+    Tied,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -184,6 +196,24 @@ pub struct Cli {
     /// LayerNorm epsilon [default: 1e-5; a model's own with --model].
     #[arg(long, value_name = "X", allow_negative_numbers = true, help_heading = "Model")]
     pub eps: Option<f64>,
+    /// RMSNorm (as the Llama family) instead of LayerNorm, for every norm.
+    #[arg(long, help_heading = "Decoder parts")]
+    pub rms_norm: bool,
+    /// With --positions rope: the rotation's base θ [default: 10000].
+    #[arg(long, value_name = "X", help_heading = "Decoder parts")]
+    pub rope_theta: Option<f64>,
+    /// A gated FFN: act(x·W_gate) ⊙ (x·W_up), then W_down (SwiGLU with --activation silu).
+    #[arg(long, help_heading = "Decoder parts")]
+    pub gated: bool,
+    /// Key/value heads for grouped-query attention (must divide --heads) [default: --heads].
+    #[arg(long, value_name = "N", help_heading = "Decoder parts")]
+    pub kv_heads: Option<usize>,
+    /// A norm after the last layer (GPT-2's ln_f): step final_norm.out.
+    #[arg(long, help_heading = "Decoder parts")]
+    pub final_norm: bool,
+    /// A language-model head after the last layer: logits and next-token predictions.
+    #[arg(long, value_enum, value_name = "KIND", help_heading = "Decoder parts")]
+    pub lm_head: Option<LmHeadArg>,
 
     // ---- parameters ----
     /// How seeded parameters are drawn.

@@ -195,6 +195,15 @@ pub struct Rope {
     pub inv_freq: Vec<f64>,
 }
 
+impl Rope {
+    /// Rotary positions without scaling: θ_i = 1 / θ^(2i/d) for i < d/2, computed in f32 as
+    /// transformers computes `inv_freq`.
+    pub fn plain(theta: f64, d: usize) -> Rope {
+        let inv_freq = (0..d / 2).map(|i| (1.0 / (theta as f32).powf((2 * i) as f32 / d as f32)) as f64).collect();
+        Rope { theta, scaling: None, inv_freq }
+    }
+}
+
 /// The unembedding.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LmHead {
@@ -243,6 +252,16 @@ impl ModelConfig {
     /// Width of the fused value projection and of the concatenated heads.
     pub fn v_width(&self) -> usize {
         self.heads * self.d_v
+    }
+
+    /// Width of the key projection: fewer heads with grouped-query attention.
+    pub fn k_width(&self) -> usize {
+        self.kv_heads() * self.d_k
+    }
+
+    /// Width of the value projection: fewer heads with grouped-query attention.
+    pub fn kv_v_width(&self) -> usize {
+        self.kv_heads() * self.d_v
     }
 }
 

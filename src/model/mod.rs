@@ -30,7 +30,12 @@ pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Reco
     }
     // The last hidden state as Hugging Face defines it: after the final norm if there is one.
     rec.tensor("output", cfg, &x)?;
-    if let Some(head) = &params.lm_head {
+    // A tied head reuses the token table (the toy model keeps no second copy).
+    let tied = match (&params.lm_head, &cfg.parts.lm_head, &params.token) {
+        (None, Some(h), Some(token)) if h.tied => Some(Linear { weight: token.clone(), bias: None }),
+        _ => None,
+    };
+    if let Some(head) = params.lm_head.as_ref().or(tied.as_ref()) {
         if rec.wants("logits") || rec.top_k() > 0 {
             let logits = linear(&x, head)?; // [pos, vocab]
             rec.tensor("logits", cfg, &logits)?;

@@ -50,7 +50,12 @@ pub fn estimate(cfg: &ModelConfig, n: usize) -> f64 {
     let per_layer_params = d * qk * 2.0 + d * v + v * d + 2.0 * d * ff + 2.0 * qk + v + 7.0 * d + ff;
     params += u(cfg.layers) * per_layer_params;
     let per_layer_acts = n * (2.0 * qk + v) + 3.0 * h * n * n + n * n + 2.0 * n * v + 8.0 * n * d + 2.0 * n * ff;
-    let acts = u(cfg.layers) * per_layer_acts + 6.0 * n * d;
+    let mut acts = u(cfg.layers) * per_layer_acts + 6.0 * n * d;
+    if cfg.parts.lm_head.is_some() {
+        // The head (a copy of the table when tied) and the logits with their softmax.
+        params += u(cfg.vocab_size) * d;
+        acts += 2.0 * n * u(cfg.vocab_size);
+    }
     4.0 * (params + 3.0 * acts)
 }
 

@@ -102,6 +102,15 @@ pub struct Shape {
     pub eps: Option<f64>,
     pub attn_bias: bool,
     pub no_ffn_bias: bool,
+    /// The toy decoder's parts (`--rms-norm`, `--rope-theta`, `--gated`, `--kv-heads`,
+    /// `--final-norm`, `--lm-head`).
+    pub rms_norm: bool,
+    pub rope_theta: Option<f64>,
+    pub gated: bool,
+    pub kv_heads: Option<usize>,
+    pub final_norm: bool,
+    /// `Some(tied)` for an LM head.
+    pub lm_head: Option<bool>,
 }
 
 /// `--steps`, `--layer`, `--head` as typed; [`plan::Plan`] checks them against the model.
@@ -172,6 +181,7 @@ impl From<cli::PositionsArg> for Positions {
             cli::PositionsArg::Learned => Positions::Learned,
             cli::PositionsArg::Sinusoidal => Positions::Sinusoidal,
             cli::PositionsArg::None => Positions::None,
+            cli::PositionsArg::Rope => Positions::Rotary,
         }
     }
 }
@@ -190,6 +200,7 @@ impl From<cli::ActivationArg> for Activation {
         match a {
             cli::ActivationArg::Relu => Activation::Relu,
             cli::ActivationArg::Gelu => Activation::Gelu,
+            cli::ActivationArg::Silu => Activation::Silu,
         }
     }
 }
@@ -218,6 +229,12 @@ impl Settings {
             eps: cli.eps,
             attn_bias: cli.attn_bias,
             no_ffn_bias: cli.no_ffn_bias,
+            rms_norm: cli.rms_norm,
+            rope_theta: cli.rope_theta,
+            gated: cli.gated,
+            kv_heads: nonzero("--kv-heads", cli.kv_heads)?,
+            final_norm: cli.final_norm,
+            lm_head: cli.lm_head.map(|h| h == cli::LmHeadArg::Tied),
         };
         let max_memory = limits::parse_size(&cli.max_memory)?;
         let views = views::options(&cli, env)?;
@@ -302,6 +319,12 @@ fn pretrained(cli: &Cli, spec: &str) -> Result<ModelChoice> {
         ("--vocab", cli.vocab.is_some()),
         ("--save-weights", cli.save_weights.is_some()),
         ("--skip-draws", cli.skip_draws.is_some()),
+        ("--rms-norm", cli.rms_norm),
+        ("--rope-theta", cli.rope_theta.is_some()),
+        ("--gated", cli.gated),
+        ("--kv-heads", cli.kv_heads.is_some()),
+        ("--final-norm", cli.final_norm),
+        ("--lm-head", cli.lm_head.is_some()),
     ] {
         if given {
             return Err(usage(
@@ -334,6 +357,22 @@ fn check_output_flags(cli: &Cli) -> Result<()> {
     if let Some(s) = cli.scale {
         if !s.is_finite() {
             return Err(usage("--scale", format!("{s} is not a finite number"), "pass e.g. --scale 0.5"));
+        }
+    }
+    if let Some(t) = cli.rope_theta {
+        if !t.is_finite() || t <= 1.0 {
+            return Err(usage(
+                "--rope-theta",
+                format!("{t} is not a finite number above 1"),
+                "pass e.g. --rope-theta 10000",
+            ));
+        }
+        if cli.positions != Some(cli::PositionsArg::Rope) {
+            return Err(usage(
+                "--rope-theta",
+                "it sets rotary positions' base",
+                "add --positions rope, or drop --rope-theta",
+            ));
         }
     }
     Ok(())

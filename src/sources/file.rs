@@ -183,6 +183,12 @@ pub struct FileDims {
     pub layers: usize,
     pub qk_width: usize,
     pub v_width: usize,
+    /// Rows of the key projection (fewer than `qk_width` with grouped-query attention).
+    pub k_width: usize,
+    /// Decoder parts the file holds: a gated FFN, a final norm, its own LM head.
+    pub gated: bool,
+    pub final_norm: bool,
+    pub lm_head: bool,
     pub d_ff: usize,
     pub attn_bias: bool,
     pub ffn_bias: bool,
@@ -235,6 +241,11 @@ pub fn infer(named: &NamedTensors, what: &str) -> Result<FileDims> {
         layers,
         qk_width: q[0],
         v_width: v[0],
+        // A missing k_proj is reported by `params`, with every other missing tensor.
+        k_width: named.get("layers.0.attn.k_proj.weight").and_then(|t| t.dims().first().copied()).unwrap_or(q[0]),
+        gated: named.contains_key("layers.0.ffn.gate.weight"),
+        final_norm: named.contains_key("final_norm.weight"),
+        lm_head: named.contains_key("lm_head.weight"),
         d_ff: l1[0],
         attn_bias: named.contains_key("layers.0.attn.q_proj.bias"),
         ffn_bias: named.contains_key("layers.0.ffn.linear1.bias"),
@@ -263,15 +274,23 @@ pub fn params(mut named: NamedTensors, cfg: &ModelConfig, what: &str) -> Result<
             })
         };
         let q_proj = lin("attn.q_proj", d, cfg.qk_width(), cfg.attn_bias)?;
-        let k_proj = lin("attn.k_proj", d, cfg.qk_width(), cfg.attn_bias)?;
-        let v_proj = lin("attn.v_proj", d, cfg.v_width(), cfg.attn_bias)?;
+        let k_proj = lin("attn.k_proj", d, cfg.k_width(), cfg.attn_bias)?;
+        let v_proj = lin("attn.v_proj", d, cfg.kv_v_width(), cfg.attn_bias)?;
         let out_proj = lin("attn.out_proj", cfg.v_width(), d, cfg.attn_bias)?;
+        let gate = if cfg.parts.gated_ffn { Some(lin("ffn.gate", d, cfg.d_ff, cfg.ffn_bias)?) } else { None };
         let linear1 = lin("ffn.linear1", d, cfg.d_ff, cfg.ffn_bias)?;
         let linear2 = lin("ffn.linear2", cfg.d_ff, d, cfg.ffn_bias)?;
-        let norm1 = norm(n, &format!("{p}.norm1"), d, what)?;
-        let norm2 = norm(n, &format!("{p}.norm2"), d, what)?;
-        layers.push(LayerParams { q_proj, k_proj, v_proj, out_proj, norm1, linear1, linear2, norm2, gate: None });
+        let norm1 = norm(n, &format!("{p}.norm1"), cfg, what)?;
+        let norm2 = norm(n, &format!("{p}.norm2"), cfg, what)?;
+        layers.push(LayerParams { q_proj, k_proj, v_proj, out_proj, norm1, linear1, linear2, norm2, gate });
     }
+    let final_norm = if cfg.parts.final_norm { Some(norm(n, "final_norm", cfg, what)?) } else { None };
+    let lm_head = match &cfg.parts.lm_head {
+        Some(h) if !h.tied => {
+            Some(Linear { weight: take(n, "lm_head.weight", &[cfg.vocab_size, d], what)?, bias: None })
+        }
+        _ => None,
+    };
     if let Some(extra) = named.keys().next() {
         let more = named.len() - 1;
         let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
@@ -281,16 +300,7 @@ pub fn params(mut named: NamedTensors, cfg: &ModelConfig, what: &str) -> Result<
             "check the name against README's weight-file names, or the flags (--layers, --positions, --attn-bias) that say which tensors exist",
         ));
     }
-    Ok(Params {
-        token,
-        token_rows: None,
-        position,
-        token_type: None,
-        embed_norm: None,
-        layers,
-        final_norm: None,
-        lm_head: None,
-    })
+    Ok(Params { token, token_rows: None, position, token_type: None, embed_norm: None, layers, final_norm, lm_head })
 }
 
 fn take(named: &mut NamedTensors, name: &str, shape: &[usize], what: &str) -> Result<Tensor> {
@@ -312,8 +322,17 @@ fn take(named: &mut NamedTensors, name: &str, shape: &[usize], what: &str) -> Re
 }
 
 /// A LayerNorm's parameters, defaulting to PyTorch's initial ones and zeros when absent.
-fn norm(named: &mut NamedTensors, prefix: &str, d: usize, what: &str) -> Result<LayerNorm> {
+fn norm(named: &mut NamedTensors, prefix: &str, cfg: &ModelConfig, what: &str) -> Result<LayerNorm> {
+    let d = cfg.d_model;
     let (w, b) = (format!("{prefix}.weight"), format!("{prefix}.bias"));
+    if cfg.parts.rms_norm {
+        let weight = if named.contains_key(&w) {
+            take(named, &w, &[d], what)?
+        } else {
+            Tensor::ones(d, DType::F32, &Device::Cpu)?
+        };
+        return Ok(LayerNorm { weight, bias: None });
+    }
     let weight =
         if named.contains_key(&w) { take(named, &w, &[d], what)? } else { Tensor::ones(d, DType::F32, &Device::Cpu)? };
     let bias =

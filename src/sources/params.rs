@@ -99,6 +99,12 @@ impl Params {
                 push_linear(&mut out, format!("{p}.ffn.gate"), g);
             }
         }
+        if let Some(n) = &self.final_norm {
+            push_norm(&mut out, "final_norm".into(), n);
+        }
+        if let Some(h) = &self.lm_head {
+            push_linear(&mut out, "lm_head".into(), h);
+        }
         out
     }
 }

@@ -48,12 +48,14 @@ pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
         for p in recipe.draw_order {
             match p {
                 Proj::Q => q = Some(linear(&mut g, recipe, d, cfg.qk_width(), cfg.attn_bias)?),
-                Proj::K => k = Some(linear(&mut g, recipe, d, cfg.qk_width(), cfg.attn_bias)?),
-                Proj::V => v = Some(linear(&mut g, recipe, d, cfg.v_width(), cfg.attn_bias)?),
+                Proj::K => k = Some(linear(&mut g, recipe, d, cfg.k_width(), cfg.attn_bias)?),
+                Proj::V => v = Some(linear(&mut g, recipe, d, cfg.kv_v_width(), cfg.attn_bias)?),
             }
         }
         let out_proj = linear(&mut g, recipe, cfg.v_width(), d, cfg.attn_bias)?;
         skip(&mut g, recipe.skip.ffn);
+        // A gated FFN constructs gate, up, down in that order (as Llama's MLP does).
+        let gate = if cfg.parts.gated_ffn { Some(linear(&mut g, recipe, d, cfg.d_ff, cfg.ffn_bias)?) } else { None };
         let linear1 = linear(&mut g, recipe, d, cfg.d_ff, cfg.ffn_bias)?;
         let linear2 = linear(&mut g, recipe, cfg.d_ff, d, cfg.ffn_bias)?;
         let (Some(q_proj), Some(k_proj), Some(v_proj)) = (q, k, v) else {
@@ -64,23 +66,21 @@ pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
             k_proj,
             v_proj,
             out_proj,
-            norm1: layer_norm(d)?,
+            norm1: norm(cfg)?,
             linear1,
             linear2,
-            norm2: layer_norm(d)?,
-            gate: None,
+            norm2: norm(cfg)?,
+            gate,
         });
     }
-    Ok(Params {
-        token,
-        token_rows: None,
-        position,
-        token_type: None,
-        embed_norm: None,
-        layers,
-        final_norm: None,
-        lm_head: None,
-    })
+    // The final norm draws nothing; an own LM head is nn.Linear(d_model, vocab, bias=False),
+    // constructed after the blocks (a tied head reuses the token table: see model/mod.rs).
+    let final_norm = if cfg.parts.final_norm { Some(norm(cfg)?) } else { None };
+    let lm_head = match &cfg.parts.lm_head {
+        Some(h) if !h.tied => Some(linear(&mut g, recipe, d, cfg.vocab_size, false)?),
+        _ => None,
+    };
+    Ok(Params { token, token_rows: None, position, token_type: None, embed_norm: None, layers, final_norm, lm_head })
 }
 
 fn skip(g: &mut TorchGenerator, n: u64) {
@@ -109,6 +109,15 @@ fn linear(g: &mut TorchGenerator, recipe: &Recipe, d_in: usize, d_out: usize, bi
             Ok(Linear { weight, bias })
         }
     }
+}
+
+/// A norm's initial parameters: LayerNorm's ones and zeros, or RMSNorm's ones.
+fn norm(cfg: &ModelConfig) -> Result<LayerNorm> {
+    let mut n = layer_norm(cfg.d_model)?;
+    if cfg.parts.rms_norm {
+        n.bias = None;
+    }
+    Ok(n)
 }
 
 fn layer_norm(d: usize) -> Result<LayerNorm> {

@@ -5,7 +5,7 @@
 use super::file::{self, FileDims};
 use super::tokenize::{self, TokenizerOptions};
 use super::{agree, Input, Loaded, Source};
-use crate::config::{Activation, InitConfig, ModelConfig, Norm, Positions};
+use crate::config::{Activation, InitConfig, LmHead, ModelConfig, Norm, Parts, Positions, Rope};
 use crate::error::usage;
 use crate::settings::{Settings, Shape, Toy};
 use anyhow::Result;
@@ -140,6 +140,7 @@ fn dims(s: &Shape, fd: Option<&FileDims>, matrix: Option<&Matrix>, w: &str) -> R
         None => s.max_len.unwrap_or(10),
     };
     let (attn_bias, ffn_bias) = biases(s, fd, w)?;
+    let parts = parts(s, fd, (heads, d_k), positions, matrix.is_some(), w)?;
     Ok(ModelConfig {
         d_model,
         heads,
@@ -160,7 +161,55 @@ fn dims(s: &Shape, fd: Option<&FileDims>, matrix: Option<&Matrix>, w: &str) -> R
         raw_input: matrix.is_some(),
         model: None,
         init: InitConfig::File { path: String::new() },
-        parts: Default::default(),
+        parts,
+    })
+}
+
+/// The decoder parts the flags (or a weights file's tensors) ask for.
+fn parts(
+    s: &Shape,
+    fd: Option<&FileDims>,
+    (heads, d_k): (usize, usize),
+    positions: Positions,
+    matrix: bool,
+    w: &str,
+) -> Result<Parts> {
+    let kv_heads = match fd {
+        Some(f) => agree("--kv-heads", s.kv_heads, f.k_width / d_k.max(1), w)?,
+        None => s.kv_heads.unwrap_or(heads),
+    };
+    if !heads.is_multiple_of(kv_heads) {
+        return Err(usage(
+            "--kv-heads",
+            format!("{heads} heads cannot share {kv_heads} key/value heads evenly"),
+            "pass a --kv-heads that divides --heads",
+        ));
+    }
+    if positions == Positions::Rotary && d_k % 2 == 1 {
+        return Err(usage(
+            "--positions rope",
+            format!("d_k {d_k} is odd; rotary positions turn pairs"),
+            "pass an even --d-k",
+        ));
+    }
+    let lm_head = s.lm_head.or(fd.and_then(|f| f.lm_head.then_some(false)));
+    if lm_head.is_some() && matrix {
+        return Err(usage(
+            "--lm-head",
+            "a raw --input matrix has no vocabulary to predict",
+            "drop --lm-head or --input",
+        ));
+    }
+    Ok(Parts {
+        rms_norm: s.rms_norm,
+        kv_heads: (kv_heads != heads).then_some(kv_heads),
+        kv_head_of_query_head: (kv_heads != heads).then(|| (0..heads).map(|h| h / (heads / kv_heads)).collect()),
+        rope: (positions == Positions::Rotary).then(|| Rope::plain(s.rope_theta.unwrap_or(10000.0), d_k)),
+        gated_ffn: s.gated || fd.is_some_and(|f| f.gated),
+        window: None,
+        attn_out_bias: None,
+        final_norm: s.final_norm || fd.is_some_and(|f| f.final_norm),
+        lm_head: lm_head.map(|tied| LmHead { tied }),
     })
 }
 
@@ -178,7 +227,9 @@ fn head_widths(s: &Shape, fd: Option<&FileDims>, d_model: usize, heads: usize, w
             Ok(width / heads)
         };
         let dk = need_div(f.qk_width, "query/key")?;
-        let dv = need_div(f.v_width, "value")?;
+        // With grouped-query attention the value projection holds k_width / d_k heads.
+        let kv = (f.k_width / dk.max(1)).max(1);
+        let dv = if kv == heads { need_div(f.v_width, "value")? } else { f.v_width / kv };
         return Ok((agree("--d-k", s.d_k, dk, w)?, agree("--d-v", s.d_v, dv, w)?));
     }
     let dk = match s.d_k {

@@ -173,3 +173,29 @@ fn rand_suffix() -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
     N.fetch_add(1, Ordering::Relaxed).to_string()
 }
+
+#[test]
+fn a_toy_decoder_round_trips_through_its_weights_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().join("w.safetensors");
+    let w = w.to_str().unwrap();
+    let block =
+        ["--positions", "rope", "--rms-norm", "--activation", "silu", "--norm", "pre", "--causal", "--heads", "2"];
+    let mut save = vec!["my shoes are small", "--d-model", "8", "--kv-heads", "1", "--gated", "--final-norm"];
+    save.extend(["--lm-head", "own", "--steps", "all", "--save-weights", w]);
+    save.extend(block);
+    let a = trace_json(&save);
+    let mut load = vec!["my shoes are small", "--weights", w, "--steps", "all"];
+    load.extend(block);
+    let b = trace_json(&load);
+    assert_eq!(a["steps"], b["steps"], "the reloaded toy decoder differs");
+    assert_eq!(b["config"]["kv_heads"], 1);
+    assert_eq!(b["config"]["gated_ffn"], true);
+    assert_eq!(b["config"]["lm_head"]["tied"], false);
+    assert!(b["predictions"].is_array());
+    // Rotary positions turn pairs: an odd d_k is refused; kv heads must divide the heads.
+    let out = cmd().args(["a b", "--d-model", "6", "--heads", "2", "--positions", "rope"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = cmd().args(["a b", "--heads", "2", "--kv-heads", "3", "--d-model", "6"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--kv-heads"));
+}

@@ -170,9 +170,7 @@ impl DecoderConfig {
     fn rope(&self, what: &str) -> Result<Rope> {
         let theta = self.rope_theta.unwrap_or(10000.0);
         let d = self.d_head();
-        // In f32, as transformers does: 1 / θ^(i/d) for even i.
-        let base: Vec<f64> =
-            (0..d / 2).map(|i| (1.0 / (theta as f32).powf((2 * i) as f32 / d as f32)) as f64).collect();
+        let base = Rope::plain(theta, d).inv_freq;
         let Some(scaling) = self.rope_scaling.as_ref().filter(|v| !v.is_null()) else {
             return Ok(Rope { theta, scaling: None, inv_freq: base });
         };
