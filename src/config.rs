@@ -110,6 +110,9 @@ pub struct RealModel {
     /// Whether the tokenizer added a beginning-of-sequence token (decoders).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bos_added: Option<bool>,
+    /// A GGUF file's tensor types by tensor group (`attn_q`: `q4_1`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tensor_types: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// The encoder's shape and arithmetic.

@@ -128,8 +128,9 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     }
     let settings = Settings::from_cli(cli, env)?;
     let (loaded, source, plan) = prepare(&settings)?;
-    output::notes(&loaded.notes, settings.quiet);
     let params = source.params(&loaded)?;
+    // Notes only once the parameters exist, so that a refusal stays one line.
+    output::notes(&loaded.notes, settings.quiet);
     if let Some(path) = &settings.outputs.save_weights {
         output::save_weights(&params, path)?;
     }

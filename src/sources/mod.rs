@@ -9,6 +9,8 @@
 //! [`Loaded::notes`] to the output stage.
 
 pub mod file;
+pub mod gguf;
+mod gguf_tokenizer;
 pub mod hf;
 pub mod params;
 pub mod seeded;
@@ -61,6 +63,8 @@ pub enum Source {
     Model(Box<hf::weights::Weights>),
     /// A decoder's checkpoint and config.
     Decoder(Box<(hf::decoder::DecoderConfig, hf::checkpoint::Checkpoint)>),
+    /// A GGUF file and the config its metadata gives.
+    Gguf(Box<(hf::decoder::DecoderConfig, gguf::Gguf)>),
 }
 
 /// Reads the inputs the settings name and fixes the model's configuration.
@@ -68,9 +72,10 @@ pub fn open(settings: &Settings) -> Result<(Loaded, Source)> {
     let sentence = text::sentence(&settings.text)?;
     let (loaded, source) = match &settings.model {
         ModelChoice::Toy(toy) => toy::open(settings, toy, sentence)?,
-        ModelChoice::Pretrained { spec, truncate, special } => {
-            hf::open(settings, spec, (*truncate, *special), sentence)?
-        }
+        ModelChoice::Pretrained { spec, truncate, special } => match gguf::find(spec) {
+            Some(path) => gguf::open(settings, spec, &path, (*truncate, *special), sentence)?,
+            None => hf::open(settings, spec, (*truncate, *special), sentence)?,
+        },
     };
     crate::settings::limits::check(&loaded.cfg, loaded.tokens.len(), settings.max_memory, settings.memory_available)?;
     Ok((loaded, source))
@@ -101,6 +106,12 @@ impl Source {
                     anyhow::bail!("internal: a decoder takes token ids")
                 };
                 hf::decoder::params(&both.0, &both.1, ids)
+            }
+            Source::Gguf(both) => {
+                let Input::Ids { ids, .. } = &loaded.input else {
+                    anyhow::bail!("internal: a decoder takes token ids")
+                };
+                gguf::params(&both.0, &both.1, ids)
             }
         }
     }

@@ -90,6 +90,7 @@ fn open_bert(
             truncated: enc.truncated,
             stored_dtype: None,
             bos_added: None,
+            tensor_types: None,
         }),
         init: InitConfig::File { path: dir.join("model.safetensors").display().to_string() },
         parts: Default::default(),
@@ -135,15 +136,49 @@ fn open_decoder(
     w: &str,
     dir: &Path,
     raw: serde_json::Value,
-    (truncate, special): (bool, bool),
+    how: (bool, bool),
     sentence: Option<String>,
 ) -> Result<(Loaded, Source)> {
     let c = DecoderConfig::read(raw, w)?;
     let files = decoder::weight_files(dir, w)?;
     let tokenizer = load_tokenizer(dir, c.vocab_size, w)?;
+    let checkpoint = Checkpoint::open(&files, w)?;
+    let facts = Facts {
+        path: dir.display().to_string(),
+        weights: files[0].display().to_string(),
+        stored_dtype: checkpoint.stored_dtype(),
+        attn_bias: checkpoint.has(&layer0_q_bias(&c, &checkpoint)),
+    };
+    let loaded = decoder_loaded(settings, w, &c, tokenizer, how, sentence, facts)?;
+    Ok((loaded, Source::Decoder(Box::new((c, checkpoint)))))
+}
+
+/// What a decoder's files say beyond its config.
+pub struct Facts {
+    /// The model's folder or file, for `config.model.path`.
+    pub path: String,
+    /// The (first) weights file, for `config.init.path`.
+    pub weights: String,
+    /// The stored type when not f32 (`bf16`, or a GGUF's quantization types).
+    pub stored_dtype: Option<String>,
+    /// Whether q/k/v have biases.
+    pub attn_bias: bool,
+}
+
+/// A decoder's inputs and configuration, whatever file format holds it: flags checked
+/// against the model, the sentence tokenized, the block's options filled in.
+pub fn decoder_loaded(
+    settings: &Settings,
+    w: &str,
+    c: &DecoderConfig,
+    tokenizer: tokenizers::Tokenizer,
+    (truncate, special): (bool, bool),
+    sentence: Option<String>,
+    facts: Facts,
+) -> Result<Loaded> {
     let s = &settings.shape;
-    let (d_model, heads, d_head, d_ff, layers, max_len) = decoder_dims(s, &c, w)?;
-    let (activation, positions) = decoder_flags(s, &c, w)?;
+    let (d_model, heads, d_head, d_ff, layers, max_len) = decoder_dims(s, c, w)?;
+    let (activation, positions) = decoder_flags(s, c, w)?;
     if settings.pair.is_some() {
         return Err(usage("PAIR", format!("{w} is a decoder; sentence pairs are for BERT"), "join the sentences"));
     }
@@ -159,9 +194,7 @@ fn open_decoder(
             enc.truncated
         ));
     }
-    let checkpoint = Checkpoint::open(&files, w)?;
-    let stored_dtype = checkpoint.stored_dtype();
-    if let Some(dt) = &stored_dtype {
+    if let Some(dt) = &facts.stored_dtype {
         notes.push(format!("the weights are stored as {dt}; the arithmetic is f32 on the stored values"));
     }
     let cfg = ModelConfig {
@@ -178,22 +211,23 @@ fn open_decoder(
         scale: s.scale.unwrap_or(1.0 / (d_head as f64).sqrt()),
         norm: Norm::Pre,
         activation,
-        attn_bias: checkpoint.has(&layer0_q_bias(&c, &checkpoint)),
+        attn_bias: facts.attn_bias,
         ffn_bias: c.is_gpt2() || c.mlp_bias.unwrap_or(false),
         eps: s.eps.unwrap_or(c.eps()),
         raw_input: false,
         model: Some(RealModel {
-            path: dir.display().to_string(),
+            path: facts.path,
             model_type: c.model_type.clone(),
             type_vocab_size: 0,
             truncated: enc.truncated,
-            stored_dtype,
+            stored_dtype: facts.stored_dtype,
             bos_added: Some(special && enc.ids.len() > plain),
+            tensor_types: None,
         }),
-        init: InitConfig::File { path: files[0].display().to_string() },
+        init: InitConfig::File { path: facts.weights },
         parts: c.parts(w)?,
     };
-    let loaded = Loaded {
+    Ok(Loaded {
         sentence: Some(sentence),
         tokens: enc.tokens,
         input: Input::Ids { ids: enc.ids, type_ids: None },
@@ -201,8 +235,7 @@ fn open_decoder(
         hf: None,
         notes,
         tokenizer: Some(tokenizer),
-    };
-    Ok((loaded, Source::Decoder(Box::new((c, checkpoint)))))
+    })
 }
 
 /// The name of layer 0's query bias, whose presence says whether q/k/v are biased.

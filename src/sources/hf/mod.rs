@@ -7,7 +7,7 @@ pub mod check;
 pub mod checkpoint;
 pub mod config;
 pub mod decoder;
-mod load;
+pub mod load;
 pub mod weights;
 
 pub use load::open;

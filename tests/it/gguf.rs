@@ -1,0 +1,116 @@
+//! GGUF files: the tiny Llama of fixtures/gguf (made by fixtures/gguf/make_tiny.py from the
+//! transformers checkpoint fixtures/decoders/llama-gqa, laid out as llama.cpp lays it out,
+//! Q/K rows permuted) traces exactly as the checkpoint it came from when stored in F32, and
+//! within quantization error when stored as Q4_1/Q8_0; malformed files are one-line errors.
+
+use crate::common::*;
+
+fn tiny(name: &str) -> String {
+    root().join("fixtures/gguf").join(name).to_str().unwrap().to_string()
+}
+
+fn hf() -> String {
+    root().join("fixtures/decoders/llama-gqa").to_str().unwrap().to_string()
+}
+
+#[test]
+fn an_f32_gguf_traces_as_its_checkpoint() {
+    // Every step, so the Q/K permutation is undone exactly (q_rot, scores and weights agree).
+    let a = steps(&trace_json(&["my shoes are small, my feet are big.", "--model", &hf(), "--steps", "all"]));
+    let b = steps(&trace_json(&[
+        "my shoes are small, my feet are big.",
+        "--model",
+        &tiny("tiny-llama-f32.gguf"),
+        "--steps",
+        "all",
+    ]));
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+    for (id, (shape, va)) in &a {
+        assert_eq!(shape, &b[id].0, "{id}");
+        for (i, (x, y)) in va.iter().zip(&b[id].1).enumerate() {
+            assert!(close(*x, *y, 1e-5, 1e-5), "{id}[{i}]: checkpoint {x}, gguf {y}");
+        }
+    }
+}
+
+#[test]
+fn a_quantized_gguf_traces_as_the_gguf_packages_dequantization() {
+    // tiny-llama-dequantized/ holds the same Q4_1/Q8_0 tensors dequantized (and un-permuted)
+    // by the `gguf` Python package: candle's dequantization must give the same numbers.
+    let dq = root().join("fixtures/gguf/tiny-llama-dequantized");
+    let a = trace_json(&["my shoes are small", "--model", dq.to_str().unwrap(), "--steps", "all"]);
+    let b = trace_json(&["my shoes are small", "--model", &tiny("tiny-llama.gguf"), "--steps", "all"]);
+    assert_eq!(a["input"]["token_ids"], b["input"]["token_ids"], "the metadata's tokenizer");
+    let types = &b["config"]["model"]["tensor_types"];
+    assert_eq!(types["attn_q"], "q4_1");
+    assert_eq!(types["token_embd"], "q8_0");
+    let (sa, sb) = (steps(&a), steps(&b));
+    assert!(sa.len() > 30);
+    for (id, (_, va)) in &sa {
+        for (i, (x, y)) in va.iter().zip(&sb[id].1).enumerate() {
+            assert!(close(*x, *y, 1e-5, 1e-5), "{id}[{i}]: dequantized checkpoint {x}, gguf {y}");
+        }
+    }
+}
+
+#[test]
+fn malformed_gguf_files_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read(tiny("tiny-llama.gguf")).unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let mut wrong_magic = good.clone();
+    wrong_magic[..4].copy_from_slice(b"GGUX");
+    let mut wrong_version = good.clone();
+    wrong_version[4..8].copy_from_slice(&99u32.to_le_bytes());
+    // Version 3: magic, version, tensor count (u64), metadata count (u64); the first key's
+    // length is at byte 24. An absurd metadata count and an absurd key length:
+    let mut huge_count = good.clone();
+    huge_count[16..24].copy_from_slice(&(1u64 << 60).to_le_bytes());
+    let mut huge_string = good.clone();
+    huge_string[24..32].copy_from_slice(&(1u64 << 60).to_le_bytes());
+    let cases = [
+        (write("truncated.gguf", &good[..good.len() / 2]), "the file is truncated"),
+        (write("header.gguf", &good[..20]), "not a readable GGUF file"),
+        (write("magic.gguf", &wrong_magic), "not a readable GGUF file"),
+        (write("version.gguf", &wrong_version), "not a readable GGUF file"),
+        (write("count.gguf", &huge_count), "not a readable GGUF file"),
+        (write("string.gguf", &huge_string), "not a readable GGUF file"),
+        (write("empty.gguf", b""), "not a readable GGUF file"),
+    ];
+    for (path, fragment) in cases {
+        let out = cmd().args(["my shoes", "--model", &path]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{path}: {err}");
+        assert!(out.stdout.is_empty() && err.lines().count() == 1 && err.contains(fragment), "{path}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+/// SmolLM2-135M-Instruct as GGUF (Q4_1/Q8_0), fetched by tests/fetch-smollm2.sh; these tests
+/// fail, not skip, when it is missing.
+pub fn smollm2() -> String {
+    let p = root().join(".cache/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        p.is_file(),
+        "the test model is missing at {}: run tests/fetch-smollm2.sh (tests/run.sh does it)",
+        p.display()
+    );
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn smollm2_says_paris() {
+    // transformers 4.46.3 on the same file (docs: MODELS facts in fixtures/oracle/gguf):
+    // "The capital of France is" → ids 504 3575 282 4649 314, and " Paris" next.
+    let doc = trace_json(&["The capital of France is", "--model", &smollm2(), "--steps", "output"]);
+    assert_eq!(doc["input"]["token_ids"], serde_json::json!([504, 3575, 282, 4649, 314]));
+    let last = &doc["predictions"][4]["top"][0];
+    assert_eq!(last["token"], "ĠParis", "{last}");
+    let c = &doc["config"];
+    assert_eq!((c["layers"].as_u64(), c["heads"].as_u64(), c["kv_heads"].as_u64()), (Some(30), Some(9), Some(3)));
+    assert_eq!(c["model"]["tensor_types"]["attn_q"], "q4_1");
+}
