@@ -38,6 +38,47 @@ fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or("").to_string()
 }
 
+/// `ollama:NAME[:TAG]`: the model blob of a local Ollama store (`$OLLAMA_MODELS`, else
+/// `~/.ollama/models`), found through its manifest. Nothing is downloaded.
+pub fn ollama(spec: &str) -> Result<PathBuf> {
+    let what = format!("--model {spec}");
+    let name = spec.trim_start_matches("ollama:");
+    let (name, tag) = name.rsplit_once(':').filter(|(_, t)| !t.contains('/')).unwrap_or((name, "latest"));
+    let store = std::env::var_os("OLLAMA_MODELS")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".ollama/models")))
+        .ok_or_else(|| usage(&what, "no Ollama store: neither OLLAMA_MODELS nor HOME is set", "set OLLAMA_MODELS"))?;
+    // "llama3" is "library/llama3" on the default registry; "user/model" keeps its namespace.
+    let path = if name.contains('/') { name.to_string() } else { format!("library/{name}") };
+    if name.is_empty() || path.split('/').any(|p| p.is_empty() || p == ".." || p == ".") {
+        return Err(usage(&what, "not a model name", "write ollama:NAME or ollama:NAME:TAG"));
+    }
+    let manifest = store.join("manifests/registry.ollama.ai").join(&path).join(tag);
+    let text = std::fs::read(&manifest).map_err(|_| {
+        usage(
+            &what,
+            format!("no Ollama manifest at {}", manifest.display()),
+            "pull the model with ollama first, or set OLLAMA_MODELS",
+        )
+    })?;
+    let v = crate::strict_json::parse(&text)
+        .map_err(|e| usage(&what, format!("the manifest is not JSON ({e})"), "re-pull the model"))?;
+    let digest = v["layers"]
+        .as_array()
+        .and_then(|ls| ls.iter().find(|l| l["mediaType"] == "application/vnd.ollama.image.model"))
+        .and_then(|l| l["digest"].as_str())
+        .ok_or_else(|| usage(&what, "the manifest names no model layer", "re-pull the model"))?;
+    let hex = digest.strip_prefix("sha256:").filter(|h| h.chars().all(|c| c.is_ascii_hexdigit()));
+    let blob = store.join("blobs").join(format!(
+        "sha256-{}",
+        hex.ok_or_else(|| usage(&what, "the manifest's digest is not sha256", "re-pull the model"))?
+    ));
+    if !blob.is_file() {
+        return Err(usage(&what, format!("the model blob {} is missing", blob.display()), "re-pull the model"));
+    }
+    Ok(blob)
+}
+
 /// `spec` names a GGUF file, or a folder holding exactly one (and no config.json).
 pub fn find(spec: &str) -> Option<PathBuf> {
     let p = Path::new(spec);
@@ -61,29 +102,21 @@ impl Gguf {
     /// Reads the header (metadata and tensor table); tensors are read when needed.
     pub fn open(path: &Path, what: &str) -> Result<Gguf> {
         let mut f = std::fs::File::open(path).map_err(|e| usage(what, e, "pass a readable .gguf file"))?;
-        let content = Content::read(&mut f).map_err(|e| {
-            usage(
-                what,
-                format!("not a readable GGUF file ({})", first_line(&e.to_string())),
-                "pass a complete GGUF file (llama.cpp's format, version 1 to 3)",
-            )
-        })?;
-        // Every tensor must lie inside the file: a truncated file is refused here, before
-        // anything is computed, rather than at the first tensor it lacks.
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        for (name, info) in &content.tensor_infos {
-            let (elems, block) = (info.shape.elem_count() as u64, info.ggml_dtype.block_size() as u64);
-            let bytes = elems / block.max(1) * info.ggml_dtype.type_size() as u64;
-            let end = content.tensor_data_offset.saturating_add(info.offset).saturating_add(bytes);
-            if end > len || elems % block.max(1) != 0 {
-                return Err(usage(
-                    what,
-                    format!("tensor {name} lies past the end of the file ({end} > {len} bytes): the file is truncated"),
-                    "download the GGUF file again",
-                ));
-            }
-        }
+        let content = header(&mut f, len, what)?;
         Ok(Gguf { path: path.to_path_buf(), content, what: what.to_string() })
+    }
+
+    /// Checks a GGUF file's bytes as `open` would (header, tensor table, metadata as a
+    /// config, tokenizer): the fuzz target's entry point.
+    pub fn check_bytes(bytes: &[u8]) -> Result<()> {
+        let mut r = std::io::Cursor::new(bytes);
+        let content = header(&mut r, bytes.len() as u64, "fuzz")?;
+        let g = Gguf { path: PathBuf::new(), content, what: "fuzz".into() };
+        let c = g.config()?;
+        super::gguf_tokenizer::build(&g.content.metadata, "fuzz")?;
+        let _ = (c.d_head(), g.tensor_types());
+        Ok(())
     }
 
     fn meta(&self, key: &str) -> Option<&Value> {
@@ -191,6 +224,32 @@ impl Gguf {
     pub fn has(&self, name: &str) -> bool {
         self.content.tensor_infos.contains_key(name)
     }
+}
+
+/// Reads the header (magic, version, metadata, tensor table) with candle's reader, which
+/// bounds every length by the bytes left, then checks that every tensor lies inside the file,
+/// so a truncated file is refused before anything is computed.
+fn header<R: std::io::Read + std::io::Seek>(r: &mut R, len: u64, what: &str) -> Result<Content> {
+    let content = Content::read(r).map_err(|e| {
+        usage(
+            what,
+            format!("not a readable GGUF file ({})", first_line(&e.to_string())),
+            "pass a complete GGUF file (llama.cpp's format, version 1 to 3)",
+        )
+    })?;
+    for (name, info) in &content.tensor_infos {
+        let (elems, block) = (info.shape.elem_count() as u64, info.ggml_dtype.block_size() as u64);
+        let bytes = elems / block.max(1) * info.ggml_dtype.type_size() as u64;
+        let end = content.tensor_data_offset.saturating_add(info.offset).saturating_add(bytes);
+        if end > len || elems % block.max(1) != 0 {
+            return Err(usage(
+                what,
+                format!("tensor {name} lies past the end of the file ({end} > {len} bytes): the file is truncated"),
+                "download the GGUF file again",
+            ));
+        }
+    }
+    Ok(content)
 }
 
 /// Undoes llama.cpp's row permutation of a Q or K weight (or bias) with `heads` heads:

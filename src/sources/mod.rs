@@ -72,6 +72,9 @@ pub fn open(settings: &Settings) -> Result<(Loaded, Source)> {
     let sentence = text::sentence(&settings.text)?;
     let (loaded, source) = match &settings.model {
         ModelChoice::Toy(toy) => toy::open(settings, toy, sentence)?,
+        ModelChoice::Pretrained { spec, truncate, special } if spec.starts_with("ollama:") => {
+            gguf::open(settings, spec, &gguf::ollama(spec)?, (*truncate, *special), sentence)?
+        }
         ModelChoice::Pretrained { spec, truncate, special } => match gguf::find(spec) {
             Some(path) => gguf::open(settings, spec, &path, (*truncate, *special), sentence)?,
             None => hf::open(settings, spec, (*truncate, *special), sentence)?,

@@ -114,3 +114,39 @@ fn smollm2_says_paris() {
     assert_eq!((c["layers"].as_u64(), c["heads"].as_u64(), c["kv_heads"].as_u64()), (Some(30), Some(9), Some(3)));
     assert_eq!(c["model"]["tensor_types"]["attn_q"], "q4_1");
 }
+
+#[test]
+fn ollama_names_resolve_through_a_local_store() {
+    // A store laid out as Ollama lays it out: a manifest naming the model layer's digest.
+    let store = tempfile::tempdir().unwrap();
+    let digest = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    std::fs::create_dir_all(store.path().join("blobs")).unwrap();
+    std::fs::copy(tiny("tiny-llama-f32.gguf"), store.path().join(format!("blobs/sha256-{digest}"))).unwrap();
+    let manifests = store.path().join("manifests/registry.ollama.ai/library/tiny");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let manifest = serde_json::json!({"schemaVersion": 2, "layers": [
+        {"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:ffff"},
+        {"mediaType": "application/vnd.ollama.image.model", "digest": format!("sha256:{digest}")}]});
+    std::fs::write(manifests.join("q4"), manifest.to_string()).unwrap();
+    let run = |spec: &str| {
+        cmd()
+            .env("OLLAMA_MODELS", store.path())
+            .args(["my shoes", "--model", spec, "--format", "json", "--steps", "output"])
+            .output()
+            .unwrap()
+    };
+    let out = run("ollama:tiny:q4");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let direct = trace_json(&["my shoes", "--model", &tiny("tiny-llama-f32.gguf"), "--steps", "output"]);
+    let via: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(via["steps"], direct["steps"]);
+    let out = run("ollama:tiny");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no Ollama manifest"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run("ollama:../../etc");
+    assert_eq!(out.status.code(), Some(2));
+}
