@@ -184,6 +184,10 @@ pub struct Parts {
     /// A language-model head: `logits` and the next-token predictions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lm_head: Option<LmHead>,
+    /// The layers' parameters are read from the checkpoint one layer at a time (real
+    /// decoders): the memory estimate counts one layer's, not all. Not part of the JSON.
+    #[serde(skip)]
+    pub layer_at_a_time: bool,
 }
 
 /// Rotary position embedding as Hugging Face computes it: each pair (i, i + d/2) of a head's

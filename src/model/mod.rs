@@ -21,8 +21,9 @@ use candle_core::Tensor;
 /// Runs the whole encoder, recording every step into `trace`; returns the final output.
 pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Recorder) -> Result<Tensor> {
     let mut x = embed::embed(cfg, params, input, rec)?; // [pos, d_model]
-    for (i, layer_params) in params.layers.iter().enumerate() {
-        x = layer::layer(cfg, layer_params, &x, i, rec)?; // [pos, d_model]
+    for i in 0..params.layers.len() {
+        let layer_params = params.layers.get(i)?; // read now if the checkpoint is read lazily
+        x = layer::layer(cfg, &layer_params, &x, i, rec)?; // [pos, d_model]
     }
     if let Some(p) = &params.final_norm {
         x = norm::norm(&x, p, cfg)?; // [pos, d_model]

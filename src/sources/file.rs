@@ -3,7 +3,7 @@
 //! (`{"embed": {"token": {"weight": …}}}`). Keys starting with `__` are notes and are skipped.
 //! Names and layouts are those of [`super::Params`].
 
-use super::params::{LayerNorm, LayerParams, Linear, Params};
+use super::params::{LayerNorm, LayerParams, Layers, Linear, Params};
 use crate::config::{ModelConfig, Positions};
 use crate::error::usage;
 use anyhow::Result;
@@ -300,7 +300,16 @@ pub fn params(mut named: NamedTensors, cfg: &ModelConfig, what: &str) -> Result<
             "check the name against README's weight-file names, or the flags (--layers, --positions, --attn-bias) that say which tensors exist",
         ));
     }
-    Ok(Params { token, token_rows: None, position, token_type: None, embed_norm: None, layers, final_norm, lm_head })
+    Ok(Params {
+        token,
+        token_rows: None,
+        position,
+        token_type: None,
+        embed_norm: None,
+        layers: Layers::Ready(layers),
+        final_norm,
+        lm_head,
+    })
 }
 
 fn take(named: &mut NamedTensors, name: &str, shape: &[usize], what: &str) -> Result<Tensor> {

@@ -10,7 +10,7 @@
 //! Hugging Face's layout.
 
 use super::hf::decoder::DecoderConfig;
-use super::params::{LayerNorm, LayerParams, Linear, Params};
+use super::params::{LayerNorm, LayerParams, Layers, Linear, Params};
 use crate::error::usage;
 use anyhow::Result;
 use candle_core::quantized::gguf_file::{Content, Value};
@@ -265,38 +265,17 @@ fn unpermute(t: &Tensor, heads: usize) -> Result<Tensor> {
 
 /// Every parameter, by GGUF names (`token_embd`, `blk.{i}.attn_q`, …, `output_norm`,
 /// `output`), dequantized to f32.
-pub fn params(c: &DecoderConfig, g: &Gguf, ids: &[u32]) -> Result<Params> {
-    let (d, ff, dh) = (c.hidden_size, c.d_ff(), c.d_head());
-    let (h, kvh) = (c.num_attention_heads, c.kv_heads());
-    let permuted = c.model_type == "llama";
+/// Layers are dequantized one at a time as the forward pass reaches them (layer 0 once here,
+/// so a file with the wrong names or shapes is refused before anything runs).
+pub fn params(c: DecoderConfig, g: Gguf, ids: &[u32]) -> Result<Params> {
+    let both = std::sync::Arc::new((c, g));
+    let (c, g) = (&both.0, &both.1);
+    let d = c.hidden_size;
     let token = g.get("token_embd.weight", &[c.vocab_size, d])?;
     let token_rows = token.index_select(&Tensor::new(ids, &Device::Cpu)?, 0)?;
-    let norm = |name: &str| -> Result<LayerNorm> { Ok(LayerNorm { weight: g.get(name, &[d])?, bias: None }) };
-    let mut layers = Vec::with_capacity(c.num_hidden_layers);
-    for i in 0..c.num_hidden_layers {
-        let p = format!("blk.{i}");
-        // `heads`: undo llama.cpp's Q/K row permutation for this many heads (0: none).
-        let lin = |name: &str, d_in: usize, d_out: usize, heads: usize| -> Result<Linear> {
-            let fix = |t: Tensor| if heads > 0 { unpermute(&t, heads) } else { Ok(t) };
-            let bias_name = format!("{p}.{name}.bias");
-            Ok(Linear {
-                weight: fix(g.get(&format!("{p}.{name}.weight"), &[d_out, d_in])?)?,
-                bias: g.has(&bias_name).then(|| g.get(&bias_name, &[d_out]).and_then(fix)).transpose()?,
-            })
-        };
-        let (qh, kh) = if permuted { (h, kvh) } else { (0, 0) };
-        layers.push(LayerParams {
-            q_proj: lin("attn_q", d, h * dh, qh)?,
-            k_proj: lin("attn_k", d, kvh * dh, kh)?,
-            v_proj: lin("attn_v", d, kvh * dh, 0)?,
-            out_proj: lin("attn_output", h * dh, d, 0)?,
-            norm1: norm(&format!("{p}.attn_norm.weight"))?,
-            linear1: lin("ffn_up", d, ff, 0)?,
-            linear2: lin("ffn_down", ff, d, 0)?,
-            norm2: norm(&format!("{p}.ffn_norm.weight"))?,
-            gate: Some(lin("ffn_gate", d, ff, 0)?),
-        });
-    }
+    let shared = both.clone();
+    let load = move |i: usize| layer(&shared.0, &shared.1, i);
+    load(0)?;
     let head = if c.tied() { token.clone() } else { g.get("output.weight", &[c.vocab_size, d])? };
     Ok(Params {
         token: None,
@@ -304,9 +283,41 @@ pub fn params(c: &DecoderConfig, g: &Gguf, ids: &[u32]) -> Result<Params> {
         position: None,
         token_type: None,
         embed_norm: None,
-        layers,
-        final_norm: Some(norm("output_norm.weight")?),
+        layers: Layers::Lazy { count: c.num_hidden_layers, load: std::sync::Arc::new(load) },
+        final_norm: Some(LayerNorm { weight: g.get("output_norm.weight", &[d])?, bias: None }),
         lm_head: Some(Linear { weight: head, bias: None }),
+    })
+}
+
+/// Layer `i` by its GGUF names (`blk.{i}.attn_q`, …), dequantized to f32.
+fn layer(c: &DecoderConfig, g: &Gguf, i: usize) -> Result<LayerParams> {
+    let (d, ff, dh) = (c.hidden_size, c.d_ff(), c.d_head());
+    let (h, kvh) = (c.num_attention_heads, c.kv_heads());
+    let p = format!("blk.{i}");
+    let norm = |name: &str| -> Result<LayerNorm> {
+        Ok(LayerNorm { weight: g.get(&format!("{p}.{name}.weight"), &[d])?, bias: None })
+    };
+    // `heads`: undo llama.cpp's Q/K row permutation for this many heads (0: none).
+    let lin = |name: &str, d_in: usize, d_out: usize, heads: usize| -> Result<Linear> {
+        let fix = |t: Tensor| if heads > 0 { unpermute(&t, heads) } else { Ok(t) };
+        let bias_name = format!("{p}.{name}.bias");
+        Ok(Linear {
+            weight: fix(g.get(&format!("{p}.{name}.weight"), &[d_out, d_in])?)?,
+            bias: g.has(&bias_name).then(|| g.get(&bias_name, &[d_out]).and_then(fix)).transpose()?,
+        })
+    };
+    // llama.cpp permutes only the `llama` architecture's Q and K.
+    let (qh, kh) = if c.model_type == "llama" { (h, kvh) } else { (0, 0) };
+    Ok(LayerParams {
+        q_proj: lin("attn_q", d, h * dh, qh)?,
+        k_proj: lin("attn_k", d, kvh * dh, kh)?,
+        v_proj: lin("attn_v", d, kvh * dh, 0)?,
+        out_proj: lin("attn_output", h * dh, d, 0)?,
+        norm1: norm("attn_norm")?,
+        linear1: lin("ffn_up", d, ff, 0)?,
+        linear2: lin("ffn_down", ff, d, 0)?,
+        norm2: norm("ffn_norm")?,
+        gate: Some(lin("ffn_gate", d, ff, 0)?),
     })
 }
 

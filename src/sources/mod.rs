@@ -108,13 +108,15 @@ impl Source {
                 let Input::Ids { ids, .. } = &loaded.input else {
                     anyhow::bail!("internal: a decoder takes token ids")
                 };
-                hf::decoder::params(&both.0, &both.1, ids)
+                let (c, ck) = *both;
+                hf::decoder::params(c, ck, ids)
             }
             Source::Gguf(both) => {
                 let Input::Ids { ids, .. } = &loaded.input else {
                     anyhow::bail!("internal: a decoder takes token ids")
                 };
-                gguf::params(&both.0, &both.1, ids)
+                let (c, g) = *both;
+                gguf::params(c, g, ids)
             }
         }
     }

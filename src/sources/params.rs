@@ -54,6 +54,47 @@ pub struct LayerParams {
     pub gate: Option<Linear>,
 }
 
+/// Where the layers' parameters are: made already, or read from the checkpoint one layer
+/// at a time as the forward pass reaches it (in f32 only while that layer runs), so a model
+/// whose weights do not fit in memory as f32 can still be traced.
+#[derive(Clone)]
+pub enum Layers {
+    Ready(Vec<LayerParams>),
+    Lazy { count: usize, load: std::sync::Arc<dyn Fn(usize) -> anyhow::Result<LayerParams> + Send + Sync> },
+}
+
+impl std::fmt::Debug for Layers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Layers::Ready(v) => write!(f, "Layers::Ready({} layers)", v.len()),
+            Layers::Lazy { count, .. } => write!(f, "Layers::Lazy({count} layers)"),
+        }
+    }
+}
+
+impl Layers {
+    pub fn len(&self) -> usize {
+        match self {
+            Layers::Ready(v) => v.len(),
+            Layers::Lazy { count, .. } => *count,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Layer `i`: borrowed when made already, read now when lazy.
+    pub fn get(&self, i: usize) -> anyhow::Result<std::borrow::Cow<'_, LayerParams>> {
+        match self {
+            Layers::Ready(v) => {
+                v.get(i).map(std::borrow::Cow::Borrowed).ok_or_else(|| anyhow::anyhow!("internal: no layer {i}"))
+            }
+            Layers::Lazy { load, .. } => Ok(std::borrow::Cow::Owned(load(i)?)),
+        }
+    }
+}
+
 /// Every parameter of one encoder stack.
 #[derive(Debug, Clone)]
 pub struct Params {
@@ -68,7 +109,7 @@ pub struct Params {
     pub token_type: Option<Tensor>,
     /// BERT's LayerNorm over the embedding sum (real models only).
     pub embed_norm: Option<LayerNorm>,
-    pub layers: Vec<LayerParams>,
+    pub layers: Layers,
     /// The norm after the last layer (decoders).
     pub final_norm: Option<LayerNorm>,
     /// The unembedding, `[vocab_size, d_model]` (a copy of the token table when tied).
@@ -85,7 +126,12 @@ impl Params {
         if let Some(t) = &self.position {
             out.push(("embed.position.weight".into(), t));
         }
-        for (i, l) in self.layers.iter().enumerate() {
+        // Lazily read layers belong to a checkpoint, which is never written back.
+        let ready: &[LayerParams] = match &self.layers {
+            Layers::Ready(v) => v,
+            Layers::Lazy { .. } => &[],
+        };
+        for (i, l) in ready.iter().enumerate() {
             let p = format!("layers.{i}");
             push_linear(&mut out, format!("{p}.attn.q_proj"), &l.q_proj);
             push_linear(&mut out, format!("{p}.attn.k_proj"), &l.k_proj);

@@ -7,7 +7,7 @@
 //! layers draw like `nn.Linear` (Kaiming-uniform weight, then bias), or, with `Rand`, like a
 //! raw `torch.rand` matrix (seeds 003 and 004), stored `[out, in]` or `[in, out]`.
 
-use super::params::{LayerNorm, LayerParams, Linear, Params};
+use super::params::{LayerNorm, LayerParams, Layers, Linear, Params};
 use crate::config::{ModelConfig, Positions};
 use crate::settings::recipe::{LinearInit, Proj, RandLayout, Recipe};
 use crate::torch_rng::TorchGenerator;
@@ -80,7 +80,16 @@ pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
         Some(h) if !h.tied => Some(linear(&mut g, recipe, d, cfg.vocab_size, false)?),
         _ => None,
     };
-    Ok(Params { token, token_rows: None, position, token_type: None, embed_norm: None, layers, final_norm, lm_head })
+    Ok(Params {
+        token,
+        token_rows: None,
+        position,
+        token_type: None,
+        embed_norm: None,
+        layers: Layers::Ready(layers),
+        final_norm,
+        lm_head,
+    })
 }
 
 fn skip(g: &mut TorchGenerator, n: u64) {

@@ -11,7 +11,7 @@
 use super::checkpoint::Checkpoint;
 use crate::config::{Activation, LmHead, Parts, Rope};
 use crate::error::usage;
-use crate::sources::params::{LayerNorm, LayerParams, Linear, Params};
+use crate::sources::params::{LayerNorm, LayerParams, Layers, Linear, Params};
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 use serde::Deserialize;
@@ -162,6 +162,7 @@ impl DecoderConfig {
             attn_out_bias: (self.model_type == "qwen2").then_some(false),
             final_norm: true,
             lm_head: Some(LmHead { tied: self.tied() }),
+            layer_at_a_time: true,
         })
     }
 
@@ -232,7 +233,12 @@ fn llama3(base: &[f64], s: &serde_json::Value) -> Option<Vec<f64>> {
 
 /// Every parameter of the decoder, by the family's checkpoint names. `ids` are the input's
 /// token ids (their rows of the token table are the embeddings).
-pub fn params(c: &DecoderConfig, ck: &Checkpoint, ids: &[u32]) -> Result<Params> {
+/// The layers stay in the checkpoint (memory-mapped, in their stored type) and are read and
+/// converted to f32 one at a time as the forward pass reaches them; layer 0 is read once here
+/// so that a checkpoint with the wrong names or shapes is refused before anything runs.
+pub fn params(c: DecoderConfig, ck: Checkpoint, ids: &[u32]) -> Result<Params> {
+    let both = std::sync::Arc::new((c, ck));
+    let (c, ck) = (&both.0, &both.1);
     let (d, layers) = (c.hidden_size, c.num_hidden_layers);
     // GPT2LMHeadModel saves `transformer.wte.weight`, GPT2Model `wte.weight`.
     let pre = if c.is_gpt2() && ck.has("transformer.wte.weight") { "transformer." } else { "" };
@@ -240,10 +246,17 @@ pub fn params(c: &DecoderConfig, ck: &Checkpoint, ids: &[u32]) -> Result<Params>
     let token = ck.get(&p(if c.is_gpt2() { "wte.weight" } else { "model.embed_tokens.weight" }), &[c.vocab_size, d])?;
     let token_rows = token.index_select(&Tensor::new(ids, &Device::Cpu)?, 0)?;
     let position = if c.is_gpt2() { Some(ck.get(&p("wpe.weight"), &[c.max_position_embeddings, d])?) } else { None };
-    let mut out = Vec::with_capacity(layers);
-    for i in 0..layers {
-        out.push(if c.is_gpt2() { gpt2_layer(c, ck, &p(&format!("h.{i}")))? } else { llama_layer(c, ck, i)? });
-    }
+    let pre = pre.to_string();
+    let shared = both.clone();
+    let load = move |i: usize| -> Result<LayerParams> {
+        let (c, ck) = (&shared.0, &shared.1);
+        if c.is_gpt2() {
+            gpt2_layer(c, ck, &format!("{pre}h.{i}"))
+        } else {
+            llama_layer(c, ck, i)
+        }
+    };
+    load(0)?;
     let final_norm = if c.is_gpt2() { norm(ck, &p("ln_f"), d, true)? } else { norm(ck, "model.norm", d, false)? };
     let head = if c.tied() {
         token.clone()
@@ -262,7 +275,7 @@ pub fn params(c: &DecoderConfig, ck: &Checkpoint, ids: &[u32]) -> Result<Params>
         position,
         token_type: None,
         embed_norm: None,
-        layers: out,
+        layers: Layers::Lazy { count: layers, load: std::sync::Arc::new(load) },
         final_norm: Some(final_norm),
         lm_head: Some(Linear { weight: head, bias: None }),
     })

@@ -4,7 +4,7 @@
 
 use crate::error::usage;
 use crate::sources::hf::config::HfConfig;
-use crate::sources::params::{LayerNorm, LayerParams, Linear, Params};
+use crate::sources::params::{LayerNorm, LayerParams, Layers, Linear, Params};
 use anyhow::Result;
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
@@ -120,7 +120,7 @@ impl Weights {
             position: Some(position),
             token_type: Some(token_type),
             embed_norm: Some(embed_norm),
-            layers,
+            layers: Layers::Ready(layers),
             final_norm: None,
             lm_head: None,
         })
