@@ -150,3 +150,118 @@ fn ollama_names_resolve_through_a_local_store() {
     let out = run("ollama:../../etc");
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// SmolLM2 against transformers 4.46.3 on the same GGUF (fixtures/oracle/gguf, made by
+/// gguf_oracle.py: lm_head tied by hand, no special tokens on either side): token ids, every
+/// recorded layer's attention weights (≤ 1e-5), the first and last positions' hidden state
+/// after every layer (≤ 1e-4 plus 1e-4 relative plus 4e-6 of the row's largest value: 30
+/// layers of f32 sums in two orders), layer 0's intermediates, and the top-1 prediction at
+/// every position.
+#[test]
+fn smollm2_matches_transformers() {
+    let model = smollm2();
+    let dir = root().join("fixtures/oracle/gguf");
+    let mut cases = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !name.starts_with("smollm2_") {
+            continue;
+        }
+        cases += 1;
+        let case: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let sentence = case["sentence"].as_str().unwrap();
+        let layer0: Vec<String> =
+            ["norm1.out", "attn.q", "attn.k", "attn.v", "attn.q_rot", "attn.k_rot", "attn.context"]
+                .iter()
+                .chain(&["attn.out", "add_norm1.sum", "norm2.out", "ffn.gate", "ffn.up", "ffn.act", "ffn.out"])
+                .map(|s| format!("layers.0.{s}"))
+                .collect();
+        let list = format!("weights,add_norm2.sum,final_norm.out,embed.out,{}", layer0.join(","));
+        let doc = trace_json(&[sentence, "--model", &model, "--steps", &list]);
+        assert_eq!(doc["input"]["token_ids"], case["input_ids"], "{name}: ids");
+        let ours = steps(&doc);
+        for a in case["attentions"].as_array().unwrap() {
+            let id = format!("layers.{}.attn.weights", a["layer"]);
+            let want = flat(&a["values"]);
+            for (i, (x, y)) in ours[&id].1.iter().zip(&want).enumerate() {
+                assert!(close(*x, *y, 1e-5, 0.0), "{name} {id}[{i}]: {x} vs {y}");
+            }
+        }
+        let n = case["input_ids"].as_array().unwrap().len();
+        let last = case["hidden_states"].as_array().unwrap().len() - 1;
+        for h in case["hidden_states"].as_array().unwrap() {
+            let l = h["layer"].as_u64().unwrap() as usize;
+            // hidden_states[0] is the embeddings; [l] the output of layer l − 1; the last is
+            // after the final norm (transformers applies it to the last entry).
+            let id = match l {
+                0 => "embed.out".to_string(),
+                l if l == last => "final_norm.out".to_string(),
+                l => format!("layers.{}.add_norm2.sum", l - 1),
+            };
+            let (_, vals) = &ours[&id];
+            let d = vals.len() / n;
+            for (row, pos) in h["positions"].as_array().unwrap().iter().enumerate() {
+                let p = pos.as_u64().unwrap() as usize;
+                let want = flat(&h["values"][row]);
+                // Position 0 carries SmolLM2's massive activations (rows up to 2.4e4 from layer
+                // 12 on); f32 sums in another order differ relative to the row's scale, so the
+                // tolerance grows with it: 1e-4 + 4e-6 · max|row| (32 f32 epsilons).
+                let scale = want.iter().fold(0f64, |m, v| m.max(v.abs()));
+                for (j, y) in want.iter().enumerate() {
+                    let x = vals[p * d + j];
+                    assert!(
+                        close(x, *y, 1e-4 + 4e-6 * scale, 1e-4),
+                        "{name} {id}[{p}, {j}]: {x} vs {y} (row scale {scale})"
+                    );
+                }
+            }
+        }
+        for step in case["steps"].as_array().unwrap() {
+            let id = step["id"].as_str().unwrap();
+            let Some((shape, got)) = ours.get(id) else { continue };
+            let want = flat(&step["values"]);
+            if want.len() != got.len() {
+                continue; // rows-only entries (final_norm.out) are checked above
+            }
+            let _ = shape;
+            for (i, (x, y)) in got.iter().zip(&want).enumerate() {
+                assert!(close(*x, *y, 1e-4, 1e-4), "{name} {id}[{i}]: {x} vs {y}");
+            }
+        }
+        for (pos, want) in case["top_k"].as_array().unwrap().iter().enumerate() {
+            assert_eq!(doc["predictions"][pos]["top"][0]["id"], want[0]["id"], "{name}: top-1 at {pos}");
+        }
+    }
+    assert!(cases >= 4, "only {cases} SmolLM2 fixtures");
+}
+
+/// candle's dequantization of SmolLM2's tensor types (Q8_0, Q4_1, F32) against the gguf
+/// package's, value for value (before the Q/K permutation is undone).
+#[test]
+fn smollm2_dequantizes_as_the_gguf_package() {
+    let model = smollm2();
+    let fixture: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("fixtures/oracle/gguf/dequant.json")).unwrap())
+            .unwrap();
+    let g = attn_trace::sources::gguf::Gguf::open(std::path::Path::new(&model), "test").unwrap();
+    let mut types = std::collections::BTreeSet::new();
+    for t in fixture["tensors"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap();
+        let shape: Vec<usize> =
+            t["numpy_shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
+        let ours = g.get(name, &shape).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let first = flat(&t["first"]);
+        let last = flat(&t["last"]);
+        // The fixture holds each f32 as its shortest decimal: compare as f32, bit for bit.
+        for (i, y) in first.iter().enumerate() {
+            assert_eq!(ours[i].to_bits(), (*y as f32).to_bits(), "{name}[{i}]: {} vs {y}", ours[i]);
+        }
+        let off = ours.len() - last.len();
+        for (i, y) in last.iter().enumerate() {
+            assert_eq!(ours[off + i].to_bits(), (*y as f32).to_bits(), "{name}[{}]", off + i);
+        }
+        types.insert(t["type"].as_str().unwrap().to_string());
+    }
+    assert!(types.contains("Q4_1") && types.contains("Q8_0") && types.contains("F32"), "{types:?}");
+}
