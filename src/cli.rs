@@ -1,5 +1,6 @@
 //! The command line exactly as typed: clap parses it, `settings` checks it. Doc comments
 //! here are the `--help` text.
+//! long: one field per flag, with its --help text; split, the help would be scattered.
 
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
@@ -315,6 +316,38 @@ pub struct Cli {
     /// The largest absolute difference --check accepts [default: 1e-4].
     #[arg(long, value_name = "X", help_heading = "Testing")]
     pub check_tol: Option<f64>,
+
+    // ---- interventions and analysis ----
+    /// Remove heads' contributions: their context set to zero (or its mean) before the output
+    /// projection, e.g. --ablate 0.1,2.3 for layer 0 head 1 and layer 2 head 3.
+    #[arg(long, value_name = "L.H,…", help_heading = "Interventions")]
+    pub ablate: Option<String>,
+    /// What an ablated head's context becomes: zero (as transformers' head_mask) or its mean
+    /// over positions.
+    #[arg(long, value_enum, default_value = "zero", help_heading = "Interventions")]
+    pub ablate_mode: AblateArg,
+    /// Hide one query→key edge before the softmax: L.H:Q->K, or L:Q->K for every head of
+    /// layer L; Q and K are positions or words. Repeatable.
+    #[arg(long, value_name = "L[.H]:Q->K", help_heading = "Interventions")]
+    pub knockout: Vec<String>,
+    /// The logit lens: every layer's residual stream through the final norm and the
+    /// unembedding, top tokens per position per layer (language models).
+    #[arg(long, help_heading = "Interventions")]
+    pub lens: bool,
+    /// Per-head statistics: entropy, mean attention distance, weight on the first token,
+    /// previous-token score.
+    #[arg(long, help_heading = "Interventions")]
+    pub stats: bool,
+    /// Attention rollout (Abnar & Zuidema 2020): heads averaged, the residual added as ½·I,
+    /// layers multiplied from the first.
+    #[arg(long, help_heading = "Interventions")]
+    pub rollout: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AblateArg {
+    Zero,
+    Mean,
 }
 
 /// What the environment says about the output, read once by `main` so that settings stay a

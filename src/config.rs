@@ -141,10 +141,65 @@ pub struct ModelConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<RealModel>,
     pub init: InitConfig,
+    /// What was changed in the forward pass (absent when nothing was), so that a modified
+    /// trace is never mistaken for an unmodified one.
+    #[serde(skip_serializing_if = "Interventions::is_empty")]
+    pub interventions: Interventions,
     /// The parts of modern decoder blocks (all absent for the encoders: the JSON of an
     /// encoder trace is unchanged).
     #[serde(flatten)]
     pub parts: Parts,
+}
+
+/// Changes to the forward pass (issue: interventions).
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Interventions {
+    /// Ablated heads as (layer, head): their context is zero, or its mean over positions,
+    /// before the output projection.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ablate: Vec<(usize, usize)>,
+    /// `zero` or `mean` (with `ablate`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ablate_mode: Option<&'static str>,
+    /// Hidden query→key edges: their score is −inf before the softmax.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub knockout: Vec<Knockout>,
+}
+
+/// One knocked-out edge; `head` None is every head of the layer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Knockout {
+    pub layer: usize,
+    pub head: Option<usize>,
+    pub query: usize,
+    pub key: usize,
+}
+
+impl Interventions {
+    pub fn is_empty(&self) -> bool {
+        self.ablate.is_empty() && self.knockout.is_empty()
+    }
+
+    /// One line for the table header, e.g. "ablated 0.1, 1.2 (zero); knocked out 0.1:5->2".
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.ablate.is_empty() {
+            let heads: Vec<String> = self.ablate.iter().map(|(l, h)| format!("{l}.{h}")).collect();
+            parts.push(format!("ablated {} ({})", heads.join(" "), self.ablate_mode.unwrap_or("zero")));
+        }
+        if !self.knockout.is_empty() {
+            let edges: Vec<String> = self
+                .knockout
+                .iter()
+                .map(|k| match k.head {
+                    Some(h) => format!("{}.{h}:{}->{}", k.layer, k.query, k.key),
+                    None => format!("{}:{}->{}", k.layer, k.query, k.key),
+                })
+                .collect();
+            parts.push(format!("knocked out {}", edges.join(" ")));
+        }
+        parts.join("; ")
+    }
 }
 
 fn is_false(b: &bool) -> bool {
@@ -242,6 +297,7 @@ impl ModelConfig {
             raw_input: false,
             model: None,
             init: InitConfig::File { path: String::new() },
+            interventions: Interventions::default(),
             parts: Parts::default(),
         }
     }

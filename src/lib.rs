@@ -47,15 +47,19 @@ pub struct Traced {
 
 /// Opens the sources the settings name and checks the settings against the model.
 pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
-    let (loaded, source) = sources::open(settings)?;
+    let (mut loaded, source) = sources::open(settings)?;
     let plan = Plan::new(settings, &loaded.cfg, &loaded.tokens)?;
+    // What the forward pass changes is part of the configuration the trace records.
+    loaded.cfg.interventions = plan.interventions.clone();
     Ok((loaded, source, plan))
 }
 
 /// A recorder for `loaded`'s run that keeps what `selection` wants and asks a language model
 /// for its `top_k` next-token predictions.
-fn recorder(loaded: &Loaded, selection: Selection, top_k: usize) -> Recorder {
-    let mut rec = Recorder::new(loaded.tokens.clone(), loaded.cfg.clone(), selection).with_top_k(top_k);
+fn recorder(loaded: &Loaded, selection: Selection, settings: &Settings) -> Recorder {
+    let mut rec = Recorder::new(loaded.tokens.clone(), loaded.cfg.clone(), selection)
+        .with_top_k(settings.output.top_k)
+        .with_lens(settings.analysis.lens);
     let (ids, type_ids) = match &loaded.input {
         sources::Input::Ids { ids, type_ids } => (Some(ids.clone()), type_ids.clone()),
         sources::Input::Matrix(_) => (None, None),
@@ -72,7 +76,7 @@ pub fn trace(settings: &Settings) -> Result<Traced> {
     if let Some(path) = &settings.outputs.save_weights {
         output::save_weights(&params, path)?;
     }
-    let mut rec = recorder(&loaded, plan.show.clone(), settings.output.top_k);
+    let mut rec = recorder(&loaded, plan.show.clone(), settings);
     let output = model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
     let (mut trace, _) = rec.finish();
     name_predictions(&mut trace, &loaded);
@@ -81,8 +85,9 @@ pub fn trace(settings: &Settings) -> Result<Traced> {
 
 /// Gives each predicted id its token string, from the model's tokenizer.
 fn name_predictions(trace: &mut Trace, loaded: &Loaded) {
-    let (Some(rows), Some(tok)) = (trace.predictions.as_mut(), &loaded.tokenizer) else { return };
-    for p in rows.iter_mut().flatten() {
+    let Some(tok) = &loaded.tokenizer else { return };
+    let lens = trace.lens.iter_mut().flatten().flatten();
+    for p in trace.predictions.iter_mut().flatten().flatten().chain(lens.flatten()) {
         p.token = tok.id_to_token(p.id);
     }
 }
@@ -134,7 +139,7 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     if let Some(path) = &settings.outputs.save_weights {
         output::save_weights(&params, path)?;
     }
-    let rec = recorder(&loaded, plan.record.clone(), settings.output.top_k);
+    let rec = recorder(&loaded, plan.record.clone(), &settings);
     let forward =
         |rec: &mut Recorder| model::forward(&loaded.cfg, &params, &loaded.input, rec).context("computing the trace");
     if settings.output.format == cli::Format::Jsonl {

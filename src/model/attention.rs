@@ -51,10 +51,12 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
         }
         None => scaled,
     }; // [head, query_pos, key_pos]
+    let scores = super::intervene::knockout(cfg, l, scores)?; // [head, query_pos, key_pos]
     rec.tensor(&format!("layers.{l}.attn.scores"), cfg, &scores)?;
     let weights = candle_nn::ops::softmax_last_dim(&scores)?; // [head, query_pos, key_pos]
     rec.tensor(&format!("layers.{l}.attn.weights"), cfg, &weights)?;
     let context = weights.matmul(&v)?; // [head, pos, d_v]
+    let context = super::intervene::ablate(cfg, l, context)?; // [head, pos, d_v]
     rec.tensor(&format!("layers.{l}.attn.context"), cfg, &context)?;
     let concat = context.transpose(0, 1)?.contiguous()?.reshape((n, h * d_v))?; // [pos, heads·d_v]
     rec.tensor(&format!("layers.{l}.attn.concat"), cfg, &concat)?;
@@ -136,6 +138,7 @@ mod tests {
             raw_input: true,
             model: None,
             init: InitConfig::File { path: String::new() },
+            interventions: Default::default(),
             parts: Default::default(),
         };
         let mut rec = Recorder::new(vec!["a".into(), "b".into()], cfg.clone(), Default::default());

@@ -7,6 +7,7 @@ pub mod attention;
 pub mod embed;
 pub mod ffn;
 pub mod head;
+pub mod intervene;
 pub mod layer;
 pub mod norm;
 pub mod rope;
@@ -20,10 +21,25 @@ use candle_core::Tensor;
 
 /// Runs the whole encoder, recording every step into `trace`; returns the final output.
 pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Recorder) -> Result<Tensor> {
+    // A tied head reuses the token table (the toy model keeps no second copy).
+    let tied = match (&params.lm_head, &cfg.parts.lm_head, &params.token) {
+        (None, Some(h), Some(token)) if h.tied => Some(Linear { weight: token.clone(), bias: None }),
+        _ => None,
+    };
+    let head = params.lm_head.as_ref().or(tied.as_ref());
     let mut x = embed::embed(cfg, params, input, rec)?; // [pos, d_model]
     for i in 0..params.layers.len() {
         let layer_params = params.layers.get(i)?; // read now if the checkpoint is read lazily
         x = layer::layer(cfg, &layer_params, &x, i, rec)?; // [pos, d_model]
+        if let (true, Some(head)) = (rec.lens(), head) {
+            // The logit lens: this layer's residual stream read out as if it were the last.
+            let normed = match &params.final_norm {
+                Some(p) => norm::norm(&x, p, cfg)?,
+                None => x.clone(),
+            }; // [pos, d_model]
+            let top = head::top_k(&linear(&normed, head)?, rec.top_k().max(1))?;
+            rec.push_lens(top);
+        }
     }
     if let Some(p) = &params.final_norm {
         x = norm::norm(&x, p, cfg)?; // [pos, d_model]
@@ -31,12 +47,7 @@ pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Reco
     }
     // The last hidden state as Hugging Face defines it: after the final norm if there is one.
     rec.tensor("output", cfg, &x)?;
-    // A tied head reuses the token table (the toy model keeps no second copy).
-    let tied = match (&params.lm_head, &cfg.parts.lm_head, &params.token) {
-        (None, Some(h), Some(token)) if h.tied => Some(Linear { weight: token.clone(), bias: None }),
-        _ => None,
-    };
-    if let Some(head) = params.lm_head.as_ref().or(tied.as_ref()) {
+    if let Some(head) = head {
         if rec.wants("logits") || rec.top_k() > 0 {
             let logits = linear(&x, head)?; // [pos, vocab]
             rec.tensor("logits", cfg, &logits)?;

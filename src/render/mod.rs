@@ -2,6 +2,7 @@
 //! tensor math, and none depends on the terminal, so the same command gives the same bytes.
 
 // One file per format…
+pub mod analysis;
 pub mod focus;
 pub mod heatmap;
 pub mod html;
@@ -57,6 +58,13 @@ pub fn render(
                 maps::write_tables(maps, out.precision, out.width, w)?;
             }
             predictions::write(trace, out.width, w)?;
+            analysis::write_lens(trace, out.width, w)?;
+            if let Some(s) = &views.stats {
+                analysis::write_stats(s, out.precision, out.width, w)?;
+            }
+            if let Some(r) = &views.rollout {
+                analysis::write_rollout(trace, r, out.precision, out.width, w)?;
+            }
             if let Some(f) = &views.focus {
                 focus::write(f, out, w)?;
             }
@@ -75,6 +83,15 @@ pub fn render(
             }
             if let Some(p) = predictions::to_json(trace) {
                 extra.push(("predictions", p));
+            }
+            if let Some(l) = analysis::lens_json(trace) {
+                extra.push(("lens", l));
+            }
+            if let Some(s) = &views.stats {
+                extra.push(("stats", analysis::stats_json(s)));
+            }
+            if let Some(r) = &views.rollout {
+                extra.push(("rollout", analysis::rollout_json(r)));
             }
             json::write_with(trace, &extra, w)
         }

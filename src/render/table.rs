@@ -41,13 +41,14 @@ pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -
 fn summary(trace: &Trace) -> String {
     let c = &trace.config;
     let plural = |n: usize, w: &str| if n == 1 { format!("{n} {w}") } else { format!("{n} {w}s") };
+    let changed = if c.interventions.is_empty() { String::new() } else { format!(", {}", c.interventions.describe()) };
     let init = match (&c.model, &c.init) {
         (Some(m), _) => format!("{} model {}", m.model_type, m.path),
         (None, InitConfig::Torch { seed, .. }) => format!("torch init, seed {seed}"),
         (None, InitConfig::File { path }) => format!("weights {path}"),
     };
     format!(
-        "attn-trace: {}, d_model {}, {} (d_k {} d_v {}), d_ff {}, {}, {} positions{}, {}-norm, {}, {init}",
+        "attn-trace: {}, d_model {}, {} (d_k {} d_v {}), d_ff {}, {}, {} positions{}, {}-norm, {}, {init}{changed}",
         plural(trace.tokens.len(), "token"),
         c.d_model,
         plural(c.heads, "head"),

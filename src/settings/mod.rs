@@ -7,6 +7,7 @@
 //! [`plan::Plan::new`] once the sources stage knows the model's sizes and tokens; that too is
 //! pure. Every user-facing validation message of a flag lives in this folder.
 
+pub mod analysis;
 pub mod limits;
 pub mod outputs;
 pub mod plan;
@@ -19,6 +20,7 @@ use crate::error::usage;
 use anyhow::Result;
 use std::path::PathBuf;
 
+pub use analysis::Analysis;
 pub use recipe::Recipe;
 
 /// Where the sentence comes from.
@@ -135,6 +137,9 @@ pub struct Output {
     pub views: views::ViewOptions,
     /// A language model's next-token predictions per position (`--top-k`; 0: none).
     pub top_k: usize,
+    /// `--stats` and `--rollout`: derived views to show.
+    pub stats: bool,
+    pub rollout: bool,
 }
 
 /// Everything one run needs to know, checked. Plain data: `Clone`, no open files.
@@ -155,6 +160,8 @@ pub struct Settings {
     pub memory_available: Option<u128>,
     /// `--quiet`: no notes on stderr.
     pub quiet: bool,
+    /// Interventions and analyses (`--ablate`, `--knockout`, `--lens`, `--stats`, `--rollout`).
+    pub analysis: Analysis,
 }
 
 /// Resolves `--color`: `always` and `never` are what they say; `auto` colours only a
@@ -259,11 +266,14 @@ impl Settings {
                 color: use_color(cli.color, env),
                 views,
                 top_k: cli.top_k,
+                stats: cli.stats,
+                rollout: cli.rollout,
             },
             outputs,
             max_memory,
             memory_available: env.memory_available,
             quiet: cli.quiet,
+            analysis: analysis::options(&cli)?,
         })
     }
 

@@ -3,10 +3,10 @@
 //! (`record`) and which the output shows (`show`): views read steps that `--steps` may not
 //! show (the focus walkthrough reads q, k, v…), so the two can differ.
 
-use super::views::resolve;
+use super::views::{resolve, resolve_for};
 use super::Settings;
 use crate::cli::Format;
-use crate::config::ModelConfig;
+use crate::config::{Interventions, Knockout, ModelConfig};
 use crate::error::usage;
 use crate::trace::steps;
 use crate::trace::Selection;
@@ -21,6 +21,8 @@ pub struct Plan {
     pub show: Selection,
     /// `--focus`: the position of the token whose attention is walked through.
     pub focus: Option<usize>,
+    /// Ablations and knockouts, checked against the model and resolved against the tokens.
+    pub interventions: Interventions,
 }
 
 impl Plan {
@@ -35,9 +37,21 @@ impl Plan {
                 "drop --scale or --check",
             ));
         }
-        let record = widen(settings, &show, focus.is_some());
+        let mut record = widen(settings, &show, focus.is_some());
+        let a = &settings.analysis;
+        if (a.stats || a.rollout) && record.steps.is_some() {
+            record.steps.get_or_insert_with(Default::default).insert("attn.weights".to_string());
+        }
+        if a.lens && cfg.parts.lm_head.is_none() {
+            return Err(usage(
+                "--lens",
+                "the logit lens needs a language-model head",
+                "use a decoder (--model) or --lm-head",
+            ));
+        }
         drawing_fits(settings, cfg, tokens.len())?;
-        Ok(Plan { record, show, focus })
+        let interventions = interventions(settings, cfg, tokens)?;
+        Ok(Plan { record, show, focus, interventions })
     }
 }
 
@@ -123,4 +137,61 @@ fn drawing_fits(settings: &Settings, cfg: &ModelConfig, n: usize) -> Result<()> 
         ));
     }
     Ok(())
+}
+
+/// `--ablate` and `--knockout` against the model's layers and heads and the input's tokens.
+fn interventions(settings: &Settings, cfg: &ModelConfig, tokens: &[String]) -> Result<Interventions> {
+    let a = &settings.analysis;
+    let (layers, heads) = (cfg.layers, cfg.heads);
+    let layer_ok = |flag: &str, l: usize| -> Result<()> {
+        if l >= layers {
+            return Err(usage(
+                flag,
+                format!("layer {l} does not exist; the model has layers 0 to {}", layers - 1),
+                "pick a layer in range",
+            ));
+        }
+        Ok(())
+    };
+    let head_ok = |flag: &str, h: usize| -> Result<()> {
+        if h >= heads {
+            return Err(usage(
+                flag,
+                format!("head {h} does not exist; the model has heads 0 to {}", heads - 1),
+                "pick a head in range",
+            ));
+        }
+        Ok(())
+    };
+    for &(l, h) in &a.ablate {
+        layer_ok("--ablate", l)?;
+        head_ok("--ablate", h)?;
+    }
+    let mut knockout = Vec::new();
+    for spec in &a.knockout {
+        let bad = || {
+            usage(
+                "--knockout",
+                format!("{} is not L[.H]:Q->K", crate::error::quote(spec)),
+                "write e.g. --knockout 0.1:5->2 or 1:small->shoes",
+            )
+        };
+        let (where_, edge) = spec.split_once(':').ok_or_else(bad)?;
+        let (q, k) = edge.split_once("->").ok_or_else(bad)?;
+        let (layer, head) = match where_.split_once('.') {
+            Some((l, h)) => (l.trim().parse().map_err(|_| bad())?, Some(h.trim().parse().map_err(|_| bad())?)),
+            None => (where_.trim().parse().map_err(|_| bad())?, None),
+        };
+        layer_ok("--knockout", layer)?;
+        if let Some(h) = head {
+            head_ok("--knockout", h)?;
+        }
+        let (query, key) = (resolve_for("--knockout", q.trim(), tokens)?, resolve_for("--knockout", k.trim(), tokens)?);
+        knockout.push(Knockout { layer, head, query, key });
+    }
+    Ok(Interventions {
+        ablate_mode: (!a.ablate.is_empty()).then_some(a.ablate_mode),
+        ablate: a.ablate.clone(),
+        knockout,
+    })
 }

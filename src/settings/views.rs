@@ -80,6 +80,11 @@ pub fn options(cli: &Cli, env: &Env) -> Result<ViewOptions> {
 /// `--focus TOKEN|POS`: a number is a position; a word must occur exactly once (exact
 /// spelling first, then ignoring case). Errors list the tokens with their positions.
 pub fn resolve(given: &str, tokens: &[String]) -> Result<usize> {
+    resolve_for("--focus", given, tokens)
+}
+
+/// As [`resolve`], naming `flag` in errors (`--knockout` resolves its words the same way).
+pub fn resolve_for(flag: &str, given: &str, tokens: &[String]) -> Result<usize> {
     let listing = || {
         // A huge token is cut here; control characters are escaped with the whole message.
         let short =
@@ -92,7 +97,7 @@ pub fn resolve(given: &str, tokens: &[String]) -> Result<usize> {
             return Ok(pos);
         }
         return Err(usage(
-            format!("--focus {}", crate::error::quote(given)),
+            format!("{flag} {}", crate::error::quote(given)),
             format!("position {pos} is past the last token ({} tokens)", tokens.len()),
             listing(),
         ));
@@ -114,14 +119,14 @@ pub fn resolve(given: &str, tokens: &[String]) -> Result<usize> {
     match found.as_slice() {
         [one] => Ok(*one),
         [] => Err(usage(
-            format!("--focus {}", crate::error::quote(given)),
+            format!("{flag} {}", crate::error::quote(given)),
             format!("{} is not a token of this input", crate::error::quote(given)),
             listing(),
         )),
         many => {
             let at: Vec<String> = many.iter().map(|p| p.to_string()).collect();
             Err(usage(
-                format!("--focus {}", crate::error::quote(given)),
+                format!("{flag} {}", crate::error::quote(given)),
                 format!(
                     "{} is ambiguous: it occurs {} times, at positions {}",
                     crate::error::quote(given),

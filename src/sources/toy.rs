@@ -161,6 +161,7 @@ fn dims(s: &Shape, fd: Option<&FileDims>, matrix: Option<&Matrix>, w: &str) -> R
         raw_input: matrix.is_some(),
         model: None,
         init: InitConfig::File { path: String::new() },
+        interventions: Default::default(),
         parts,
     })
 }

@@ -90,6 +90,9 @@ pub struct Trace {
     /// A language model's next-token predictions: per position, the most probable tokens
     /// (`--top-k`), most probable first.
     pub predictions: Option<Vec<Vec<Prediction>>>,
+    /// The logit lens: per layer, per position, the top tokens of that layer's residual
+    /// stream read through the final norm and the head.
+    pub lens: Option<Vec<Vec<Vec<Prediction>>>>,
 }
 
 /// One predicted next token.

@@ -55,12 +55,20 @@ pub struct Recorder {
     sink: Sink,
     /// How many next-token predictions a language model reports per position.
     top_k: usize,
+    /// Whether the logit lens reads out every layer.
+    lens: bool,
 }
 
 impl Recorder {
     /// A recorder for a run over `tokens` with `config`, keeping what `selection` wants.
     pub fn new(tokens: Vec<String>, config: ModelConfig, selection: Selection) -> Self {
-        Recorder { trace: Trace { tokens, config, ..Default::default() }, selection, sink: Sink::default(), top_k: 0 }
+        Recorder {
+            trace: Trace { tokens, config, ..Default::default() },
+            selection,
+            sink: Sink::default(),
+            top_k: 0,
+            lens: false,
+        }
     }
 
     /// Asks a language model for its `k` most probable next tokens at each position.
@@ -71,6 +79,24 @@ impl Recorder {
 
     pub fn top_k(&self) -> usize {
         self.top_k
+    }
+
+    /// Asks for the logit lens: every layer's residual stream through the head.
+    pub fn with_lens(mut self, on: bool) -> Self {
+        self.lens = on;
+        self
+    }
+
+    pub fn lens(&self) -> bool {
+        self.lens
+    }
+
+    /// One layer's logit-lens readout: per position, the top tokens.
+    pub fn push_lens(&mut self, top: Vec<Vec<(u32, f32)>>) {
+        let rows = top
+            .into_iter()
+            .map(|r| r.into_iter().map(|(id, prob)| super::Prediction { id, token: None, prob }).collect());
+        self.trace.lens.get_or_insert_with(Vec::new).push(rows.collect());
     }
 
     /// The model's predictions (ids and probabilities; token strings are added later).

@@ -3,6 +3,7 @@
 //! summary's strongest links ([`summary`]). The arithmetic lives here; renderers only lay
 //! the results out. Views never change a step's values: derived numbers sit next to the trace.
 
+pub mod analysis;
 pub mod focus;
 pub mod maps;
 pub mod summary;
@@ -24,6 +25,10 @@ pub struct Views {
     pub maps: Option<Maps>,
     /// The real-model summary table's numbers (tables without --steps).
     pub summary: Option<Vec<LayerLinks>>,
+    /// `--stats`: every recorded head's statistics.
+    pub stats: Option<Vec<analysis::HeadStats>>,
+    /// `--rollout`: the rollout after every layer.
+    pub rollout: Option<Vec<(usize, Vec<f64>)>>,
 }
 
 /// Whether this run draws attention maps (as opposed to only deriving them for tables).
@@ -36,6 +41,9 @@ fn draws_maps(out: &Output) -> bool {
 pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Views)> {
     let o = &out.views;
     let focus = plan.focus.map(|p| focus::derive(&trace, p, o.layer)).transpose()?;
+    // Statistics and rollout read the weights before `--steps` narrows what is shown.
+    let stats = out.stats.then(|| analysis::stats(&trace));
+    let rollout = out.rollout.then(|| analysis::rollout(&trace));
     let maps = (draws_maps(out) || o.derived()).then(|| maps::maps(&trace, o.merge_pieces, o.average_heads));
     let show = &plan.show;
     trace.steps.retain(|s| show.wants(&s.id, s.layer, &s.name));
@@ -49,5 +57,5 @@ pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
         other => other,
     };
     let summary = (out.summary && out.format == Format::Table).then(|| summary::summarize(&trace));
-    Ok((trace, Views { focus, maps, summary }))
+    Ok((trace, Views { focus, maps, summary, stats, rollout }))
 }

@@ -306,6 +306,21 @@ fn every_json_golden_and_fresh_output_fits_the_schema() {
         // Decoders: rotary positions, grouped-query attention, a window, logits, predictions.
         &["my shoes are small", "--model", "fixtures/decoders/mistral", "--steps", "all"][..],
         &["my shoes are small", "--model", "fixtures/decoders/gpt2", "--steps", "all"][..],
+        // Interventions and analyses: config.interventions, lens, stats, rollout.
+        &[
+            "my shoes are small",
+            "--model",
+            "fixtures/decoders/llama-gqa",
+            "--ablate",
+            "0.1",
+            "--ablate-mode",
+            "mean",
+            "--knockout",
+            "1.2:3->1",
+            "--lens",
+            "--stats",
+            "--rollout",
+        ][..],
     ] {
         let out = cmd().current_dir(root()).args(args).args(["--format", "json"]).output().unwrap();
         assert!(out.status.success(), "{args:?}");

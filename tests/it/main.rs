@@ -10,6 +10,7 @@ mod export;
 mod gguf;
 mod golden;
 mod hostile;
+mod interventions;
 mod oracle;
 mod props;
 mod reference;

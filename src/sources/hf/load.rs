@@ -93,6 +93,7 @@ fn open_bert(
             tensor_types: None,
         }),
         init: InitConfig::File { path: dir.join("model.safetensors").display().to_string() },
+        interventions: Default::default(),
         parts: Default::default(),
     };
     let loaded = Loaded {
@@ -225,6 +226,7 @@ pub fn decoder_loaded(
             tensor_types: None,
         }),
         init: InitConfig::File { path: facts.weights },
+        interventions: Default::default(),
         parts: c.parts(w)?,
     };
     Ok(Loaded {

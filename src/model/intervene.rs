@@ -1,0 +1,45 @@
+//! Interventions in the forward pass, as the config lists them: a knocked-out edge's score
+//! becomes −inf before the softmax (its weight exactly 0, the row renormalised over the
+//! rest); an ablated head's context becomes zero (transformers' `head_mask`) or its mean over
+//! positions, before the output projection. The recorded `attn.scores` and `attn.context`
+//! show the changed values, and everything after them follows.
+
+use crate::config::ModelConfig;
+use anyhow::Result;
+use candle_core::{Device, Tensor, D};
+
+/// Adds −inf at this layer's knocked-out [head, query, key] entries of `scores`.
+pub fn knockout(cfg: &ModelConfig, layer: usize, scores: Tensor) -> Result<Tensor> {
+    let edges: Vec<_> = cfg.interventions.knockout.iter().filter(|k| k.layer == layer).collect();
+    if edges.is_empty() {
+        return Ok(scores);
+    }
+    let (h, n, _) = scores.dims3()?;
+    let mut bias = vec![0f32; h * n * n];
+    for k in edges {
+        for head in (0..h).filter(|&g| k.head.is_none_or(|x| x == g)) {
+            bias[(head * n + k.query) * n + k.key] = f32::NEG_INFINITY;
+        }
+    }
+    Ok((scores + Tensor::from_vec(bias, (h, n, n), &Device::Cpu)?)?)
+}
+
+/// Replaces this layer's ablated heads' context ([head, pos, d_v]) with zero or its mean
+/// over positions.
+pub fn ablate(cfg: &ModelConfig, layer: usize, context: Tensor) -> Result<Tensor> {
+    let iv = &cfg.interventions;
+    let heads: Vec<usize> = iv.ablate.iter().filter(|(l, _)| *l == layer).map(|(_, h)| *h).collect();
+    if heads.is_empty() {
+        return Ok(context);
+    }
+    let h = context.dim(0)?;
+    let keep: Vec<f32> = (0..h).map(|g| if heads.contains(&g) { 0.0 } else { 1.0 }).collect();
+    let keep = Tensor::from_vec(keep, (h, 1, 1), &Device::Cpu)?; // [head, 1, 1]
+    let kept = context.broadcast_mul(&keep)?; // [head, pos, d_v]
+    if iv.ablate_mode != Some("mean") {
+        return Ok(kept);
+    }
+    let mean = context.mean_keepdim(D::Minus2)?.broadcast_as(context.shape())?; // [head, pos, d_v]
+    let dropped = keep.affine(-1.0, 1.0)?; // 1 where ablated
+    Ok((kept + mean.broadcast_mul(&dropped)?)?)
+}

@@ -1,0 +1,162 @@
+//! The analyses' tables and JSON: the logit lens (layers down, positions across), per-head
+//! statistics (a row per layer and head) and attention rollout (the last layer's matrix in
+//! tables; every layer's in JSON). The numbers come from the model (lens) and
+//! `views::analysis`; this file only lays them out.
+
+use super::numbers::{f32_json, f64_json};
+use super::table;
+use super::text::{blocks, cut, wrap_parts, wrap_words};
+use crate::trace::{Prediction, Trace};
+use crate::views::analysis::{HeadStats, ROLLOUT_RULE};
+use std::io::{self, Write};
+
+fn title(parts: &[String], width: usize, w: &mut dyn Write) -> io::Result<()> {
+    writeln!(w)?;
+    for line in wrap_parts(parts, width) {
+        writeln!(w, "{line}")?;
+    }
+    Ok(())
+}
+
+/// The logit lens: each layer's most likely next token per position, with its probability.
+pub fn write_lens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
+    let Some(layers) = &trace.lens else { return Ok(()) };
+    let n = trace.tokens.len();
+    let cells: Vec<String> = layers
+        .iter()
+        .flat_map(|row| {
+            row.iter().map(|top| top.first().map_or(String::new(), |p| format!("{} {:.2}", label(p), p.prob)))
+        })
+        .collect();
+    let cols: Vec<String> = (0..n).map(|i| format!("{i} {}", cut(&trace.tokens[i], 8))).collect();
+    let rows: Vec<String> = (0..layers.len()).map(|l| format!("layer {l}")).collect();
+    let col_w = cells.iter().chain(&cols).map(|c| c.chars().count()).max().unwrap_or(1);
+    for (start, end) in blocks(n, col_w + 3, 9, width) {
+        let mut t = vec!["logit lens".to_string(), "top-1 next token after each layer".to_string()];
+        if start > 0 || end < n {
+            t.push(format!("positions {start}–{} of {n}", end - 1));
+        }
+        title(&t, width, w)?;
+        table::emit(&table::matrix_block("", &rows, &cols, &cells, start..end), w)?;
+    }
+    Ok(())
+}
+
+fn label(p: &Prediction) -> String {
+    p.token.as_deref().map_or(format!("#{}", p.id), |t| cut(t, 10))
+}
+
+/// Per-head statistics, one row per layer and head.
+pub fn write_stats(stats: &[HeadStats], precision: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
+    let p = precision;
+    title(&["per-head statistics".to_string(), "means over queries (README: definitions)".to_string()], width, w)?;
+    let mut t = table::new_table();
+    t.set_header(vec!["layer", "head", "entropy", "distance", "first tok", "prev tok"]);
+    for s in stats {
+        let prev = s.previous_token.map_or("—".to_string(), |x| format!("{x:.p$}"));
+        t.add_row(vec![
+            s.layer.to_string(),
+            s.head.to_string(),
+            format!("{:.p$}", s.entropy),
+            format!("{:.p$}", s.mean_distance),
+            format!("{:.p$}", s.first_token),
+            prev,
+        ]);
+    }
+    table::emit(&t, w)
+}
+
+/// The rollout after the last layer.
+pub fn write_rollout(
+    trace: &Trace,
+    rollout: &[(usize, Vec<f64>)],
+    precision: usize,
+    width: usize,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let Some((layer, values)) = rollout.last() else { return Ok(()) };
+    let n = trace.tokens.len();
+    writeln!(w)?;
+    for line in wrap_words(&format!("view: {ROLLOUT_RULE}."), width, "  ") {
+        writeln!(w, "{line}")?;
+    }
+    let labels: Vec<String> = trace.tokens.iter().map(|t| cut(t, 12)).collect();
+    let rows: Vec<String> = (0..n).map(|i| format!("{i} {}", labels[i])).collect();
+    let cells: Vec<String> = values.iter().map(|v| format!("{v:.precision$}")).collect();
+    let col_w = cells.iter().chain(&labels).map(|c| c.chars().count()).max().unwrap_or(1);
+    let label_w = rows.iter().map(|r| r.chars().count()).max().unwrap_or(0).max(5);
+    for (start, end) in blocks(n, col_w + 3, label_w + 1, width) {
+        let mut t = vec![format!("rollout to layer {layer}")];
+        if start > 0 || end < n {
+            t.push(format!("columns {start}–{} of {n}", end - 1));
+        }
+        t.push(format!("[query_pos × key_pos = {n} × {n}]"));
+        title(&t, width, w)?;
+        table::emit(&table::matrix_block("q \\ k", &rows, &labels, &cells, start..end), w)?;
+    }
+    Ok(())
+}
+
+fn top_json(top: &[Prediction]) -> String {
+    let items: Vec<String> = top
+        .iter()
+        .map(|p| {
+            let token = serde_json::to_string(&p.token).unwrap_or_else(|_| "null".into());
+            format!("{{\"id\": {}, \"token\": {token}, \"prob\": {}}}", p.id, f32_json(p.prob))
+        })
+        .collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// `lens`: `[{"layer", "top": [[{"id", "token", "prob"}, …] per position]}]`.
+pub fn lens_json(trace: &Trace) -> Option<String> {
+    let layers = trace.lens.as_ref()?;
+    let items: Vec<String> = layers
+        .iter()
+        .enumerate()
+        .map(|(l, rows)| {
+            let rows: Vec<String> = rows.iter().map(|r| top_json(r)).collect();
+            format!("{{\"layer\": {l}, \"top\": [{}]}}", rows.join(", "))
+        })
+        .collect();
+    Some(format!("[{}]", items.join(", ")))
+}
+
+/// `stats`: `[{"layer", "head", "entropy", "mean_distance", "first_token", "previous_token"}]`.
+pub fn stats_json(stats: &[HeadStats]) -> String {
+    let items: Vec<String> = stats
+        .iter()
+        .map(|s| {
+            format!(
+                "{{\"layer\": {}, \"head\": {}, \"entropy\": {}, \"mean_distance\": {}, \"first_token\": {}, \"previous_token\": {}}}",
+                s.layer,
+                s.head,
+                f64_json(s.entropy),
+                f64_json(s.mean_distance),
+                f64_json(s.first_token),
+                s.previous_token.map_or("null".to_string(), f64_json)
+            )
+        })
+        .collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// `rollout`: `{"rule", "layers": [{"layer", "values": [[…]]}]}`.
+pub fn rollout_json(rollout: &[(usize, Vec<f64>)]) -> String {
+    let layers: Vec<String> = rollout
+        .iter()
+        .map(|(l, v)| {
+            let n = (v.len() as f64).sqrt() as usize;
+            let rows: Vec<String> = v
+                .chunks(n.max(1))
+                .map(|r| format!("[{}]", r.iter().map(|&x| f64_json(x)).collect::<Vec<_>>().join(", ")))
+                .collect();
+            format!("{{\"layer\": {l}, \"values\": [{}]}}", rows.join(", "))
+        })
+        .collect();
+    format!(
+        "{{\"rule\": {}, \"layers\": [{}]}}",
+        serde_json::to_string(ROLLOUT_RULE).unwrap_or_default(),
+        layers.join(", ")
+    )
+}

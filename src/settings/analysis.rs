@@ -1,0 +1,70 @@
+//! The interventions and analyses (`--ablate`, `--ablate-mode`, `--knockout`, `--lens`,
+//! `--stats`, `--rollout`), checked among themselves; ranges and knockout words are checked
+//! against the model by the plan.
+
+use crate::cli::{self, Cli};
+use crate::error::usage;
+use anyhow::Result;
+
+/// The interventions and analyses asked for; knockouts are resolved against the tokens by
+/// the plan.
+#[derive(Debug, Clone, Default)]
+pub struct Analysis {
+    /// Heads to ablate, as (layer, head).
+    pub ablate: Vec<(usize, usize)>,
+    /// `zero` or `mean`.
+    pub ablate_mode: &'static str,
+    /// `--knockout` as typed: `L[.H]:Q->K`.
+    pub knockout: Vec<String>,
+    pub lens: bool,
+    pub stats: bool,
+    pub rollout: bool,
+}
+
+/// `--ablate 0.1,2.3` → [(0, 1), (2, 3)]; ranges are checked by the plan.
+fn ablate_list(list: &str) -> Result<Vec<(usize, usize)>> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|item| {
+            let parsed = item.split_once('.').and_then(|(l, h)| Some((l.parse().ok()?, h.parse().ok()?)));
+            parsed.ok_or_else(|| {
+                usage(
+                    "--ablate",
+                    format!("{} is not LAYER.HEAD", crate::error::quote(item)),
+                    "write e.g. --ablate 0.1,2.3",
+                )
+            })
+        })
+        .collect()
+}
+
+/// `--ablate`, `--knockout`, `--lens`, `--stats`, `--rollout`, checked among themselves.
+pub fn options(cli: &Cli) -> Result<Analysis> {
+    let ablate = cli.ablate.as_deref().map(ablate_list).transpose()?.unwrap_or_default();
+    if cli.ablate.is_some() && ablate.is_empty() {
+        return Err(usage("--ablate", "the list is empty", "write e.g. --ablate 0.1,2.3"));
+    }
+    let views = cli.lens || cli.stats || cli.rollout;
+    if views && cli.format == cli::Format::Jsonl {
+        return Err(usage(
+            "--lens/--stats/--rollout",
+            "--format jsonl writes each step as it is computed, and these need the whole trace",
+            "use --format json or table",
+        ));
+    }
+    if cli.rollout && cli.head.is_some() {
+        return Err(usage("--rollout", "it averages every head, and --head keeps one", "drop --head or --rollout"));
+    }
+    Ok(Analysis {
+        ablate,
+        ablate_mode: match cli.ablate_mode {
+            cli::AblateArg::Zero => "zero",
+            cli::AblateArg::Mean => "mean",
+        },
+        knockout: cli.knockout.clone(),
+        lens: cli.lens,
+        stats: cli.stats,
+        rollout: cli.rollout,
+    })
+}

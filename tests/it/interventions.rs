@@ -1,0 +1,183 @@
+//! Interventions and analyses: ablation, knockout, the logit lens, per-head statistics and
+//! rollout. Properties checked on the trace's own numbers with plain code written here (the
+//! statistics and rollout recomputed from the recorded weights by their definitions), and
+//! against transformers/PyTorch where fixtures/oracle/interventions has a case.
+
+use crate::common::*;
+use serde_json::Value;
+
+fn model(name: &str) -> String {
+    root().join("fixtures/decoders").join(name).to_str().unwrap().to_string()
+}
+
+const S: &str = "my shoes are small, my feet are big.";
+
+fn weights(doc: &Value, layer: usize) -> (Vec<usize>, Vec<f64>) {
+    steps(doc)[&format!("layers.{layer}.attn.weights")].clone()
+}
+
+#[test]
+fn ablated_heads_carry_zero_or_their_mean() {
+    let m = model("llama-gqa");
+    let base = trace_json(&[S, "--model", &m, "--steps", "context"]);
+    let zero = trace_json(&[S, "--model", &m, "--steps", "context", "--ablate", "1.2"]);
+    let mean = trace_json(&[S, "--model", &m, "--steps", "context", "--ablate", "1.2", "--ablate-mode", "mean"]);
+    assert_eq!(zero["config"]["interventions"]["ablate"], serde_json::json!([[1, 2]]));
+    let (shape, z) = &steps(&zero)["layers.1.attn.context"];
+    let (n, d) = (shape[1], shape[2]);
+    let head = |v: &[f64], h: usize| v[h * n * d..(h + 1) * n * d].to_vec();
+    assert!(head(z, 2).iter().all(|&x| x == 0.0), "the ablated head's context is not zero");
+    // Layer 0 is before the ablation: unchanged; layer 1's other heads read the same inputs.
+    assert_eq!(steps(&zero)["layers.0.attn.context"], steps(&base)["layers.0.attn.context"]);
+    assert_eq!(head(z, 0), head(&steps(&base)["layers.1.attn.context"].1, 0));
+    // Mean mode: every position holds the head's mean over positions, from the same run.
+    let b = head(&steps(&base)["layers.1.attn.context"].1, 2);
+    let m2 = head(&steps(&mean)["layers.1.attn.context"].1, 2);
+    for j in 0..d {
+        let avg = (0..n).map(|p| b[p * d + j]).sum::<f64>() / n as f64;
+        for p in 0..n {
+            assert!((m2[p * d + j] - avg).abs() < 1e-6, "mean ablation at {p},{j}");
+        }
+    }
+}
+
+#[test]
+fn a_knocked_out_edge_weighs_exactly_zero() {
+    let m = model("gpt2");
+    let doc =
+        trace_json(&[S, "--model", &m, "--steps", "weights", "--knockout", "0.1:5->2", "--knockout", "1:6->small"]);
+    let (shape, w) = weights(&doc, 0);
+    let (h, n) = (shape[0], shape[1]);
+    assert_eq!(w[(n + 5) * n + 2], 0.0);
+    for g in 0..h {
+        for q in 0..n {
+            let sum: f64 = (0..n).map(|k| w[(g * n + q) * n + k]).sum();
+            assert!((sum - 1.0).abs() < 1e-5, "row {g},{q} sums to {sum}");
+        }
+    }
+    let small = doc["input"]["tokens"].as_array().unwrap().iter().position(|t| t == "Ġsmall").unwrap();
+    let (_, w1) = weights(&doc, 1);
+    for g in 0..h {
+        assert_eq!(w1[(g * n + 6) * n + small], 0.0, "head {g}: every head of layer 1");
+    }
+    assert_eq!(doc["config"]["interventions"]["knockout"][1]["head"], Value::Null);
+}
+
+#[test]
+fn stats_and_rollout_follow_their_definitions() {
+    let m = model("mistral");
+    let doc = trace_json(&[S, "--model", &m, "--steps", "weights", "--stats", "--rollout"]);
+    let stats = doc["stats"].as_array().unwrap();
+    let layers = doc["config"]["layers"].as_u64().unwrap() as usize;
+    let mut rollout: Option<Vec<f64>> = None;
+    for l in 0..layers {
+        let (shape, w) = weights(&doc, l);
+        let (h, n) = (shape[0], shape[1]);
+        for g in 0..h {
+            let s = stats.iter().find(|s| s["layer"] == l && s["head"] == g).unwrap();
+            let at = |q: usize, k: usize| w[(g * n + q) * n + k];
+            let entropy = (0..n)
+                .map(|q| (0..n).map(|k| at(q, k)).filter(|&x| x > 0.0).map(|x| -x * x.ln()).sum::<f64>())
+                .sum::<f64>()
+                / n as f64;
+            let dist = (0..n).map(|q| (0..n).map(|k| at(q, k) * (q as f64 - k as f64).abs()).sum::<f64>()).sum::<f64>()
+                / n as f64;
+            let first = (0..n).map(|q| at(q, 0)).sum::<f64>() / n as f64;
+            let prev = (1..n).map(|q| at(q, q - 1)).sum::<f64>() / (n - 1) as f64;
+            for (key, want) in
+                [("entropy", entropy), ("mean_distance", dist), ("first_token", first), ("previous_token", prev)]
+            {
+                let got = s[key].as_f64().unwrap();
+                assert!((got - want).abs() < 1e-6, "layer {l} head {g} {key}: {got} vs {want}");
+            }
+        }
+        // A = ½·mean over heads + ½·I; R_l = A_l·R_(l−1).
+        let a: Vec<f64> = (0..n * n)
+            .map(|i| {
+                0.5 * (0..h).map(|g| w[g * n * n + i]).sum::<f64>() / h as f64 + if i / n == i % n { 0.5 } else { 0.0 }
+            })
+            .collect();
+        let r = match &rollout {
+            None => a,
+            Some(prev) => (0..n * n).map(|i| (0..n).map(|m| a[(i / n) * n + m] * prev[m * n + i % n]).sum()).collect(),
+        };
+        let got = flat(&doc["rollout"]["layers"][l]["values"]);
+        for (x, y) in got.iter().zip(&r) {
+            assert!((x - y).abs() < 1e-6, "rollout layer {l}: {x} vs {y}");
+        }
+        rollout = Some(r);
+    }
+}
+
+#[test]
+fn the_lens_at_the_last_layer_is_the_prediction() {
+    let m = model("qwen2");
+    let doc = trace_json(&[S, "--model", &m, "--steps", "output", "--lens"]);
+    let lens = doc["lens"].as_array().unwrap();
+    assert_eq!(lens.len(), doc["config"]["layers"].as_u64().unwrap() as usize);
+    let last = &lens[lens.len() - 1]["top"];
+    for (pos, p) in doc["predictions"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(last[pos][0]["id"], p["top"][0]["id"], "position {pos}");
+        assert_eq!(last[pos][0]["prob"], p["top"][0]["prob"], "position {pos}");
+    }
+}
+
+#[test]
+fn interventions_that_name_nothing_are_refused() {
+    let m = model("llama-gqa");
+    let tiny = root().join("fixtures/tiny-bert");
+    for (args, fragment) in [
+        (vec![S, "--model", &m, "--ablate", "2.0"], "layer 2 does not exist; the model has layers 0 to 1"),
+        (vec![S, "--model", &m, "--ablate", "0.4"], "head 4 does not exist; the model has heads 0 to 3"),
+        (vec![S, "--model", &m, "--ablate", "x"], "is not LAYER.HEAD"),
+        (vec![S, "--model", &m, "--knockout", "0.1:are->shoes"], "is ambiguous"),
+        (vec![S, "--model", &m, "--knockout", "0.1:99->0"], "position 99 is past the last token"),
+        (vec![S, "--model", &m, "--knockout", "0.1-2"], "is not L[.H]:Q->K"),
+        (vec![S, "--model", tiny.to_str().unwrap(), "--lens"], "needs a language-model head"),
+        (vec![S, "--model", &m, "--rollout", "--head", "1"], "--rollout"),
+    ] {
+        let out = cmd().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(fragment) && err.lines().count() == 1 && out.stdout.is_empty(), "{args:?}: {err}");
+    }
+}
+
+/// Against transformers' head_mask and hand-written PyTorch hooks (fixtures/oracle/
+/// interventions, made by fixtures/oracle/intervention_oracle.py): every recorded step after
+/// the intervention within 1e-4, and the lens's top-1 token per layer and position.
+#[test]
+fn interventions_match_pytorch() {
+    let dir = root().join("fixtures/oracle/interventions");
+    let entries = std::fs::read_dir(&dir).unwrap();
+    let mut n = 0;
+    for e in entries {
+        let path = e.unwrap().path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let case: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let args: Vec<String> =
+            case["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = cmd().current_dir(root()).args(&args).args(["--format", "json"]).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let ours = steps(&doc);
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        for step in case["steps"].as_array().into_iter().flatten() {
+            let id = step["id"].as_str().unwrap();
+            let (_, got) = ours.get(id).unwrap_or_else(|| panic!("{name}: no step {id}"));
+            for (i, (x, y)) in got.iter().zip(flat(&step["values"])).enumerate() {
+                assert!(close(*x, y, 1e-4, 1e-4), "{name} {id}[{i}]: {x} vs {y}");
+            }
+        }
+        for (l, layer) in case["lens"].as_array().into_iter().flatten().enumerate() {
+            for (pos, top) in layer["top"].as_array().unwrap().iter().enumerate() {
+                assert_eq!(doc["lens"][l]["top"][pos][0]["id"], top[0]["id"], "{name}: lens layer {l} position {pos}");
+            }
+        }
+        n += 1;
+    }
+    assert!(n >= 10, "only {n} intervention fixtures");
+}
