@@ -342,6 +342,23 @@ pub struct Cli {
     /// layers multiplied from the first.
     #[arg(long, help_heading = "Interventions")]
     pub rollout: bool,
+    /// Activation patching: a corrupted sentence of the same token length; the clean
+    /// sentence's activations are copied into its run one at a time and the effect reported.
+    #[arg(long, value_name = "CORRUPTED", help_heading = "Interventions")]
+    pub patch: Option<String>,
+    /// What --patch copies: each head's context, or each position of each layer's output.
+    #[arg(long, value_enum, default_value = "heads", help_heading = "Interventions")]
+    pub patch_what: PatchArg,
+    /// With --patch on a language model: the metric is logit[A] − logit[B] at the last
+    /// position, for two answer tokens, e.g. --metric " Paris" " London".
+    #[arg(long, num_args = 2, value_names = ["A", "B"], allow_hyphen_values = true, help_heading = "Interventions")]
+    pub metric: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PatchArg {
+    Heads,
+    Resid,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -164,6 +164,21 @@ pub struct Interventions {
     /// Hidden query→key edges: their score is −inf before the softmax.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub knockout: Vec<Knockout>,
+    /// Activation patching's overrides for one run of a sweep (run state, not configuration:
+    /// the sweep is described in its own output).
+    #[serde(skip)]
+    pub patch: Option<Patch>,
+}
+
+/// One patched activation: a head's context ([pos, d_v]) or one position's layer output
+/// ([d_model]), copied from another run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Patch {
+    pub layer: usize,
+    /// `Some(head)`: the head's context; `None`: the layer output at `position`.
+    pub head: Option<usize>,
+    pub position: usize,
+    pub values: std::sync::Arc<Vec<f32>>,
 }
 
 /// One knocked-out edge; `head` None is every head of the layer.

@@ -117,6 +117,66 @@ fn testing(
     Ok((Some(c.to_json()), Ok(())))
 }
 
+/// `--patch`: tokenizes the corrupted sentence as the clean one was, finds the metric's
+/// tokens, and runs the sweep.
+fn patching(
+    settings: &Settings,
+    loaded: &Loaded,
+    params: &sources::params::Params,
+    corrupted: &str,
+) -> Result<(model::patch::Sweep, Vec<String>)> {
+    use error::{quote, usage};
+    let tok = loaded.tokenizer.as_ref().ok_or_else(|| {
+        usage("--patch", "it tokenizes the corrupted sentence with a model's tokenizer", "use --model")
+    })?;
+    let special = matches!(settings.model, settings::ModelChoice::Pretrained { special: true, .. });
+    let enc = tok.encode(corrupted, special).map_err(|e| usage("--patch", e, "check the corrupted sentence"))?;
+    let sources::Input::Ids { ids: clean, type_ids } = &loaded.input else {
+        return Err(usage("--patch", "it needs token ids", "use --model"));
+    };
+    if enc.get_ids().len() != clean.len() {
+        let show = |t: &[String]| t.iter().map(|s| quote(s)).collect::<Vec<_>>().join(" ");
+        return Err(usage(
+            "--patch",
+            format!(
+                "the sentences have {} and {} tokens: [{}] and [{}]",
+                clean.len(),
+                enc.get_ids().len(),
+                show(&loaded.tokens),
+                show(enc.get_tokens())
+            ),
+            "pass a corrupted sentence of the same token length",
+        ));
+    }
+    let metric = match (&loaded.cfg.parts.lm_head, &settings.analysis.metric) {
+        (Some(_), Some((a, b))) => {
+            let one = |t: &str| -> Result<u32> {
+                let e = tok.encode(t, false).map_err(|e| usage("--metric", e, "pass two answer tokens"))?;
+                match e.get_ids() {
+                    [id] => Ok(*id),
+                    _ => Err(usage(
+                        "--metric",
+                        format!("{} is {} tokens ({}), not one", quote(t), e.get_ids().len(), e.get_tokens().join(" ")),
+                        "pass answers that are one token each, e.g. --metric \" Paris\" \" London\"",
+                    )),
+                }
+            };
+            model::patch::Metric::LogitDiff { a: one(a)?, b: one(b)? }
+        }
+        (Some(_), None) => {
+            return Err(usage("--patch", "a language model's metric is a logit difference", "add --metric A B"))
+        }
+        (None, Some(_)) => {
+            return Err(usage("--metric", "an encoder's metric is the output's distance", "drop --metric"))
+        }
+        (None, None) => model::patch::Metric::OutputDistance,
+    };
+    let what = if settings.analysis.patch_resid { model::patch::What::Resid } else { model::patch::What::Heads };
+    let corrupted_input = sources::Input::Ids { ids: enc.get_ids().to_vec(), type_ids: type_ids.clone() };
+    let sweep = model::patch::sweep(&loaded.cfg, params, &loaded.input, &corrupted_input, what, &metric)?;
+    Ok((sweep, enc.get_tokens().to_vec()))
+}
+
 /// Runs one command line: check it, compute the trace, write it to `out`.
 pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     // Completions and the man page come from the clap definition itself, so they never drift.
@@ -152,7 +212,10 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     let last = forward(&mut rec)?;
     let (mut trace, _) = rec.finish();
     name_predictions(&mut trace, &loaded);
-    let (trace, views) = views::derive(trace, &plan, &settings.output)?;
+    let (trace, mut views) = views::derive(trace, &plan, &settings.output)?;
+    if let Some(corrupted) = &settings.analysis.patch {
+        views.patching = Some(patching(&settings, &loaded, &params, corrupted)?);
+    }
     output::view_files(&trace, &views, &settings.output)?;
     let (check, checked) = testing(&settings, &loaded, &last, &trace)?;
     output::stdout(&trace, &views, &settings.output, check.as_ref(), out)?;

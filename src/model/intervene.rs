@@ -25,9 +25,19 @@ pub fn knockout(cfg: &ModelConfig, layer: usize, scores: Tensor) -> Result<Tenso
 }
 
 /// Replaces this layer's ablated heads' context ([head, pos, d_v]) with zero or its mean
-/// over positions.
+/// over positions, and a patched head's with the values a patching sweep copied in.
 pub fn ablate(cfg: &ModelConfig, layer: usize, context: Tensor) -> Result<Tensor> {
     let iv = &cfg.interventions;
+    let context = match &iv.patch {
+        Some(p) if p.layer == layer && p.head.is_some() => {
+            let (h, n, d) = context.dims3()?;
+            let head = p.head.unwrap_or(0);
+            let mut all = context.flatten_all()?.to_vec1::<f32>()?;
+            all[head * n * d..(head + 1) * n * d].copy_from_slice(&p.values);
+            Tensor::from_vec(all, (h, n, d), &Device::Cpu)?
+        }
+        _ => context,
+    };
     let heads: Vec<usize> = iv.ablate.iter().filter(|(l, _)| *l == layer).map(|(_, h)| *h).collect();
     if heads.is_empty() {
         return Ok(context);
@@ -42,4 +52,18 @@ pub fn ablate(cfg: &ModelConfig, layer: usize, context: Tensor) -> Result<Tensor
     let mean = context.mean_keepdim(D::Minus2)?.broadcast_as(context.shape())?; // [head, pos, d_v]
     let dropped = keep.affine(-1.0, 1.0)?; // 1 where ablated
     Ok((kept + mean.broadcast_mul(&dropped)?)?)
+}
+
+/// Replaces one position of this layer's output ([pos, d_model]) with a patching sweep's
+/// values (activation patching of the residual stream).
+pub fn patch_resid(cfg: &ModelConfig, layer: usize, x: Tensor) -> Result<Tensor> {
+    match &cfg.interventions.patch {
+        Some(p) if p.layer == layer && p.head.is_none() => {
+            let (n, d) = x.dims2()?;
+            let mut all = x.flatten_all()?.to_vec1::<f32>()?;
+            all[p.position * d..(p.position + 1) * d].copy_from_slice(&p.values);
+            Ok(Tensor::from_vec(all, (n, d), &Device::Cpu)?)
+        }
+        _ => Ok(x),
+    }
 }

@@ -10,6 +10,7 @@ pub mod head;
 pub mod intervene;
 pub mod layer;
 pub mod norm;
+pub mod patch;
 pub mod rope;
 
 use crate::config::ModelConfig;
@@ -31,6 +32,7 @@ pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Reco
     for i in 0..params.layers.len() {
         let layer_params = params.layers.get(i)?; // read now if the checkpoint is read lazily
         x = layer::layer(cfg, &layer_params, &x, i, rec)?; // [pos, d_model]
+        x = intervene::patch_resid(cfg, i, x)?; // [pos, d_model]
         if let (true, Some(head)) = (rec.lens(), head) {
             // The logit lens: this layer's residual stream read out as if it were the last.
             let normed = match &params.final_norm {

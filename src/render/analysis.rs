@@ -6,6 +6,7 @@
 use super::numbers::{f32_json, f64_json};
 use super::table;
 use super::text::{blocks, cut, wrap_parts, wrap_words};
+use crate::model::patch::{Sweep, What};
 use crate::trace::{Prediction, Trace};
 use crate::views::analysis::{HeadStats, ROLLOUT_RULE};
 use std::io::{self, Write};
@@ -158,5 +159,85 @@ pub fn rollout_json(rollout: &[(usize, Vec<f64>)]) -> String {
         "{{\"rule\": {}, \"layers\": [{}]}}",
         serde_json::to_string(ROLLOUT_RULE).unwrap_or_default(),
         layers.join(", ")
+    )
+}
+
+/// The patching sweep: a matrix of effects, layers down, heads (or positions) across.
+pub fn write_patching(
+    trace: &Trace,
+    patching: &(Sweep, Vec<String>),
+    precision: usize,
+    width: usize,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let (sweep, corrupted) = patching;
+    let layers = sweep.rows.iter().map(|r| r.layer).max().map_or(0, |l| l + 1);
+    let count = sweep.rows.len().checked_div(layers).unwrap_or(0);
+    let cols: Vec<String> = match sweep.what {
+        What::Heads => (0..count).map(|h| format!("head {h}")).collect(),
+        What::Resid => (0..count).map(|p| format!("{p} {}", cut(&trace.tokens[p], 8))).collect(),
+    };
+    let rows: Vec<String> = (0..layers).map(|l| format!("layer {l}")).collect();
+    let cells: Vec<String> = sweep.rows.iter().map(|r| format!("{:.precision$}", r.effect)).collect();
+    writeln!(w)?;
+    let what = match sweep.what {
+        What::Heads => "each head's context",
+        What::Resid => "each position of each layer's output",
+    };
+    let corrupted: Vec<String> = corrupted.iter().map(|t| cut(t, 12)).collect();
+    let text = format!(
+        "activation patching: {what} copied from the clean run into the corrupted one ({}); effect = (patched − \
+         corrupted) / (clean − corrupted), metric clean {:.4}, corrupted {:.4}; layer runs {} of {} without reuse",
+        corrupted.join(" "),
+        sweep.clean,
+        sweep.corrupted,
+        sweep.layer_runs,
+        sweep.layer_runs_without_reuse
+    );
+    for line in wrap_words(&text, width, "  ") {
+        writeln!(w, "{line}")?;
+    }
+    let col_w = cells.iter().chain(&cols).map(|c| c.chars().count()).max().unwrap_or(1);
+    for (start, end) in blocks(count, col_w + 3, 9, width) {
+        let mut t = vec!["patching effect".to_string()];
+        if start > 0 || end < count {
+            t.push(format!("columns {start}–{} of {count}", end - 1));
+        }
+        title(&t, width, w)?;
+        table::emit(&table::matrix_block("", &rows, &cols, &cells, start..end), w)?;
+    }
+    Ok(())
+}
+
+/// `patching`: `{"what", "corrupted_tokens", "clean_metric", "corrupted_metric", "layer_runs",
+/// "rows": [{"layer", "head" | "position", "metric", "effect"}]}`.
+pub fn patching_json(patching: &(Sweep, Vec<String>)) -> String {
+    let (s, corrupted) = patching;
+    let key = match s.what {
+        What::Heads => "head",
+        What::Resid => "position",
+    };
+    let rows: Vec<String> = s
+        .rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{{\"layer\": {}, \"{key}\": {}, \"metric\": {}, \"effect\": {}}}",
+                r.layer,
+                r.index,
+                f64_json(r.metric),
+                f64_json(r.effect)
+            )
+        })
+        .collect();
+    format!(
+        "{{\"what\": \"{}\", \"corrupted_tokens\": {}, \"clean_metric\": {}, \"corrupted_metric\": {}, \"layer_runs\": {}, \"layer_runs_without_reuse\": {}, \"rows\": [{}]}}",
+        if s.what == What::Heads { "heads" } else { "resid" },
+        serde_json::to_string(corrupted).unwrap_or_default(),
+        f64_json(s.clean),
+        f64_json(s.corrupted),
+        s.layer_runs,
+        s.layer_runs_without_reuse,
+        rows.join(", ")
     )
 }

@@ -65,6 +65,9 @@ pub fn render(
             if let Some(r) = &views.rollout {
                 analysis::write_rollout(trace, r, out.precision, out.width, w)?;
             }
+            if let Some(p) = &views.patching {
+                analysis::write_patching(trace, p, out.precision, out.width, w)?;
+            }
             if let Some(f) = &views.focus {
                 focus::write(f, out, w)?;
             }
@@ -92,6 +95,9 @@ pub fn render(
             }
             if let Some(r) = &views.rollout {
                 extra.push(("rollout", analysis::rollout_json(r)));
+            }
+            if let Some(p) = &views.patching {
+                extra.push(("patching", analysis::patching_json(p)));
             }
             json::write_with(trace, &extra, w)
         }

@@ -19,6 +19,10 @@ pub struct Analysis {
     pub lens: bool,
     pub stats: bool,
     pub rollout: bool,
+    /// `--patch CORRUPTED`, what it copies, and `--metric A B`.
+    pub patch: Option<String>,
+    pub patch_resid: bool,
+    pub metric: Option<(String, String)>,
 }
 
 /// `--ablate 0.1,2.3` → [(0, 1), (2, 3)]; ranges are checked by the plan.
@@ -53,6 +57,16 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
             "use --format json or table",
         ));
     }
+    if cli.metric.is_some() && cli.patch.is_none() {
+        return Err(usage("--metric", "it is the metric of --patch", "add --patch CORRUPTED, or drop --metric"));
+    }
+    if cli.patch.is_some() && cli.format == cli::Format::Jsonl {
+        return Err(usage(
+            "--patch",
+            "--format jsonl streams one trace; a sweep reports many runs",
+            "use --format json or table",
+        ));
+    }
     if cli.rollout && cli.head.is_some() {
         return Err(usage("--rollout", "it averages every head, and --head keeps one", "drop --head or --rollout"));
     }
@@ -66,5 +80,8 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
         lens: cli.lens,
         stats: cli.stats,
         rollout: cli.rollout,
+        patch: cli.patch.clone(),
+        patch_resid: cli.patch_what == cli::PatchArg::Resid,
+        metric: cli.metric.as_ref().map(|m| (m[0].clone(), m[1].clone())),
     })
 }

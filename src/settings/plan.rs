@@ -193,5 +193,6 @@ fn interventions(settings: &Settings, cfg: &ModelConfig, tokens: &[String]) -> R
         ablate_mode: (!a.ablate.is_empty()).then_some(a.ablate_mode),
         ablate: a.ablate.clone(),
         knockout,
+        patch: None,
     })
 }

@@ -267,19 +267,21 @@ fn unpermute(t: &Tensor, heads: usize) -> Result<Tensor> {
 /// `output`), dequantized to f32.
 /// Layers are dequantized one at a time as the forward pass reaches them (layer 0 once here,
 /// so a file with the wrong names or shapes is refused before anything runs).
-pub fn params(c: DecoderConfig, g: Gguf, ids: &[u32]) -> Result<Params> {
+pub fn params(c: DecoderConfig, g: Gguf) -> Result<Params> {
     let both = std::sync::Arc::new((c, g));
     let (c, g) = (&both.0, &both.1);
     let d = c.hidden_size;
     let token = g.get("token_embd.weight", &[c.vocab_size, d])?;
-    let token_rows = token.index_select(&Tensor::new(ids, &Device::Cpu)?, 0)?;
+    // The whole table stays (the head of a tied model is the same tensor): a patching sweep
+    // embeds a second input with it.
+
     let shared = both.clone();
     let load = move |i: usize| layer(&shared.0, &shared.1, i);
     load(0)?;
     let head = if c.tied() { token.clone() } else { g.get("output.weight", &[c.vocab_size, d])? };
     Ok(Params {
-        token: None,
-        token_rows: Some(token_rows),
+        token: Some(token.clone()),
+        token_rows: None,
         position: None,
         token_type: None,
         embed_norm: None,

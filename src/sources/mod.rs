@@ -104,19 +104,14 @@ impl Source {
                 weights.params(hf, ids)
                 // `weights` drops here: the file is unmapped.
             }
+            // Decoders keep the whole token table (the embeddings are looked up from it).
             Source::Decoder(both) => {
-                let Input::Ids { ids, .. } = &loaded.input else {
-                    anyhow::bail!("internal: a decoder takes token ids")
-                };
                 let (c, ck) = *both;
-                hf::decoder::params(c, ck, ids)
+                hf::decoder::params(c, ck)
             }
             Source::Gguf(both) => {
-                let Input::Ids { ids, .. } = &loaded.input else {
-                    anyhow::bail!("internal: a decoder takes token ids")
-                };
                 let (c, g) = *both;
-                gguf::params(c, g, ids)
+                gguf::params(c, g)
             }
         }
     }

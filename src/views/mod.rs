@@ -29,6 +29,8 @@ pub struct Views {
     pub stats: Option<Vec<analysis::HeadStats>>,
     /// `--rollout`: the rollout after every layer.
     pub rollout: Option<Vec<(usize, Vec<f64>)>>,
+    /// `--patch`: the sweep, and the corrupted sentence's tokens (attached by `run`).
+    pub patching: Option<(crate::model::patch::Sweep, Vec<String>)>,
 }
 
 /// Whether this run draws attention maps (as opposed to only deriving them for tables).
@@ -57,5 +59,5 @@ pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
         other => other,
     };
     let summary = (out.summary && out.format == Format::Table).then(|| summary::summarize(&trace));
-    Ok((trace, Views { focus, maps, summary, stats, rollout }))
+    Ok((trace, Views { focus, maps, summary, stats, rollout, patching: None }))
 }

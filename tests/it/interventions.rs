@@ -181,3 +181,67 @@ fn interventions_match_pytorch() {
     }
     assert!(n >= 10, "only {n} intervention fixtures");
 }
+
+#[test]
+fn patching_the_last_output_restores_the_clean_metric() {
+    // The metric reads the last position's final hidden state: copying the clean run's last
+    // layer output there restores the clean metric exactly (effect 1), and copying any other
+    // position of the last layer changes nothing (effect 0: nothing after it reads them).
+    let m = model("llama-gqa");
+    let doc = trace_json(&[
+        "The capital of France is",
+        "--model",
+        &m,
+        "--steps",
+        "tokens",
+        "--patch",
+        "The capital of Spain is",
+        "--patch-what",
+        "resid",
+        "--metric",
+        " Paris",
+        " the",
+    ]);
+    let p = &doc["patching"];
+    assert_ne!(p["clean_metric"], p["corrupted_metric"]);
+    let rows = p["rows"].as_array().unwrap();
+    let layers = doc["config"]["layers"].as_u64().unwrap();
+    let n = doc["input"]["tokens"].as_array().unwrap().len() as u64;
+    for r in rows.iter().filter(|r| r["layer"] == layers - 1) {
+        let want = if r["position"] == n - 1 { 1.0 } else { 0.0 };
+        assert!((r["effect"].as_f64().unwrap() - want).abs() < 1e-5, "{r}");
+    }
+    // Heads: one row per layer × head; prefix reuse computes fewer layer runs.
+    let doc = trace_json(&[
+        "The capital of France is",
+        "--model",
+        &m,
+        "--steps",
+        "tokens",
+        "--patch",
+        "The capital of Spain is",
+        "--metric",
+        " Paris",
+        " the",
+    ]);
+    let p = &doc["patching"];
+    assert_eq!(p["rows"].as_array().unwrap().len() as u64, layers * doc["config"]["heads"].as_u64().unwrap());
+    assert!(p["layer_runs"].as_u64() < p["layer_runs_without_reuse"].as_u64());
+    // Different token lengths: an error that shows both tokenizations.
+    let out = cmd()
+        .args([
+            "The capital of France is",
+            "--model",
+            &m,
+            "--patch",
+            "The capital of the United Kingdom is",
+            "--metric",
+            " Paris",
+            " the",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("7 and 19 tokens: [") && err.contains("\"do\""), "{err}");
+}

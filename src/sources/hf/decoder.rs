@@ -13,7 +13,7 @@ use crate::config::{Activation, LmHead, Parts, Rope};
 use crate::error::usage;
 use crate::sources::params::{LayerNorm, LayerParams, Layers, Linear, Params};
 use anyhow::Result;
-use candle_core::{Device, Tensor};
+
 use serde::Deserialize;
 use std::path::Path;
 
@@ -236,7 +236,7 @@ fn llama3(base: &[f64], s: &serde_json::Value) -> Option<Vec<f64>> {
 /// The layers stay in the checkpoint (memory-mapped, in their stored type) and are read and
 /// converted to f32 one at a time as the forward pass reaches them; layer 0 is read once here
 /// so that a checkpoint with the wrong names or shapes is refused before anything runs.
-pub fn params(c: DecoderConfig, ck: Checkpoint, ids: &[u32]) -> Result<Params> {
+pub fn params(c: DecoderConfig, ck: Checkpoint) -> Result<Params> {
     let both = std::sync::Arc::new((c, ck));
     let (c, ck) = (&both.0, &both.1);
     let (d, layers) = (c.hidden_size, c.num_hidden_layers);
@@ -244,7 +244,9 @@ pub fn params(c: DecoderConfig, ck: Checkpoint, ids: &[u32]) -> Result<Params> {
     let pre = if c.is_gpt2() && ck.has("transformer.wte.weight") { "transformer." } else { "" };
     let p = |name: &str| format!("{pre}{name}");
     let token = ck.get(&p(if c.is_gpt2() { "wte.weight" } else { "model.embed_tokens.weight" }), &[c.vocab_size, d])?;
-    let token_rows = token.index_select(&Tensor::new(ids, &Device::Cpu)?, 0)?;
+    // The whole table stays (the head of a tied model is the same tensor): a patching sweep
+    // embeds a second input with it.
+
     let position = if c.is_gpt2() { Some(ck.get(&p("wpe.weight"), &[c.max_position_embeddings, d])?) } else { None };
     let pre = pre.to_string();
     let shared = both.clone();
@@ -270,8 +272,8 @@ pub fn params(c: DecoderConfig, ck: Checkpoint, ids: &[u32]) -> Result<Params> {
         })?
     };
     Ok(Params {
-        token: None,
-        token_rows: Some(token_rows),
+        token: Some(token.clone()),
+        token_rows: None,
         position,
         token_type: None,
         embed_norm: None,

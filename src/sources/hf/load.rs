@@ -106,7 +106,7 @@ fn open_bert(
         cfg,
         hf: Some(model.config.clone()),
         notes,
-        tokenizer: None,
+        tokenizer: Some(model.tokenizer.clone()),
     };
     Ok((loaded, Source::Model(Box::new(model.weights))))
 }

@@ -1,0 +1,201 @@
+//! Activation patching (as in TransformerLens's patching utilities): the clean input's
+//! activations are copied into the corrupted input's run, one at a time (every layer × head's
+//! context, or every layer × position of the residual stream), and each run's metric is
+//! compared with the two unpatched runs: effect = (patched − corrupted) / (clean − corrupted),
+//! 1 when the patch restores the clean behaviour and 0 when it changes nothing.
+//!
+//! The metric: for a language model, the logit difference between two answer tokens at the
+//! last position (logit[a] − logit[b]); for an encoder, the distance of the output from the
+//! clean output (‖out − clean‖, so the effect is 1 − d/d_corrupted).
+//!
+//! Reuse: a patch at layer l changes nothing before layer l, so each patched run starts from
+//! the corrupted run's residual stream at layer l's input (kept from the baseline run) and
+//! computes only layers l…L−1: a sweep over L layers costs about half the full runs.
+
+use super::{embed, intervene, layer, linear, norm};
+use crate::config::{ModelConfig, Patch};
+use crate::sources::params::{LayerParams, Linear, Params};
+use crate::sources::Input;
+use crate::trace::{Recorder, Selection};
+use anyhow::{anyhow, Result};
+use candle_core::Tensor;
+use std::sync::Arc;
+
+/// What is patched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum What {
+    /// Each head's context (`attn.context`), at every position.
+    Heads,
+    /// The layer output at each position (the residual stream).
+    Resid,
+}
+
+/// The metric, with what it needs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Metric {
+    /// logit[a] − logit[b] at the last position.
+    LogitDiff { a: u32, b: u32 },
+    /// The output's distance from the clean output.
+    OutputDistance,
+}
+
+/// One patched run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub layer: usize,
+    /// The head (`Heads`) or the position (`Resid`).
+    pub index: usize,
+    pub metric: f64,
+    pub effect: f64,
+}
+
+/// A whole sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sweep {
+    pub what: What,
+    pub clean: f64,
+    pub corrupted: f64,
+    pub rows: Vec<Row>,
+    /// Layer runs computed, and what full runs without reuse would have cost.
+    pub layer_runs: usize,
+    pub layer_runs_without_reuse: usize,
+}
+
+/// A recorder that keeps only `attn.context` (what a head patch copies).
+fn quiet(cfg: &ModelConfig, n: usize, keep_context: bool) -> Recorder {
+    let steps = if keep_context { ["attn.context".to_string()].into_iter().collect() } else { Default::default() };
+    Recorder::new(vec![String::new(); n], cfg.clone(), Selection { steps: Some(steps), ..Default::default() })
+}
+
+/// One run from layer `from` on, with `x` the input of layer `from`: the residual stream's
+/// inputs of every layer, the per-layer contexts (if kept), and the final output.
+struct Run {
+    inputs: Vec<Tensor>,
+    contexts: Vec<Vec<f32>>,
+    outputs: Vec<Tensor>,
+    last: Tensor,
+}
+
+fn run_from(cfg: &ModelConfig, layers: &[LayerParams], from: usize, x: Tensor, keep: bool) -> Result<Run> {
+    let n = x.dim(0)?;
+    let mut rec = quiet(cfg, n, keep);
+    let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
+    let mut x = x;
+    for (i, p) in layers.iter().enumerate().skip(from) {
+        inputs.push(x.clone());
+        x = layer::layer(cfg, p, &x, i, &mut rec)?; // [pos, d_model]
+        x = intervene::patch_resid(cfg, i, x)?;
+        outputs.push(x.clone());
+    }
+    let (trace, _) = rec.finish();
+    let contexts = trace.steps.iter().filter_map(|s| s.f32s().map(<[f32]>::to_vec)).collect();
+    Ok(Run { inputs, contexts, outputs, last: x })
+}
+
+/// The metric of a run's last hidden state (before the final norm).
+fn score(
+    params: &Params,
+    cfg: &ModelConfig,
+    head: Option<&Linear>,
+    metric: &Metric,
+    x: &Tensor,
+    clean: Option<&Tensor>,
+) -> Result<f64> {
+    let x = match &params.final_norm {
+        Some(p) => norm::norm(x, p, cfg)?,
+        None => x.clone(),
+    };
+    match metric {
+        Metric::LogitDiff { a, b } => {
+            let head = head.ok_or_else(|| anyhow!("internal: a logit metric needs a head"))?;
+            let n = x.dim(0)?;
+            let logits = linear(&x.narrow(0, n - 1, 1)?, head)?.flatten_all()?.to_vec1::<f32>()?;
+            Ok(logits[*a as usize] as f64 - logits[*b as usize] as f64)
+        }
+        Metric::OutputDistance => {
+            let Some(c) = clean else { return Ok(0.0) };
+            let d = (x - c)?.sqr()?.sum_all()?.to_scalar::<f32>()?;
+            Ok((d as f64).sqrt())
+        }
+    }
+}
+
+/// Runs the sweep: the clean and corrupted baselines, then one patched run per layer × head
+/// (or layer × position).
+pub fn sweep(
+    cfg: &ModelConfig,
+    params: &Params,
+    clean: &Input,
+    corrupted: &Input,
+    what: What,
+    metric: &Metric,
+) -> Result<Sweep> {
+    // Every layer is needed many times: read a lazily loaded checkpoint once.
+    let layers: Vec<LayerParams> =
+        (0..params.layers.len()).map(|i| Ok(params.layers.get(i)?.into_owned())).collect::<Result<_>>()?;
+    let tied = match (&params.lm_head, &cfg.parts.lm_head, &params.token) {
+        (None, Some(h), Some(token)) if h.tied => Some(Linear { weight: token.clone(), bias: None }),
+        _ => None,
+    };
+    let head = params.lm_head.as_ref().or(tied.as_ref());
+    if params.token.is_none() {
+        return Err(crate::error::usage(
+            "--patch",
+            "this model's token table is read only for the clean sentence's rows",
+            "patch a decoder (--model with a GPT-2, Llama-family or GGUF model)",
+        ));
+    }
+    let embed_of = |input: &Input| -> Result<Tensor> {
+        let n = match input {
+            Input::Ids { ids, .. } => ids.len(),
+            Input::Matrix(m) => m.dim(0)?,
+        };
+        embed::embed(cfg, params, input, &mut quiet(cfg, n, false))
+    };
+    let c = run_from(cfg, &layers, 0, embed_of(clean)?, true)?;
+    let base = run_from(cfg, &layers, 0, embed_of(corrupted)?, false)?;
+    let final_clean = match &params.final_norm {
+        Some(p) => norm::norm(&c.last, p, cfg)?,
+        None => c.last.clone(),
+    };
+    let clean_m = score(params, cfg, head, metric, &c.last, Some(&final_clean))?;
+    let corrupted_m = score(params, cfg, head, metric, &base.last, Some(&final_clean))?;
+    let (n, heads, l_count) = (c.last.dim(0)?, cfg.heads, layers.len());
+    let mut rows = Vec::new();
+    let mut layer_runs = 2 * l_count;
+    for l in 0..l_count {
+        let count = match what {
+            What::Heads => heads,
+            What::Resid => n,
+        };
+        for index in 0..count {
+            let values = match what {
+                What::Heads => {
+                    let ctx = &c.contexts[l];
+                    let per = ctx.len() / heads;
+                    ctx[index * per..(index + 1) * per].to_vec()
+                }
+                What::Resid => c.outputs[l].get(index)?.to_vec1::<f32>()?,
+            };
+            let head_of = (what == What::Heads).then_some(index);
+            let patch = Patch { layer: l, head: head_of, position: index, values: Arc::new(values) };
+            let mut patched = cfg.clone();
+            patched.interventions.patch = Some(patch);
+            let run = run_from(&patched, &layers, l, base.inputs[l].clone(), false)?;
+            layer_runs += l_count - l;
+            let m = score(params, cfg, head, metric, &run.last, Some(&final_clean))?;
+            let effect =
+                if (clean_m - corrupted_m).abs() > 0.0 { (m - corrupted_m) / (clean_m - corrupted_m) } else { 0.0 };
+            rows.push(Row { layer: l, index, metric: m, effect });
+        }
+    }
+    let runs = rows.len();
+    Ok(Sweep {
+        what,
+        clean: clean_m,
+        corrupted: corrupted_m,
+        rows,
+        layer_runs,
+        layer_runs_without_reuse: (runs + 2) * l_count,
+    })
+}
