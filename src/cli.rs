@@ -338,6 +338,11 @@ pub struct Cli {
     /// previous-token score.
     #[arg(long, help_heading = "Interventions")]
     pub stats: bool,
+    /// With --stats on a language model: replace the sentence by N random tokens repeated
+    /// twice and add each head's induction score (attention from a token's second occurrence
+    /// to the token after its first).
+    #[arg(long, value_name = "N", help_heading = "Interventions")]
+    pub induction: Option<usize>,
     /// Attention rollout (Abnar & Zuidema 2020): heads averaged, the residual added as ½·I,
     /// layers multiplied from the first.
     #[arg(long, help_heading = "Interventions")]

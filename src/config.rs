@@ -164,6 +164,9 @@ pub struct Interventions {
     /// Hidden query→key edges: their score is −inf before the softmax.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub knockout: Vec<Knockout>,
+    /// `--induction N`: the input is N random tokens repeated twice (not the sentence).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub induction: Option<usize>,
     /// Activation patching's overrides for one run of a sweep (run state, not configuration:
     /// the sweep is described in its own output).
     #[serde(skip)]
@@ -192,7 +195,7 @@ pub struct Knockout {
 
 impl Interventions {
     pub fn is_empty(&self) -> bool {
-        self.ablate.is_empty() && self.knockout.is_empty()
+        self.ablate.is_empty() && self.knockout.is_empty() && self.induction.is_none()
     }
 
     /// One line for the table header, e.g. "ablated 0.1, 1.2 (zero); knocked out 0.1:5->2".
@@ -212,6 +215,9 @@ impl Interventions {
                 })
                 .collect();
             parts.push(format!("knocked out {}", edges.join(" ")));
+        }
+        if let Some(n) = self.induction {
+            parts.push(format!("input: {n} random tokens repeated twice"));
         }
         parts.join("; ")
     }
@@ -254,6 +260,9 @@ pub struct Parts {
     /// A language-model head: `logits` and the next-token predictions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lm_head: Option<LmHead>,
+    /// BERT's masked-LM head (`cls.predictions`): predictions at `[MASK]` positions.
+    #[serde(skip_serializing_if = "is_false")]
+    pub masked_lm: bool,
     /// The layers' parameters are read from the checkpoint one layer at a time (real
     /// decoders): the memory estimate counts one layer's, not all. Not part of the JSON.
     #[serde(skip)]

@@ -30,7 +30,7 @@ pub fn ffn(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: &mut R
     Ok(out)
 }
 
-fn activation(a: Activation, x: &Tensor) -> Result<Tensor> {
+pub fn activation(a: Activation, x: &Tensor) -> Result<Tensor> {
     Ok(match a {
         Activation::Relu => x.relu()?,
         Activation::Gelu => x.gelu_erf()?,

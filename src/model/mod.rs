@@ -49,6 +49,15 @@ pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Reco
     }
     // The last hidden state as Hugging Face defines it: after the final norm if there is one.
     rec.tensor("output", cfg, &x)?;
+    if let Some(mlm) = &params.mlm {
+        // BertForMaskedLM's head on the last hidden state.
+        let h = linear(&x, &mlm.dense)?; // [pos, d_model]
+        let h = norm::layer_norm(&ffn::activation(cfg.activation, &h)?, &mlm.norm, cfg.eps)?; // [pos, d_model]
+        let logits = linear(&h, &mlm.decoder)?; // [pos, vocab]
+        rec.tensor("logits", cfg, &logits)?;
+        let k = rec.top_k();
+        rec.set_predictions(head::top_k(&logits, k)?);
+    }
     if let Some(head) = head {
         if rec.wants("logits") || rec.top_k() > 0 {
             let logits = linear(&x, head)?; // [pos, vocab]

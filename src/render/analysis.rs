@@ -52,17 +52,26 @@ pub fn write_stats(stats: &[HeadStats], precision: usize, width: usize, w: &mut 
     let p = precision;
     title(&["per-head statistics".to_string(), "means over queries (README: definitions)".to_string()], width, w)?;
     let mut t = table::new_table();
-    t.set_header(vec!["layer", "head", "entropy", "distance", "first tok", "prev tok"]);
+    let induction = stats.iter().any(|s| s.induction.is_some());
+    let mut header = vec!["layer", "head", "entropy", "distance", "first tok", "prev tok"];
+    if induction {
+        header.push("induction");
+    }
+    t.set_header(header);
     for s in stats {
         let prev = s.previous_token.map_or("—".to_string(), |x| format!("{x:.p$}"));
-        t.add_row(vec![
+        let mut row = vec![
             s.layer.to_string(),
             s.head.to_string(),
             format!("{:.p$}", s.entropy),
             format!("{:.p$}", s.mean_distance),
             format!("{:.p$}", s.first_token),
             prev,
-        ]);
+        ];
+        if let Some(x) = s.induction {
+            row.push(format!("{x:.p$}"));
+        }
+        t.add_row(row);
     }
     table::emit(&t, w)
 }
@@ -129,13 +138,14 @@ pub fn stats_json(stats: &[HeadStats]) -> String {
         .iter()
         .map(|s| {
             format!(
-                "{{\"layer\": {}, \"head\": {}, \"entropy\": {}, \"mean_distance\": {}, \"first_token\": {}, \"previous_token\": {}}}",
+                "{{\"layer\": {}, \"head\": {}, \"entropy\": {}, \"mean_distance\": {}, \"first_token\": {}, \"previous_token\": {}{}}}",
                 s.layer,
                 s.head,
                 f64_json(s.entropy),
                 f64_json(s.mean_distance),
                 f64_json(s.first_token),
-                s.previous_token.map_or("null".to_string(), f64_json)
+                s.previous_token.map_or("null".to_string(), f64_json),
+                s.induction.map_or(String::new(), |x| format!(", \"induction\": {}", f64_json(x)))
             )
         })
         .collect();

@@ -13,15 +13,20 @@ pub fn write(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
     let Some(rows) = &trace.predictions else { return Ok(()) };
     writeln!(w)?;
     let k = rows.first().map_or(0, |r| r.len());
-    let title = ["next-token predictions".to_string(), format!("top {k} per position, each with its probability")];
+    // A masked LM predicts the [MASK] positions (every position when there is none).
+    let masked = trace.config.parts.masked_lm;
+    let shown: Vec<usize> = (0..rows.len()).filter(|&i| !masked || trace.tokens[i] == "[MASK]").collect();
+    let shown = if shown.is_empty() { (0..rows.len()).collect() } else { shown };
+    let what = if masked { "masked-word predictions" } else { "next-token predictions" };
+    let title = [what.to_string(), format!("top {k} per position, each with its probability")];
     for line in wrap_parts(&title, width) {
         writeln!(w, "{line}")?;
     }
     let mut t = table::new_table();
-    t.set_header(vec!["pos", "token", "most likely next tokens"]);
+    t.set_header(vec!["pos", "token", if masked { "most likely fillers" } else { "most likely next tokens" }]);
     // The predictions column gets what the position and token columns leave of the width.
     let room = width.saturating_sub(6 + 14 + 4);
-    for (i, row) in rows.iter().enumerate() {
+    for (i, row) in rows.iter().enumerate().filter(|(i, _)| shown.contains(i)) {
         let mut cell = String::new();
         for p in row {
             let item = format!("{} {:.2}", label(p), p.prob);

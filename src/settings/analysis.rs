@@ -19,6 +19,8 @@ pub struct Analysis {
     pub lens: bool,
     pub stats: bool,
     pub rollout: bool,
+    /// `--induction N`: the input is N random tokens repeated twice.
+    pub induction: Option<usize>,
     /// `--patch CORRUPTED`, what it copies, and `--metric A B`.
     pub patch: Option<String>,
     pub patch_resid: bool,
@@ -57,6 +59,22 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
             "use --format json or table",
         ));
     }
+    if let Some(n) = cli.induction {
+        if !(2..=4096).contains(&n) {
+            return Err(usage(
+                "--induction",
+                format!("{n} tokens"),
+                "pass a length from 2 to 4096, e.g. --induction 20",
+            ));
+        }
+        if !cli.stats || cli.model.is_none() {
+            return Err(usage(
+                "--induction",
+                "it adds induction scores to --stats on a real model",
+                "add --stats and --model",
+            ));
+        }
+    }
     if cli.metric.is_some() && cli.patch.is_none() {
         return Err(usage("--metric", "it is the metric of --patch", "add --patch CORRUPTED, or drop --metric"));
     }
@@ -80,6 +98,7 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
         lens: cli.lens,
         stats: cli.stats,
         rollout: cli.rollout,
+        induction: cli.induction,
         patch: cli.patch.clone(),
         patch_resid: cli.patch_what == cli::PatchArg::Resid,
         metric: cli.metric.as_ref().map(|m| (m[0].clone(), m[1].clone())),

@@ -193,6 +193,7 @@ fn interventions(settings: &Settings, cfg: &ModelConfig, tokens: &[String]) -> R
         ablate_mode: (!a.ablate.is_empty()).then_some(a.ablate_mode),
         ablate: a.ablate.clone(),
         knockout,
+        induction: a.induction,
         patch: None,
     })
 }

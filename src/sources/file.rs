@@ -309,6 +309,7 @@ pub fn params(mut named: NamedTensors, cfg: &ModelConfig, what: &str) -> Result<
         layers: Layers::Ready(layers),
         final_norm,
         lm_head,
+        mlm: None,
     })
 }
 

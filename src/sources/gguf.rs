@@ -288,6 +288,7 @@ pub fn params(c: DecoderConfig, g: Gguf) -> Result<Params> {
         layers: Layers::Lazy { count: c.num_hidden_layers, load: std::sync::Arc::new(load) },
         final_norm: Some(LayerNorm { weight: g.get("output_norm.weight", &[d])?, bias: None }),
         lm_head: Some(Linear { weight: head, bias: None }),
+        mlm: None,
     })
 }
 

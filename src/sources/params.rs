@@ -114,6 +114,17 @@ pub struct Params {
     pub final_norm: Option<LayerNorm>,
     /// The unembedding, `[vocab_size, d_model]` (a copy of the token table when tied).
     pub lm_head: Option<Linear>,
+    /// BERT's masked-LM head (`cls.predictions.*`), when the checkpoint has one.
+    pub mlm: Option<MlmHead>,
+}
+
+/// BertForMaskedLM's head: logits = LayerNorm(act(h·W_denseᵀ + b))·W_wordᵀ + bias.
+#[derive(Debug, Clone)]
+pub struct MlmHead {
+    pub dense: Linear,
+    pub norm: LayerNorm,
+    /// The word table (tied) and the output bias.
+    pub decoder: Linear,
 }
 
 impl Params {

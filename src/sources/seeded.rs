@@ -89,6 +89,7 @@ pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
         layers: Layers::Ready(layers),
         final_norm,
         lm_head,
+        mlm: None,
     })
 }
 

@@ -211,6 +211,7 @@ fn parts(
         attn_out_bias: None,
         final_norm: s.final_norm || fd.is_some_and(|f| f.final_norm),
         lm_head: lm_head.map(|tied| LmHead { tied }),
+        masked_lm: false,
         layer_at_a_time: false,
     })
 }

@@ -28,6 +28,9 @@ pub struct HeadStats {
     pub first_token: f64,
     /// None for a single token (there is no previous one).
     pub previous_token: Option<f64>,
+    /// With `--induction N`: the mean weight from each token of the second repeat to the
+    /// token after its first occurrence (Olsson et al. 2022).
+    pub induction: Option<f64>,
 }
 
 /// The weights of each recorded `attn.weights` step as (layer, head, n×n row-major f64).
@@ -46,6 +49,7 @@ fn maps(trace: &Trace) -> Vec<(usize, usize, Vec<f64>)> {
 
 /// Every recorded head's statistics, in trace order.
 pub fn stats(trace: &Trace) -> Vec<HeadStats> {
+    let induction = trace.config.interventions.induction;
     maps(trace)
         .into_iter()
         .map(|(layer, head, w)| {
@@ -63,6 +67,11 @@ pub fn stats(trace: &Trace) -> Vec<HeadStats> {
                 mean_distance: rows(&distance, 0).unwrap_or(0.0),
                 first_token: rows(&|q| w[q * n], 0).unwrap_or(0.0),
                 previous_token: rows(&|q| w[q * n + q - 1], 1),
+                induction: induction.map(|r| {
+                    // The input is a prefix, then N tokens, then the same N again.
+                    let start = n - r;
+                    (start..n).map(|q| w[q * n + q - r + 1]).sum::<f64>() / r as f64
+                }),
             }
         })
         .collect()

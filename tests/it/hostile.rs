@@ -210,3 +210,11 @@ fn files_are_whole_or_absent() {
         std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();
     assert_eq!(names, ["t.safetensors"], "temporary files left: {names:?}");
 }
+
+#[test]
+fn a_number_beyond_f64_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("big.json");
+    std::fs::write(&p, r#"{"embed.token.weight": [[1e400, 2]]}"#).unwrap();
+    refused(&run(&["a b", "--weights", p.to_str().unwrap()], None), "number out of range at line 1 column 30");
+}

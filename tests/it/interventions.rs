@@ -245,3 +245,59 @@ fn patching_the_last_output_restores_the_clean_metric() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("7 and 19 tokens: [") && err.contains("\"do\""), "{err}");
 }
+
+#[test]
+fn induction_scores_follow_their_definition() {
+    // N random tokens repeated twice (after the tokenizer's BOS): the score is the mean weight
+    // from each token of the second repeat to the token after its first occurrence.
+    let m = model("llama-gqa");
+    let n_rep = 6;
+    let doc = trace_json(&["ignored", "--model", &m, "--stats", "--induction", "6", "--steps", "weights"]);
+    let ids = doc["input"]["token_ids"].as_array().unwrap();
+    let n = ids.len();
+    assert_eq!(n, 1 + 2 * n_rep, "BOS + two repeats");
+    assert_eq!(ids[1..1 + n_rep], ids[1 + n_rep..]);
+    assert_eq!(doc["config"]["interventions"]["induction"], 6);
+    for s in doc["stats"].as_array().unwrap() {
+        let (l, g) = (s["layer"].as_u64().unwrap() as usize, s["head"].as_u64().unwrap() as usize);
+        let (_, w) = weights(&doc, l);
+        let want = (n - n_rep..n).map(|q| w[(g * n + q) * n + q - n_rep + 1]).sum::<f64>() / n_rep as f64;
+        assert!((s["induction"].as_f64().unwrap() - want).abs() < 1e-6, "{s}");
+    }
+}
+
+/// Masked-word predictions against transformers' BertForMaskedLM on a tiny checkpoint it made
+/// (fixtures/tiny-bert-mlm, fixtures/oracle/mlm by mlm_oracle.py): the logits at the mask
+/// within 1e-5 and the top-5 fillers in order; a checkpoint without the head is an error.
+#[test]
+fn masked_words_match_bert_for_masked_lm() {
+    let dir = root().join("fixtures/tiny-bert-mlm");
+    for name in ["shoes", "small"] {
+        let case: Value = serde_json::from_str(
+            &std::fs::read_to_string(root().join(format!("fixtures/oracle/mlm/{name}.json"))).unwrap(),
+        )
+        .unwrap();
+        let sentence = case["sentence"].as_str().unwrap();
+        let doc = trace_json(&[sentence, "--model", dir.to_str().unwrap(), "--steps", "logits"]);
+        assert_eq!(doc["input"]["token_ids"], case["input_ids"], "{name}");
+        assert_eq!(doc["config"]["masked_lm"], true);
+        let (shape, logits) = &steps(&doc)["logits"];
+        let vocab = shape[1];
+        for m in case["masks"].as_array().unwrap() {
+            let p = m["position"].as_u64().unwrap() as usize;
+            for (i, y) in flat(&m["logits"]).iter().enumerate() {
+                let x = logits[p * vocab + i];
+                assert!(close(x, *y, 1e-5, 1e-5), "{name} logits[{p}, {i}]: {x} vs {y}");
+            }
+            let top = &doc["predictions"][p]["top"];
+            for (k, want) in m["top5"].as_array().unwrap().iter().enumerate() {
+                assert_eq!(top[k]["id"], want["id"], "{name}: filler {k}");
+            }
+        }
+    }
+    let minilm = root().join(".cache/models/all-MiniLM-L6-v2");
+    let out = cmd().args(["my shoes are [MASK].", "--model", minilm.to_str().unwrap()]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no masked-LM head"), "{err}");
+}

@@ -162,6 +162,7 @@ impl DecoderConfig {
             attn_out_bias: (self.model_type == "qwen2").then_some(false),
             final_norm: true,
             lm_head: Some(LmHead { tied: self.tied() }),
+            masked_lm: false,
             layer_at_a_time: true,
         })
     }
@@ -280,6 +281,7 @@ pub fn params(c: DecoderConfig, ck: Checkpoint) -> Result<Params> {
         layers: Layers::Lazy { count: layers, load: std::sync::Arc::new(load) },
         final_norm: Some(final_norm),
         lm_head: Some(Linear { weight: head, bias: None }),
+        mlm: None,
     })
 }
 

@@ -58,6 +58,7 @@ fn open_bert(
     let pair = settings.pair.as_deref();
     let sentence = bert_text(sentence, pair)?;
     let enc = model.encode(&sentence, pair, truncate, special)?;
+    let masked_lm = masked_lm(&model, &enc.tokens, &w)?;
     let mut notes = Vec::new();
     if enc.truncated > 0 {
         notes.push(format!(
@@ -94,7 +95,7 @@ fn open_bert(
         }),
         init: InitConfig::File { path: dir.join("model.safetensors").display().to_string() },
         interventions: Default::default(),
-        parts: Default::default(),
+        parts: crate::config::Parts { masked_lm, ..Default::default() },
     };
     let loaded = Loaded {
         sentence: Some(match pair {
@@ -186,8 +187,13 @@ pub fn decoder_loaded(
     let sentence = sentence.filter(|t| !t.trim().is_empty()).ok_or_else(|| {
         usage("sentence", "none was given", "pass a sentence, e.g. attn-trace \"The capital of France is\" --model DIR")
     })?;
-    let enc = encode(&tokenizer, (&sentence, None), special, (max_len, c.vocab_size), truncate, w)?;
+    let mut enc = encode(&tokenizer, (&sentence, None), special, (max_len, c.vocab_size), truncate, w)?;
     let plain = tokenizer.encode(sentence.as_str(), false).map(|e| e.get_ids().len()).unwrap_or(enc.ids.len());
+    if let Some(n) = settings.analysis.induction {
+        // The special tokens the tokenizer put before the text (a BOS) stay.
+        let keep = enc.ids.len().saturating_sub(plain);
+        induction_input(&mut enc, n, keep, &tokenizer, c.vocab_size.min(tokenizer.get_vocab_size(true)), max_len)?;
+    }
     let mut notes = Vec::new();
     if enc.truncated > 0 {
         notes.push(format!(
@@ -298,4 +304,54 @@ fn bert_text(sentence: Option<String>, pair: Option<&str>) -> Result<String> {
         ));
     }
     Ok(sentence)
+}
+
+/// `--induction N`: the tokenizer's own prefix (a BOS, if it adds one) followed by N tokens
+/// drawn at random (a fixed xorshift stream, so every run is the same) and the same N again.
+fn induction_input(
+    enc: &mut super::Encoded,
+    n: usize,
+    keep: usize,
+    tok: &tokenizers::Tokenizer,
+    vocab: usize,
+    max: usize,
+) -> Result<()> {
+    if keep + 2 * n > max {
+        return Err(usage(
+            "--induction",
+            format!("{} tokens exceed the model's {max} positions", keep + 2 * n),
+            "pass a smaller N",
+        ));
+    }
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let low = (vocab / 10).max(1);
+    let random: Vec<u32> = (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (low + (state % (vocab - low) as u64) as usize) as u32
+        })
+        .collect();
+    enc.ids.truncate(keep);
+    enc.tokens.truncate(keep);
+    for &id in random.iter().chain(&random) {
+        enc.ids.push(id);
+        enc.tokens.push(tok.id_to_token(id).unwrap_or_else(|| format!("#{id}")));
+    }
+    enc.type_ids = vec![0; enc.ids.len()];
+    Ok(())
+}
+
+/// Whether the checkpoint has BERT's masked-LM head; a `[MASK]` without one is an error.
+fn masked_lm(model: &HfModel, tokens: &[String], w: &str) -> Result<bool> {
+    let has = model.weights.has_mlm_head();
+    if !has && tokens.iter().any(|t| t == "[MASK]") {
+        return Err(usage(
+            w,
+            "the sentence has [MASK] but the checkpoint has no masked-LM head (cls.predictions.*)",
+            "use a BertForMaskedLM checkpoint to fill masks (sentence encoders such as MiniLM carry none)",
+        ));
+    }
+    Ok(has)
 }

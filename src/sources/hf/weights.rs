@@ -4,7 +4,7 @@
 
 use crate::error::usage;
 use crate::sources::hf::config::HfConfig;
-use crate::sources::params::{LayerNorm, LayerParams, Layers, Linear, Params};
+use crate::sources::params::{LayerNorm, LayerParams, Layers, Linear, MlmHead, Params};
 use anyhow::Result;
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
@@ -49,6 +49,41 @@ impl Weights {
             ));
         }
         Ok(())
+    }
+
+    /// Whether the checkpoint carries BertForMaskedLM's head (`cls.predictions.*`).
+    pub fn has_mlm_head(&self) -> bool {
+        self.st.get("cls.predictions.transform.dense.weight").is_ok()
+    }
+
+    /// A tensor named without the `bert.` prefix (the masked-LM head's).
+    fn get_raw(&self, full: &str, shape: &[usize]) -> Result<Tensor> {
+        let t = self.st.load(full, &Device::Cpu).map_err(|_| self.missing(full))?;
+        self.check_shape(full, t.dims(), shape)?;
+        Ok(if t.dtype() == DType::F32 { t } else { t.to_dtype(DType::F32)? })
+    }
+
+    /// The masked-LM head, with the whole word table (tied unless the checkpoint has its own
+    /// `cls.predictions.decoder.weight`).
+    fn mlm_head(&self, c: &HfConfig) -> Result<MlmHead> {
+        let d = c.hidden_size;
+        let p = "cls.predictions";
+        let dense = Linear {
+            weight: self.get_raw(&format!("{p}.transform.dense.weight"), &[d, d])?,
+            bias: Some(self.get_raw(&format!("{p}.transform.dense.bias"), &[d])?),
+        };
+        let norm = LayerNorm {
+            weight: self.get_raw(&format!("{p}.transform.LayerNorm.weight"), &[d])?,
+            bias: Some(self.get_raw(&format!("{p}.transform.LayerNorm.bias"), &[d])?),
+        };
+        let word = match self.get_raw(&format!("{p}.decoder.weight"), &[c.vocab_size, d]) {
+            Ok(w) => w,
+            Err(_) => self.get("embeddings.word_embeddings.weight", &[c.vocab_size, d])?,
+        };
+        let bias = self
+            .get_raw(&format!("{p}.bias"), &[c.vocab_size])
+            .or_else(|_| self.get_raw(&format!("{p}.decoder.bias"), &[c.vocab_size]))?;
+        Ok(MlmHead { dense, norm, decoder: Linear { weight: word, bias: Some(bias) } })
     }
 
     fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
@@ -123,6 +158,7 @@ impl Weights {
             layers: Layers::Ready(layers),
             final_norm: None,
             lm_head: None,
+            mlm: if self.has_mlm_head() { Some(self.mlm_head(c)?) } else { None },
         })
     }
 }
