@@ -43,7 +43,11 @@ fn summary(trace: &Trace) -> String {
     let plural = |n: usize, w: &str| if n == 1 { format!("{n} {w}") } else { format!("{n} {w}s") };
     let changed = if c.interventions.is_empty() { String::new() } else { format!(", {}", c.interventions.describe()) };
     let init = match (&c.model, &c.init) {
-        (Some(m), _) => format!("{} model {}", m.model_type, m.path),
+        // Stored in another type (bf16, a GGUF's quantizations): the arithmetic is still f32.
+        (Some(m), _) => match &m.stored_dtype {
+            Some(dt) => format!("{} model {} ({dt} weights, computed in f32)", m.model_type, m.path),
+            None => format!("{} model {}", m.model_type, m.path),
+        },
         (None, InitConfig::Torch { seed, .. }) => format!("torch init, seed {seed}"),
         (None, InitConfig::File { path }) => format!("weights {path}"),
     };

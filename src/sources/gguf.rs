@@ -237,6 +237,15 @@ fn header<R: std::io::Read + std::io::Seek>(r: &mut R, len: u64, what: &str) -> 
             "pass a complete GGUF file (llama.cpp's format, version 1 to 3)",
         )
     })?;
+    // candle decodes names lossily: a U+FFFD marks bytes that were not UTF-8.
+    let bad = content.metadata.keys().chain(content.tensor_infos.keys()).find(|k| k.contains('\u{fffd}'));
+    if let Some(k) = bad {
+        return Err(usage(
+            what,
+            format!("a metadata key or tensor name is not UTF-8 ({})", crate::error::quote(k)),
+            "use an intact GGUF file",
+        ));
+    }
     for (name, info) in &content.tensor_infos {
         let (elems, block) = (info.shape.elem_count() as u64, info.ggml_dtype.block_size() as u64);
         let bytes = elems / block.max(1) * info.ggml_dtype.type_size() as u64;

@@ -34,6 +34,32 @@ fn an_f32_gguf_traces_as_its_checkpoint() {
 }
 
 #[test]
+fn a_qwen2_gguf_traces_as_its_checkpoint() {
+    // Architecture qwen2: Q/K/V biases, and no Q/K permutation to undo.
+    let hf = root().join("fixtures/decoders/qwen2");
+    let a = steps(&trace_json(&[
+        "my shoes are small, my feet are big.",
+        "--model",
+        hf.to_str().unwrap(),
+        "--steps",
+        "all",
+    ]));
+    let b = steps(&trace_json(&[
+        "my shoes are small, my feet are big.",
+        "--model",
+        &tiny("tiny-qwen2-f32.gguf"),
+        "--steps",
+        "all",
+    ]));
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+    for (id, (_, va)) in &a {
+        for (i, (x, y)) in va.iter().zip(&b[id].1).enumerate() {
+            assert!(close(*x, *y, 1e-5, 1e-5), "{id}[{i}]: checkpoint {x}, gguf {y}");
+        }
+    }
+}
+
+#[test]
 fn a_quantized_gguf_traces_as_the_gguf_packages_dequantization() {
     // tiny-llama-dequantized/ holds the same Q4_1/Q8_0 tensors dequantized (and un-permuted)
     // by the `gguf` Python package: candle's dequantization must give the same numbers.
@@ -72,7 +98,11 @@ fn malformed_gguf_files_are_one_line_errors() {
     huge_count[16..24].copy_from_slice(&(1u64 << 60).to_le_bytes());
     let mut huge_string = good.clone();
     huge_string[24..32].copy_from_slice(&(1u64 << 60).to_le_bytes());
+    // A metadata key that is not UTF-8 (the first key's text starts at byte 32).
+    let mut not_utf8 = good.clone();
+    not_utf8[32] = 0xff;
     let cases = [
+        (write("utf8.gguf", &not_utf8), "is not UTF-8"),
         (write("truncated.gguf", &good[..good.len() / 2]), "the file is truncated"),
         (write("header.gguf", &good[..20]), "not a readable GGUF file"),
         (write("magic.gguf", &wrong_magic), "not a readable GGUF file"),
