@@ -321,6 +321,17 @@ fn every_json_golden_and_fresh_output_fits_the_schema() {
             "--stats",
             "--rollout",
         ][..],
+        // Activation patching (the sentence is the clean run).
+        &[
+            "The capital of France is",
+            "--model",
+            "fixtures/decoders/gpt2",
+            "--patch",
+            "The capital of Paris is",
+            "--metric",
+            " Paris",
+            " the",
+        ][..],
     ] {
         let out = cmd().current_dir(root()).args(args).args(["--format", "json"]).output().unwrap();
         assert!(out.status.success(), "{args:?}");
