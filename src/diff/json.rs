@@ -92,7 +92,10 @@ pub fn tensor(v: &Value) -> Result<(Vec<usize>, Data), String> {
             None => break,
         }
     }
-    let mut leaves = Vec::with_capacity(shape.iter().product());
+    // The shape follows only the first element at each depth: a small ragged array can claim
+    // an enormous one (found by reading the code after fuzzing), so nothing is reserved from
+    // it; `collect` checks every row against it as it goes.
+    let mut leaves = Vec::new();
     collect(v, &shape, 0, &mut leaves)?;
     let strings = leaves.iter().all(|l| l.is_string()) && !leaves.is_empty();
     if strings && !leaves.iter().all(|l| matches!(l.as_str(), Some("nan" | "inf" | "-inf"))) {

@@ -151,6 +151,13 @@ fn fit(what: String, kind: &'static str, raws: Vec<Raw>) -> Result<Loaded> {
 /// `[p, h, …]` → `[h, p, …]`, row-major.
 fn swap_first_two(shape: Vec<usize>, data: Data) -> (Vec<usize>, Data) {
     let (p, h, inner) = (shape[0], shape[1], shape[2..].iter().product::<usize>());
+    // An empty tensor has nothing to reorder, however large its other dimensions claim to be
+    // ([0, 2^62, 1] once looped 2^62 times).
+    if p == 0 || h == 0 || inner == 0 {
+        let mut new = shape;
+        new.swap(0, 1);
+        return (new, data);
+    }
     let order = (0..h).flat_map(|hi| (0..p).flat_map(move |pi| (0..inner).map(move |k| (pi * h + hi) * inner + k)));
     let data = match data {
         Data::Num(v) if v.len() == p * h * inner => Data::Num(order.map(|i| v[i]).collect()),

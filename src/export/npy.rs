@@ -88,6 +88,11 @@ pub fn read(bytes: &[u8]) -> Result<(Vec<usize>, Data), String> {
         d if d.starts_with("<U") => {
             let n: usize = d[2..].parse().map_err(|_| format!("unreadable string dtype {d}"))?;
             if n == 0 {
+                // Empty strings need no bytes, so the data length bounds nothing: a header could
+                // claim 10⁹ of them. No trace has more labels than this.
+                if count > 1 << 20 {
+                    return Err(format!("{count} empty strings of dtype {d} is too many"));
+                }
                 return Ok((shape, Data::Str(vec![String::new(); count])));
             }
             let raw = need(n.checked_mul(4).ok_or_else(|| format!("string dtype {d} is too wide"))?)?;

@@ -46,6 +46,16 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
         (Some(f), Some(ids)) => file_vocab(f, ids, &w)?,
         _ => vocab_size,
     };
+    // `--skip-draws ffn=N` discards N draws before every layer's FFN, one at a time: bound the
+    // total as the per-point cap bounds each point.
+    let skipped = toy.recipe.skip.ffn.saturating_mul(cfg.layers as u64);
+    if toy.weights.is_none() && skipped > 1 << 32 {
+        return Err(usage(
+            "--skip-draws",
+            format!("ffn={} before each of {} layers is {skipped} draws", toy.recipe.skip.ffn, cfg.layers),
+            "skip at most 4294967296 draws in all",
+        ));
+    }
     cfg.init = match &toy.weights {
         Some(p) => InitConfig::File { path: p.display().to_string() },
         None => toy.recipe.describe(),

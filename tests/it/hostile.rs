@@ -3,7 +3,7 @@
 //! panic and no file left behind; valid edge cases exit 0 with every line within --width and
 //! no raw control byte.
 
-use crate::common::root;
+use crate::common::{cmd, root};
 use std::io::Write;
 use std::process::Output;
 
@@ -217,4 +217,38 @@ fn a_number_beyond_f64_is_named_as_such() {
     let p = dir.path().join("big.json");
     std::fs::write(&p, r#"{"embed.token.weight": [[1e400, 2]]}"#).unwrap();
     refused(&run(&["a b", "--weights", p.to_str().unwrap()], None), "number out of range at line 1 column 30");
+}
+
+/// Inputs found by reading the readers after a fuzzing round (fixtures/fuzz): a ragged JSON
+/// array claiming a huge shape (a capacity overflow, or an 200 GB reservation), an npz of 10⁹
+/// zero-width strings, and an empty TransformerLens tensor claiming 2^62 rows (an endless
+/// loop). Each is refused in one line, under a 1.5 GB address-space limit and a time limit.
+#[test]
+fn diff_refuses_the_readers_hostile_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = dir.path().join("r.json");
+    let out = cmd().args(["my shoes", "--format", "json"]).output().unwrap();
+    std::fs::write(&reference, &out.stdout).unwrap();
+    let bin = env!("CARGO_BIN_EXE_attn-trace");
+    for name in [
+        "diff_json_capacity_overflow.json",
+        "diff_json_capacity.json",
+        "diff_npz_u0.npz",
+        "diff_st_swap_hang.safetensors",
+        "diff_st_swap_hang2.safetensors",
+    ] {
+        let file = root().join("fixtures/fuzz").join(name);
+        let script =
+            format!("ulimit -v 1500000; exec timeout 20 {bin} diff {} {}", reference.display(), file.display());
+        let out = std::process::Command::new("sh").args(["-c", &script]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(matches!(out.status.code(), Some(1 | 2)), "{name}: exit {:?}: {err}", out.status.code());
+        assert!(!err.contains("panicked") && err.lines().count() <= 4, "{name}: {err}");
+    }
+}
+
+#[test]
+fn skipping_draws_before_every_layer_is_bounded_in_all() {
+    let out = run(&["a", "--skip-draws", "ffn=4294967296", "--layers", "200", "--d-model", "1"], None);
+    refused(&out, "draws in all");
 }
