@@ -194,6 +194,28 @@ pub struct Cli {
     /// Leave out the FFN's biases.
     #[arg(long, help_heading = "Model")]
     pub no_ffn_bias: bool,
+    /// Give only the q, k and v projections a bias (a textbook's qkv_bias=True).
+    #[arg(long, help_heading = "Textbook attention")]
+    pub qkv_bias: bool,
+    /// Give the output projection a bias (a textbook MultiHeadAttention's out_proj has one).
+    #[arg(long, help_heading = "Textbook attention")]
+    pub out_proj_bias: bool,
+    /// Trace self-attention alone, as a textbook's MultiHeadAttention(d_in, d_out, …) module:
+    /// each layer ends at attn.out, with no residual sum, norm or FFN.
+    #[arg(long, help_heading = "Textbook attention")]
+    pub attention_only: bool,
+    /// With --attention-only: the output width, split into heads for q, k, v [default: d_model].
+    #[arg(long, value_name = "N", help_heading = "Textbook attention")]
+    pub d_out: Option<usize>,
+    /// With --attention-only: no output projection; attn.out is the heads side by side (the
+    /// tutorials' MultiHeadAttentionWrapper).
+    #[arg(long, help_heading = "Textbook attention")]
+    pub no_out_proj: bool,
+    /// Build the heads as separate single-head modules, each with its own q, k, v nn.Linear
+    /// created head by head (MultiHeadAttentionWrapper), instead of fused projections. Same
+    /// arithmetic; seeded weights are drawn in that order.
+    #[arg(long, help_heading = "Textbook attention")]
+    pub separate_heads: bool,
     /// LayerNorm epsilon [default: 1e-5; a model's own with --model].
     #[arg(long, value_name = "X", allow_negative_numbers = true, help_heading = "Model")]
     pub eps: Option<f64>,

@@ -52,19 +52,32 @@ fn summary(trace: &Trace) -> String {
         (None, InitConfig::File { path }) => format!("weights {path}"),
     };
     format!(
-        "attn-trace: {}, d_model {}, {} (d_k {} d_v {}), d_ff {}, {}, {} positions{}, {}-norm, {}, {init}{changed}",
+        "attn-trace: {}, d_model {}, {} (d_k {} d_v {}), {}, {} positions{}, {}, {init}{changed}",
         plural(trace.tokens.len(), "token"),
         c.d_model,
         plural(c.heads, "head"),
         c.d_k,
         c.d_v,
-        c.d_ff,
-        plural(c.layers, "layer"),
+        block(c).0,
         c.positions.name(),
         if c.causal { ", causal" } else { "" },
-        c.norm.name(),
-        c.activation.name(),
+        block(c).1,
     )
+}
+
+/// The header's words for the layer's form: (size, parts), e.g. ("d_ff 8, 1 layer",
+/// "post-norm, relu"), or an attention-only module's output width and projection.
+fn block(c: &crate::config::ModelConfig) -> (String, String) {
+    let layers = if c.layers == 1 { "1 layer".to_string() } else { format!("{} layers", c.layers) };
+    let heads = if c.parts.separate_heads { ", separate head modules" } else { "" };
+    if !c.parts.attention_only {
+        return (
+            format!("d_ff {}, {layers}", c.d_ff),
+            format!("{}-norm, {}{heads}", c.norm.name(), c.activation.name()),
+        );
+    }
+    let proj = if c.parts.no_out_proj { "no output projection" } else { "output projection" };
+    (format!("d_out {}, {layers}", c.out_width()), format!("attention only, {proj}{heads}"))
 }
 
 /// A table with column rules but no outer frame: the frame would cost two columns, and

@@ -12,16 +12,17 @@ pub mod limits;
 pub mod outputs;
 pub mod plan;
 pub mod recipe;
+pub mod shape;
 pub mod views;
 
 use crate::cli::{self, Cli, Env};
-use crate::config::{Activation, Norm, Positions};
 use crate::error::usage;
 use anyhow::Result;
 use std::path::PathBuf;
 
 pub use analysis::Analysis;
 pub use recipe::Recipe;
+pub use shape::Shape;
 
 /// Where the sentence comes from.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,36 +84,6 @@ pub enum ModelChoice {
         /// Add the tokenizer's special tokens (BOS, [CLS], [SEP]); `--no-special-tokens` drops them.
         special: bool,
     },
-}
-
-/// The shape flags as typed (each `None` when not given): for the toy model they choose, for a
-/// real model they may only restate what the checkpoint says.
-#[derive(Debug, Clone, Default)]
-pub struct Shape {
-    pub d_model: Option<usize>,
-    pub heads: Option<usize>,
-    pub d_k: Option<usize>,
-    pub d_v: Option<usize>,
-    pub d_ff: Option<usize>,
-    pub layers: Option<usize>,
-    pub max_len: Option<usize>,
-    pub positions: Option<Positions>,
-    pub norm: Option<Norm>,
-    pub activation: Option<Activation>,
-    pub causal: bool,
-    pub scale: Option<f64>,
-    pub eps: Option<f64>,
-    pub attn_bias: bool,
-    pub no_ffn_bias: bool,
-    /// The toy decoder's parts (`--rms-norm`, `--rope-theta`, `--gated`, `--kv-heads`,
-    /// `--final-norm`, `--lm-head`).
-    pub rms_norm: bool,
-    pub rope_theta: Option<f64>,
-    pub gated: bool,
-    pub kv_heads: Option<usize>,
-    pub final_norm: bool,
-    /// `Some(tied)` for an LM head.
-    pub lm_head: Option<bool>,
 }
 
 /// `--steps`, `--layer`, `--head` as typed; [`plan::Plan`] checks them against the model.
@@ -182,36 +153,6 @@ pub(crate) fn nonzero(flag: &str, v: Option<usize>) -> Result<Option<usize>> {
     }
 }
 
-impl From<cli::PositionsArg> for Positions {
-    fn from(p: cli::PositionsArg) -> Self {
-        match p {
-            cli::PositionsArg::Learned => Positions::Learned,
-            cli::PositionsArg::Sinusoidal => Positions::Sinusoidal,
-            cli::PositionsArg::None => Positions::None,
-            cli::PositionsArg::Rope => Positions::Rotary,
-        }
-    }
-}
-
-impl From<cli::NormArg> for Norm {
-    fn from(n: cli::NormArg) -> Self {
-        match n {
-            cli::NormArg::Post => Norm::Post,
-            cli::NormArg::Pre => Norm::Pre,
-        }
-    }
-}
-
-impl From<cli::ActivationArg> for Activation {
-    fn from(a: cli::ActivationArg) -> Self {
-        match a {
-            cli::ActivationArg::Relu => Activation::Relu,
-            cli::ActivationArg::Gelu => Activation::Gelu,
-            cli::ActivationArg::Silu => Activation::Silu,
-        }
-    }
-}
-
 impl Settings {
     /// Checks the command line. Pure: reads no file and prints nothing.
     pub fn from_cli(cli: Cli, env: &Env) -> Result<Settings> {
@@ -220,29 +161,7 @@ impl Settings {
             Some(spec) => pretrained(&cli, spec)?,
             None => toy(&cli)?,
         };
-        let shape = Shape {
-            d_model: nonzero("--d-model", cli.d_model)?,
-            heads: nonzero("--heads", cli.heads)?,
-            d_k: nonzero("--d-k", cli.d_k)?,
-            d_v: nonzero("--d-v", cli.d_v)?,
-            d_ff: nonzero("--d-ff", cli.d_ff)?,
-            layers: nonzero("--layers", cli.layers)?,
-            max_len: nonzero("--max-len", cli.max_len)?,
-            positions: cli.positions.map(Into::into),
-            norm: cli.norm.map(Into::into),
-            activation: cli.activation.map(Into::into),
-            causal: cli.causal,
-            scale: cli.scale,
-            eps: cli.eps,
-            attn_bias: cli.attn_bias,
-            no_ffn_bias: cli.no_ffn_bias,
-            rms_norm: cli.rms_norm,
-            rope_theta: cli.rope_theta,
-            gated: cli.gated,
-            kv_heads: nonzero("--kv-heads", cli.kv_heads)?,
-            final_norm: cli.final_norm,
-            lm_head: cli.lm_head.map(|h| h == cli::LmHeadArg::Tied),
-        };
+        let shape = shape::shape(&cli)?;
         let max_memory = limits::parse_size(&cli.max_memory)?;
         let views = views::options(&cli, env)?;
         let outputs = outputs::options(&cli)?;
@@ -335,6 +254,12 @@ fn pretrained(cli: &Cli, spec: &str) -> Result<ModelChoice> {
         ("--kv-heads", cli.kv_heads.is_some()),
         ("--final-norm", cli.final_norm),
         ("--lm-head", cli.lm_head.is_some()),
+        ("--qkv-bias", cli.qkv_bias),
+        ("--out-proj-bias", cli.out_proj_bias),
+        ("--attention-only", cli.attention_only),
+        ("--d-out", cli.d_out.is_some()),
+        ("--no-out-proj", cli.no_out_proj),
+        ("--separate-heads", cli.separate_heads),
     ] {
         if given {
             return Err(usage(

@@ -15,6 +15,7 @@ pub mod hf;
 pub mod params;
 pub mod seeded;
 pub mod text;
+mod textbook;
 pub mod tokenize;
 mod toy;
 

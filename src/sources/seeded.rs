@@ -7,7 +7,7 @@
 //! layers draw like `nn.Linear` (Kaiming-uniform weight, then bias), or, with `Rand`, like a
 //! raw `torch.rand` matrix (seeds 003 and 004), stored `[out, in]` or `[in, out]`.
 
-use super::params::{LayerNorm, LayerParams, Layers, Linear, Params};
+use super::params::{Block, LayerNorm, LayerParams, Layers, Linear, Params};
 use crate::config::{ModelConfig, Positions};
 use crate::settings::recipe::{LinearInit, Proj, RandLayout, Recipe};
 use crate::torch_rng::TorchGenerator;
@@ -42,36 +42,25 @@ pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
     skip(&mut g, recipe.skip.layers);
     let mut layers = Vec::with_capacity(cfg.layers);
     for _ in 0..cfg.layers {
-        let mut q = None;
-        let mut k = None;
-        let mut v = None;
-        for p in recipe.draw_order {
-            match p {
-                Proj::Q => q = Some(linear(&mut g, recipe, d, cfg.qk_width(), cfg.attn_bias)?),
-                Proj::K => k = Some(linear(&mut g, recipe, d, cfg.k_width(), cfg.attn_bias)?),
-                Proj::V => v = Some(linear(&mut g, recipe, d, cfg.kv_v_width(), cfg.attn_bias)?),
-            }
-        }
-        let out_proj = linear(&mut g, recipe, cfg.v_width(), d, cfg.attn_bias)?;
-        skip(&mut g, recipe.skip.ffn);
-        // A gated FFN constructs gate, up, down in that order (as Llama's MLP does).
-        let gate = if cfg.parts.gated_ffn { Some(linear(&mut g, recipe, d, cfg.d_ff, cfg.ffn_bias)?) } else { None };
-        let linear1 = linear(&mut g, recipe, d, cfg.d_ff, cfg.ffn_bias)?;
-        let linear2 = linear(&mut g, recipe, cfg.d_ff, d, cfg.ffn_bias)?;
-        let (Some(q_proj), Some(k_proj), Some(v_proj)) = (q, k, v) else {
-            anyhow::bail!("internal: draw order {:?} does not name q, k and v once each", recipe.draw_order);
+        // Separate single-head modules are constructed head by head, each drawing its own
+        // q, k, v; the fused projections draw each one whole. Head h's rows are the same block
+        // of the fused weight either way.
+        let (q_proj, k_proj, v_proj) = if cfg.parts.separate_heads {
+            let drawn = (0..cfg.heads)
+                .map(|_| qkv(&mut g, recipe, cfg, (cfg.d_k, cfg.d_k, cfg.d_v)))
+                .collect::<Result<Vec<_>>>()?;
+            let rows = |pick: fn(&(Linear, Linear, Linear)) -> &Linear| stack(drawn.iter().map(pick));
+            (rows(|h| &h.0)?, rows(|h| &h.1)?, rows(|h| &h.2)?)
+        } else {
+            qkv(&mut g, recipe, cfg, (cfg.qk_width(), cfg.k_width(), cfg.kv_v_width()))?
         };
-        layers.push(LayerParams {
-            q_proj,
-            k_proj,
-            v_proj,
-            out_proj,
-            norm1: norm(cfg)?,
-            linear1,
-            linear2,
-            norm2: norm(cfg)?,
-            gate,
-        });
+        let out_proj = if cfg.parts.no_out_proj {
+            None
+        } else {
+            Some(linear(&mut g, recipe, cfg.v_width(), cfg.out_width(), cfg.out_bias())?)
+        };
+        let block = if cfg.parts.attention_only { None } else { Some(block(&mut g, recipe, cfg)?) };
+        layers.push(LayerParams { q_proj, k_proj, v_proj, out_proj, block });
     }
     // The final norm draws nothing; an own LM head is nn.Linear(d_model, vocab, bias=False),
     // constructed after the blocks (a tied head reuses the token table: see model/mod.rs).
@@ -91,6 +80,47 @@ pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
         lm_head,
         mlm: None,
     })
+}
+
+/// The q, k and v projections of widths `(q, k, v)`, drawn in the recipe's order.
+fn qkv(
+    g: &mut TorchGenerator,
+    recipe: &Recipe,
+    cfg: &ModelConfig,
+    (qw, kw, vw): (usize, usize, usize),
+) -> Result<(Linear, Linear, Linear)> {
+    let (d, bias) = (cfg.d_model, cfg.attn_bias);
+    let (mut q, mut k, mut v) = (None, None, None);
+    for p in recipe.draw_order {
+        match p {
+            Proj::Q => q = Some(linear(g, recipe, d, qw, bias)?),
+            Proj::K => k = Some(linear(g, recipe, d, kw, bias)?),
+            Proj::V => v = Some(linear(g, recipe, d, vw, bias)?),
+        }
+    }
+    match (q, k, v) {
+        (Some(q), Some(k), Some(v)) => Ok((q, k, v)),
+        _ => anyhow::bail!("internal: draw order {:?} does not name q, k and v once each", recipe.draw_order),
+    }
+}
+
+/// Single-head projections stacked into one: weights by rows, biases end to end.
+fn stack<'a>(heads: impl Iterator<Item = &'a Linear>) -> Result<Linear> {
+    let heads: Vec<&Linear> = heads.collect();
+    let weights: Vec<&Tensor> = heads.iter().map(|h| &h.weight).collect();
+    let biases: Option<Vec<&Tensor>> = heads.iter().map(|h| h.bias.as_ref()).collect();
+    Ok(Linear { weight: Tensor::cat(&weights, 0)?, bias: biases.map(|b| Tensor::cat(&b, 0)).transpose()? })
+}
+
+/// The norms and FFN after a layer's attention projections.
+fn block(g: &mut TorchGenerator, recipe: &Recipe, cfg: &ModelConfig) -> Result<Block> {
+    let d = cfg.d_model;
+    skip(g, recipe.skip.ffn);
+    // A gated FFN constructs gate, up, down in that order (as Llama's MLP does).
+    let gate = if cfg.parts.gated_ffn { Some(linear(g, recipe, d, cfg.d_ff, cfg.ffn_bias)?) } else { None };
+    let linear1 = linear(g, recipe, d, cfg.d_ff, cfg.ffn_bias)?;
+    let linear2 = linear(g, recipe, cfg.d_ff, d, cfg.ffn_bias)?;
+    Ok(Block { norm1: norm(cfg)?, linear1, linear2, norm2: norm(cfg)?, gate })
 }
 
 fn skip(g: &mut TorchGenerator, n: u64) {

@@ -3,6 +3,7 @@
 //! `--weights` file, and the matrix's width. Defaults fill what none of them says.
 
 use super::file::{self, FileDims};
+use super::textbook;
 use super::tokenize::{self, TokenizerOptions};
 use super::{agree, Input, Loaded, Source};
 use crate::config::{Activation, InitConfig, LmHead, ModelConfig, Norm, Parts, Positions, Rope};
@@ -135,10 +136,13 @@ fn dims(s: &Shape, fd: Option<&FileDims>, matrix: Option<&Matrix>, w: &str) -> R
         (None, None) => s.d_model.unwrap_or(4),
     };
     let heads = s.heads.unwrap_or(1);
-    let (d_k, d_v) = head_widths(s, fd, d_model, heads, w)?;
-    let d_ff = match fd {
-        Some(f) => agree("--d-ff", s.d_ff, f.d_ff, w)?,
-        None => s.d_ff.unwrap_or(d_model.saturating_mul(2)),
+    let form = textbook::form(s, fd, w)?;
+    // A textbook's MultiHeadAttention(d_in, d_out, …) splits d_out into heads.
+    let (d_k, d_v) = head_widths(s, fd, s.d_out.unwrap_or(d_model), heads, w)?;
+    let d_ff = match fd.map(|f| f.d_ff) {
+        _ if form.attention_only => 0,
+        Some(Some(ff)) => agree("--d-ff", s.d_ff, ff, w)?,
+        _ => s.d_ff.unwrap_or(d_model.saturating_mul(2)),
     };
     let layers = match fd {
         Some(f) => agree("--layers", s.layers, f.layers, w)?,
@@ -150,7 +154,9 @@ fn dims(s: &Shape, fd: Option<&FileDims>, matrix: Option<&Matrix>, w: &str) -> R
         None => s.max_len.unwrap_or(10),
     };
     let (attn_bias, ffn_bias) = biases(s, fd, w)?;
-    let parts = parts(s, fd, (heads, d_k), positions, matrix.is_some(), w)?;
+    let mut parts = parts(s, fd, (heads, d_k), positions, matrix.is_some(), w)?;
+    let sizes = textbook::Sizes { d_model, concat: heads * d_v, layers, qkv_bias: attn_bias };
+    textbook::fill(&mut parts, s, form, sizes, fd, w)?;
     Ok(ModelConfig {
         d_model,
         heads,
@@ -219,6 +225,10 @@ fn parts(
         gated_ffn: s.gated || fd.is_some_and(|f| f.gated),
         window: None,
         attn_out_bias: None,
+        attention_only: false,
+        no_out_proj: false,
+        d_out: None,
+        separate_heads: false,
         final_norm: s.final_norm || fd.is_some_and(|f| f.final_norm),
         lm_head: lm_head.map(|tied| LmHead { tied }),
         masked_lm: false,
@@ -226,7 +236,8 @@ fn parts(
     })
 }
 
-/// d_k and d_v: split from the file's projection widths, or from d_model and the flags.
+/// d_k and d_v: split from the file's projection widths, or from `d_model` (an attention-only
+/// block's d_out when given) and the flags.
 fn head_widths(s: &Shape, fd: Option<&FileDims>, d_model: usize, heads: usize, w: &str) -> Result<(usize, usize)> {
     if let Some(f) = fd {
         let need_div = |width: usize, what: &str| -> Result<usize> {
@@ -248,11 +259,12 @@ fn head_widths(s: &Shape, fd: Option<&FileDims>, d_model: usize, heads: usize, w
     let dk = match s.d_k {
         Some(k) => k,
         None if !d_model.is_multiple_of(heads) => {
+            let what = if s.d_out.is_some() { "d_out" } else { "d_model" };
             return Err(usage(
                 "--heads",
-                format!("d_model {d_model} is not divisible by {heads} heads"),
+                format!("{what} {d_model} is not divisible by {heads} heads"),
                 "pick --heads that divides --d-model, or set the per-head width with --d-k",
-            ))
+            ));
         }
         None => d_model / heads,
     };
@@ -286,9 +298,11 @@ fn positions(flag: Option<Positions>, fd: Option<&FileDims>, matrix: bool, w: &s
 
 /// Biases: a file decides; flags may only agree with it.
 fn biases(s: &Shape, fd: Option<&FileDims>, w: &str) -> Result<(bool, bool)> {
-    let Some(f) = fd else { return Ok((s.attn_bias, !s.no_ffn_bias)) };
-    if s.attn_bias && !f.attn_bias {
-        return Err(usage("--attn-bias", format!("{w} has no projection biases"), "drop --attn-bias"));
+    let qkv = s.attn_bias || s.qkv_bias;
+    let Some(f) = fd else { return Ok((qkv, !s.no_ffn_bias)) };
+    if qkv && !f.attn_bias {
+        let flag = if s.attn_bias { "--attn-bias" } else { "--qkv-bias" };
+        return Err(usage(flag, format!("{w} has no projection biases"), format!("drop {flag}")));
     }
     if s.no_ffn_bias && f.ffn_bias {
         return Err(usage("--no-ffn-bias", format!("{w} has FFN biases"), "drop --no-ffn-bias"));
