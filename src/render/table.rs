@@ -48,7 +48,9 @@ fn summary(trace: &Trace) -> String {
             Some(dt) => format!("{} model {} ({dt} weights, computed in f32)", m.model_type, m.path),
             None => format!("{} model {}", m.model_type, m.path),
         },
-        (None, InitConfig::Torch { seed, .. }) => format!("torch init, seed {seed}"),
+        // Seeded weights are as a model is before training: say so, so that nobody reads
+        // meaning into which word attends to which.
+        (None, InitConfig::Torch { seed, .. }) => format!("random untrained weights, seed {seed}"),
         (None, InitConfig::File { path }) => format!("weights {path}"),
     };
     format!(

@@ -82,6 +82,17 @@ fn header(args: &[&str]) -> String {
 }
 
 #[test]
+fn seeded_weights_are_called_untrained_and_file_weights_are_not() {
+    let seeded = header(&[S]);
+    assert!(seeded.contains("random untrained weights, seed 123"), "{seeded}");
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().join("w.safetensors");
+    cmd().args([S, "--save-weights", w.to_str().unwrap()]).assert().success();
+    let loaded = header(&[S, "--weights", w.to_str().unwrap()]);
+    assert!(!loaded.contains("untrained") && loaded.contains("weights "), "{loaded}");
+}
+
+#[test]
 fn config_says_which_form_was_used() {
     let plain = trace_json(&[S, "--heads", "2"]);
     for key in ["separate_heads", "attention_only", "no_out_proj", "d_out"] {
