@@ -71,6 +71,9 @@ pub enum LinearInitArg {
     Kaiming,
     /// Like a raw torch.rand matrix, uniform in [0, 1) (seeds 003 and 004).
     Rand,
+    /// As nn.TransformerEncoderLayer draws its own (xavier in-projection, zero attention
+    /// biases), every layer a copy of the first, as nn.TransformerEncoder makes them.
+    EncoderLayer,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

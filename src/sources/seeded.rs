@@ -41,7 +41,12 @@ pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
     }
     skip(&mut g, recipe.skip.layers);
     let mut layers = Vec::with_capacity(cfg.layers);
-    for _ in 0..cfg.layers {
+    if recipe.linear == LinearInit::EncoderLayer {
+        // nn.TransformerEncoder deep-copies the one layer it is given.
+        let first = encoder_layer(&mut g, recipe, cfg)?;
+        layers = vec![first; cfg.layers];
+    }
+    for _ in layers.len()..cfg.layers {
         // Separate single-head modules are constructed head by head, each drawing its own
         // q, k, v; the fused projections draw each one whole. Head h's rows are the same block
         // of the fused weight either way.
@@ -79,6 +84,31 @@ pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
         final_norm,
         lm_head,
         mlm: None,
+    })
+}
+
+/// One `nn.TransformerEncoderLayer(d_model, heads, d_ff, bias=attn_bias)` as PyTorch 2.5
+/// initialises it (torch/nn/modules/activation.py, `MultiheadAttention.__init__` and
+/// `_reset_parameters`): `out_proj` is constructed first (an `nn.Linear`, drawing weight and
+/// bias), then `xavier_uniform_` fills the fused `in_proj_weight` `[3·d, d]` (q, k, v rows in
+/// that order) and both attention biases are set to zero; then `linear1`, `linear2`.
+fn encoder_layer(g: &mut TorchGenerator, recipe: &Recipe, cfg: &ModelConfig) -> Result<LayerParams> {
+    let d = cfg.d_model;
+    let (out_w, _) = g.linear(d, d, cfg.attn_bias);
+    // xavier_uniform_: fan_in d, fan_out 3·d; bound √3 · √(2 / (fan_in + fan_out)), in binary64.
+    let bound = 3f64.sqrt() * (2.0 / (d + 3 * d) as f64).sqrt();
+    let in_proj = tensor(g.uniform(3 * d * d, -bound, bound), &[3 * d, d])?;
+    let zeros = |n: usize| -> Result<Option<Tensor>> {
+        Ok(if cfg.attn_bias { Some(Tensor::zeros(n, candle_core::DType::F32, &Device::Cpu)?) } else { None })
+    };
+    let third = |i: usize| -> Result<Linear> { Ok(Linear { weight: in_proj.narrow(0, i * d, d)?, bias: zeros(d)? }) };
+    let out_proj = Linear { weight: tensor(out_w, &[d, d])?, bias: zeros(d)? };
+    Ok(LayerParams {
+        q_proj: third(0)?,
+        k_proj: third(1)?,
+        v_proj: third(2)?,
+        out_proj: Some(out_proj),
+        block: Some(block(g, recipe, cfg)?),
     })
 }
 
@@ -135,7 +165,8 @@ fn tensor(values: Vec<f32>, shape: &[usize]) -> Result<Tensor> {
 
 fn linear(g: &mut TorchGenerator, recipe: &Recipe, d_in: usize, d_out: usize, bias: bool) -> Result<Linear> {
     match recipe.linear {
-        LinearInit::Kaiming => {
+        // An encoder layer's FFN linears are plain nn.Linear.
+        LinearInit::Kaiming | LinearInit::EncoderLayer => {
             let (w, b) = g.linear(d_in, d_out, bias);
             Ok(Linear { weight: tensor(w, &[d_out, d_in])?, bias: b.map(|b| tensor(b, &[d_out])).transpose()? })
         }

@@ -6,8 +6,10 @@
 
 use super::agree;
 use super::file::FileDims;
+use crate::config::ModelConfig;
 use crate::config::Parts;
 use crate::error::usage;
+use crate::settings::recipe::{LinearInit, Proj, Recipe};
 use crate::settings::Shape;
 use anyhow::Result;
 
@@ -139,4 +141,40 @@ fn out_bias(s: &Shape, form: Form, fd: Option<&FileDims>, w: &str) -> Result<boo
         Some(f) => Ok(f.out_bias),
         None => Ok(flag),
     }
+}
+
+/// `--linear-init encoder-layer` draws what `nn.TransformerEncoderLayer(d_model, heads, d_ff,
+/// bias=…)` has: one fused in-projection split evenly into heads, biases everywhere or
+/// nowhere, a plain FFN, and nothing it lacks.
+pub fn check_encoder_layer(cfg: &ModelConfig, recipe: &Recipe) -> Result<()> {
+    if recipe.linear != LinearInit::EncoderLayer {
+        return Ok(());
+    }
+    let p = &cfg.parts;
+    let refuse = |why: String, fix: &str| Err(usage("--linear-init encoder-layer", why, fix));
+    if cfg.d_k * cfg.heads != cfg.d_model || cfg.d_v != cfg.d_k || p.kv_heads.is_some() {
+        return refuse(
+            format!("nn.TransformerEncoderLayer splits d_model {} evenly into its heads", cfg.d_model),
+            "drop --d-k, --d-v and --kv-heads, and pick --heads that divides --d-model",
+        );
+    }
+    let lacks = [
+        (p.attention_only, "--attention-only"),
+        (p.separate_heads, "--separate-heads"),
+        (p.gated_ffn, "--gated"),
+        (p.rms_norm, "--rms-norm"),
+        (p.lm_head.is_some(), "--lm-head"),
+        (p.attn_out_bias.is_some(), "--qkv-bias or --out-proj-bias"),
+        (recipe.draw_order != [Proj::Q, Proj::K, Proj::V], "--draw-order"),
+    ];
+    if let Some((_, flag)) = lacks.iter().find(|(on, _)| *on) {
+        return refuse(format!("nn.TransformerEncoderLayer has no {flag}"), "drop it, or use --linear-init kaiming");
+    }
+    if cfg.attn_bias != cfg.ffn_bias {
+        return refuse(
+            "nn.TransformerEncoderLayer has biases everywhere (bias=True) or nowhere (bias=False)".into(),
+            "add --attn-bias for bias=True, or --no-ffn-bias for bias=False",
+        );
+    }
+    Ok(())
 }

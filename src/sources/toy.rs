@@ -57,6 +57,9 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
             "skip at most 4294967296 draws in all",
         ));
     }
+    if toy.weights.is_none() {
+        textbook::check_encoder_layer(&cfg, &toy.recipe)?;
+    }
     cfg.init = match &toy.weights {
         Some(p) => InitConfig::File { path: p.display().to_string() },
         None => toy.recipe.describe(),

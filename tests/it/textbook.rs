@@ -33,7 +33,7 @@ fn run(args: &[&str]) -> Value {
 #[test]
 fn textbook_modules_match_pytorch_within_1e_6() {
     let cases = cases();
-    assert!(cases.len() >= 8, "expected the textbook cases in fixtures/oracle/textbook");
+    assert!(cases.len() >= 10, "expected the textbook cases in fixtures/oracle/textbook");
     let mut failures = Vec::new();
     let mut worst = (0.0f64, String::new());
     let mut compared = 0;
@@ -149,6 +149,10 @@ fn textbook_flags_that_cannot_apply_are_refused() {
     assert_usage_error(&[S, "--heads", "2", "--kv-heads", "1", "--separate-heads"], "--separate-heads");
     assert_usage_error(&[S, "--attention-only", "--heads", "4", "--d-out", "6"], "d_out 6 is not divisible by 4 heads");
     assert_usage_error(&[S, "--model", "x", "--attention-only"], "--attention-only: it applies to the toy encoder");
+    let encoder = [S, "--linear-init", "encoder-layer", "--heads", "2"];
+    assert_usage_error(&encoder, "biases everywhere (bias=True) or nowhere");
+    assert_usage_error(&[&encoder[..], &["--attn-bias", "--d-k", "3"]].concat(), "splits d_model 4 evenly");
+    assert_usage_error(&[&encoder[..], &["--attn-bias", "--separate-heads"]].concat(), "has no --separate-heads");
 }
 
 #[test]
