@@ -278,12 +278,12 @@ pub struct Cli {
     /// Steps to show: ids, names or aliases, comma separated (e.g. weights,context).
     #[arg(long, value_name = "LIST", help_heading = "Output")]
     pub steps: Option<String>,
-    /// Show only this layer's steps.
-    #[arg(long, value_name = "N", help_heading = "Output")]
-    pub layer: Option<usize>,
-    /// Show only this head of per-head steps.
-    #[arg(long, value_name = "N", help_heading = "Output")]
-    pub head: Option<usize>,
+    /// Show only these layers' steps: a number, a list or a range (0,3 or 1-4).
+    #[arg(long, value_name = "LIST", help_heading = "Output")]
+    pub layer: Option<String>,
+    /// Show only these heads of per-head steps: a number, a list or a range (0,3 or 1-4).
+    #[arg(long, value_name = "LIST", help_heading = "Output")]
+    pub head: Option<String>,
     /// Digits after the decimal point in tables.
     #[arg(long, value_name = "N", default_value_t = 4, help_heading = "Output")]
     pub precision: usize,

@@ -86,12 +86,47 @@ pub enum ModelChoice {
     },
 }
 
-/// `--steps`, `--layer`, `--head` as typed; [`plan::Plan`] checks them against the model.
+/// `--steps`, `--layer`, `--head` as typed (the lists parsed, in increasing order);
+/// [`plan::Plan`] checks them against the model.
 #[derive(Debug, Clone, Default)]
 pub struct Select {
     pub steps: Option<String>,
-    pub layer: Option<usize>,
-    pub head: Option<usize>,
+    pub layer: Option<Vec<usize>>,
+    pub head: Option<Vec<usize>>,
+}
+
+/// `--layer` and `--head`: `3`, `0,3`, `1-4` or a mix (`0,2-3`), as a sorted list without
+/// repeats.
+pub(crate) fn index_list(flag: &str, given: &str) -> Result<Vec<usize>> {
+    let bad = |why: String| {
+        usage(
+            format!("{flag} {}", crate::error::quote(given)),
+            why,
+            format!("pass a number, a list or a range, e.g. {flag} 0,3 or {flag} 1-4"),
+        )
+    };
+    let number = |s: &str| {
+        s.trim().parse::<usize>().map_err(|_| bad(format!("{} is not a number", crate::error::quote(s.trim()))))
+    };
+    let mut out = Vec::new();
+    for item in given.split(',') {
+        match item.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (number(a)?, number(b)?);
+                if a > b {
+                    return Err(bad(format!("the range {a}-{b} runs backwards")));
+                }
+                if b - a > 1 << 16 {
+                    return Err(bad(format!("the range {a}-{b} is too long")));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(number(item)?),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
 }
 
 /// How the trace is shown.
@@ -176,7 +211,11 @@ impl Settings {
             pair: cli.pair.clone(),
             model,
             shape,
-            select: Select { steps: cli.steps.clone(), layer: cli.layer, head: cli.head },
+            select: Select {
+                steps: cli.steps.clone(),
+                layer: cli.layer.as_deref().map(|l| index_list("--layer", l)).transpose()?,
+                head: cli.head.as_deref().map(|h| index_list("--head", h)).transpose()?,
+            },
             output: Output {
                 format: cli.format,
                 precision: cli.precision,

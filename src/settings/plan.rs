@@ -58,28 +58,24 @@ impl Plan {
 /// `--steps`, `--layer` and `--head`, checked against the model's sizes.
 fn selection(settings: &Settings, layers: usize, heads: usize) -> Result<Selection> {
     let s = &settings.select;
-    if let Some(l) = s.layer {
-        if l >= layers {
-            return Err(usage(
-                "--layer",
-                format!("layer {l} does not exist; the model has {layers}"),
-                format!("pass --layer 0 to {}", layers - 1),
-            ));
-        }
+    if let Some(&l) = s.layer.iter().flatten().find(|&&l| l >= layers) {
+        return Err(usage(
+            "--layer",
+            format!("layer {l} does not exist; the model has {layers}"),
+            format!("pass layers from 0 to {}", layers - 1),
+        ));
     }
-    if let Some(h) = s.head {
-        if h >= heads {
-            return Err(usage(
-                "--head",
-                format!("head {h} does not exist; the model has {heads}"),
-                format!("pass --head 0 to {}", heads - 1),
-            ));
-        }
+    if let Some(&h) = s.head.iter().flatten().find(|&&h| h >= heads) {
+        return Err(usage(
+            "--head",
+            format!("head {h} does not exist; the model has {heads}"),
+            format!("pass heads from 0 to {}", heads - 1),
+        ));
     }
     Ok(Selection {
         steps: s.steps.as_deref().map(|list| steps::parse(list, layers)).transpose()?,
-        layer: s.layer,
-        head: s.head,
+        layer: s.layer.clone(),
+        head: s.head.clone(),
     })
 }
 
@@ -115,8 +111,8 @@ const HTML_BYTES_PER_CELL: f64 = 80.0 * 3.0;
 /// (an SVG of 3,000 tokens is gigabytes), before anything is computed.
 fn drawing_fits(settings: &Settings, cfg: &ModelConfig, n: usize) -> Result<()> {
     let v = &settings.output.views;
-    let layers = if settings.select.layer.is_some() { 1 } else { cfg.layers };
-    let heads = if settings.select.head.is_some() || v.average_heads { 1 } else { cfg.heads };
+    let layers = settings.select.layer.as_ref().map_or(cfg.layers, Vec::len);
+    let heads = if v.average_heads { 1 } else { settings.select.head.as_ref().map_or(cfg.heads, Vec::len) };
     let cells = (layers as f64) * (heads as f64) * (n as f64) * (n as f64);
     let per_cell = if v.svg.is_some() { SVG_BYTES_PER_CELL } else { 0.0 }
         + if v.html.is_some() { HTML_BYTES_PER_CELL } else { 0.0 };

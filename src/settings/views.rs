@@ -63,10 +63,19 @@ pub fn options(cli: &Cli, env: &Env) -> Result<ViewOptions> {
             "drop --head or --average-heads",
         ));
     }
+    // The walkthrough and the SVG show one layer; an out-of-range --layer is refused by the plan.
+    let layers = cli.layer.as_deref().map(|l| super::index_list("--layer", l)).transpose()?.unwrap_or(vec![0]);
+    if layers.len() > 1 && (cli.focus.is_some() || cli.svg.is_some()) {
+        let flag = if cli.focus.is_some() { "--focus" } else { "--svg" };
+        return Err(usage(
+            flag,
+            format!("it shows one layer, and --layer names {}", layers.len()),
+            "pass a single --layer N",
+        ));
+    }
     Ok(ViewOptions {
         focus: cli.focus.clone(),
-        // An out-of-range --layer is refused by the plan.
-        layer: cli.layer.unwrap_or(0),
+        layer: layers[0],
         explain: cli.explain,
         merge_pieces: cli.merge_pieces,
         average_heads: cli.average_heads,

@@ -7,6 +7,7 @@ mod common;
 mod decoders;
 mod diff;
 mod export;
+mod firsthour;
 mod gguf;
 mod golden;
 mod hostile;
