@@ -28,8 +28,16 @@ pub struct Plan {
 impl Plan {
     /// Checks `--layer`, `--head`, `--steps`, `--focus` and `--check` against the model.
     pub fn new(settings: &Settings, cfg: &ModelConfig, tokens: &[String]) -> Result<Plan> {
-        let show = selection(settings, cfg.layers, cfg.heads)?;
+        let mut show = selection(settings, cfg.layers, cfg.heads)?;
         let focus = settings.output.views.focus.as_deref().map(|f| resolve(f, tokens)).transpose()?;
+        // `--focus` alone asks for the walkthrough: as tables, show it after the tokens, not
+        // after every step of the trace (`--steps` brings the steps back; a page or a picture
+        // still gets every step).
+        let o = &settings.output;
+        let alone = o.views.html.is_none() && o.views.svg.is_none() && !o.summary;
+        if focus.is_some() && show.steps.is_none() && o.format == Format::Table && alone {
+            show.steps = Some(std::iter::once("tokens".to_string()).collect());
+        }
         if settings.outputs.check.is_some() && (cfg.scale - 1.0 / (cfg.d_k as f64).sqrt()).abs() > 1e-12 {
             return Err(usage(
                 "--check",

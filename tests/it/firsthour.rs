@@ -42,3 +42,39 @@ fn bad_layer_and_head_lists_are_refused() {
     assert_usage_error(&[S, "--heads", "2", "--head", "0-5"], "--head: head 2 does not exist");
     assert_usage_error(&[S, "--layers", "2", "--layer", "0,1", "--focus", "shoes"], "--focus: it shows one layer");
 }
+
+fn stdout(args: &[&str]) -> String {
+    let out = cmd().args(args).output().unwrap();
+    assert!(out.status.success(), "attn-trace {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn focus_alone_prints_the_walkthrough_after_the_tokens() {
+    let text = stdout(&[S, "--heads", "2", "--focus", "shoes"]);
+    let first_focus = text.find("focus \"shoes\"").expect("the walkthrough");
+    assert!(text[..first_focus].contains("tokens [pos = 8]"), "{text}");
+    assert!(!text.contains("embed.sum") && !text.contains("layers.0.ffn.out"), "the whole trace came too:\n{text}");
+    // The header and the tokens table come first: the walkthrough starts within 20 lines.
+    assert!(text[..first_focus].lines().count() < 20, "{text}");
+    // --steps brings steps back, before the walkthrough as before.
+    let with_steps = stdout(&[S, "--heads", "2", "--focus", "shoes", "--steps", "weights"]);
+    assert!(with_steps.find("layers.0.attn.weights").unwrap() < with_steps.find("focus \"shoes\"").unwrap());
+}
+
+#[test]
+fn explain_ranks_the_terms_of_the_largest_score() {
+    let doc = trace_json(&[S, "--heads", "2", "--d-model", "8", "--focus", "feet", "--explain"]);
+    for h in doc["focus"]["heads"].as_array().unwrap() {
+        let scores = flat(&h["scores"]);
+        let top = h["top_key"].as_u64().unwrap() as usize;
+        assert!(scores.iter().all(|&s| s <= scores[top]), "key {top} is not the largest of {scores:?}");
+        let products = flat(&h["products"][top]);
+        let order: Vec<usize> =
+            h["top_terms"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
+        assert_eq!(order.len(), products.len());
+        assert!(order.windows(2).all(|w| products[w[0]] >= products[w[1]]), "{order:?} over {products:?}");
+    }
+    let text = stdout(&[S, "--heads", "2", "--d-model", "8", "--focus", "feet", "--explain"]);
+    assert_eq!(text.matches("scores highest (q·k = ").count(), 2, "one ranking per head:\n{text}");
+}
