@@ -34,8 +34,44 @@ fn mul(a: f64, b: f64, p: usize) -> String {
 }
 
 pub fn write(f: &Focus, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+    if let Some(r) = &f.pieces {
+        let pieces: Vec<&str> = f.keys[r.clone()].iter().map(String::as_str).collect();
+        let others: Vec<String> = (r.start + 1..r.end).map(|p| p.to_string()).collect();
+        writeln!(w)?;
+        lines(
+            &format!(
+                "The tokenizer splits this word into {} pieces, {} (positions {}–{}): this walks \
+                 through the first, {:?}. --focus {} for the others; --merge-pieces shows \
+                 attention between whole words.",
+                r.len(),
+                pieces.join(" "),
+                r.start,
+                r.end - 1,
+                f.token,
+                others.join(", ")
+            ),
+            out,
+            w,
+        )?;
+    }
     for h in &f.heads {
         write_head(f, h, out, w)?;
+    }
+    if let (Some(n), Some(h)) = (f.chosen_from, f.heads.first()) {
+        let peak = h.weights.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        writeln!(w)?;
+        lines(
+            &format!(
+                "Head {} of {n} is shown: its largest weight from {:?}, {}, is the highest of \
+                 the {n} heads. --head N shows head N, --head 0-{} every head.",
+                h.head,
+                f.token,
+                num(peak as f64, out.precision),
+                n - 1
+            ),
+            out,
+            w,
+        )?;
     }
     Ok(())
 }

@@ -21,6 +21,8 @@ pub struct Plan {
     pub show: Selection,
     /// `--focus`: the position of the token whose attention is walked through.
     pub focus: Option<usize>,
+    /// When the focus word was split into word pieces: their positions (the focus is the first).
+    pub focus_pieces: Option<std::ops::Range<usize>>,
     /// Ablations and knockouts, checked against the model and resolved against the tokens.
     pub interventions: Interventions,
 }
@@ -45,6 +47,12 @@ impl Plan {
                 "drop --scale or --check",
             ));
         }
+        let focus_pieces = match (settings.output.views.focus.as_deref(), focus) {
+            (Some(word), Some(pos)) => {
+                super::views::split_word(word, tokens).into_iter().find(|r| r.start == pos && r.len() > 1)
+            }
+            _ => None,
+        };
         let mut record = widen(settings, &show, focus.is_some());
         let a = &settings.analysis;
         if (a.stats || a.rollout) && record.steps.is_some() {
@@ -59,7 +67,7 @@ impl Plan {
         }
         drawing_fits(settings, cfg, tokens.len())?;
         let interventions = interventions(settings, cfg, tokens)?;
-        Ok(Plan { record, show, focus, interventions })
+        Ok(Plan { record, show, focus, focus_pieces, interventions })
     }
 }
 

@@ -26,6 +26,24 @@ pub struct Focus {
     pub heads: Vec<FocusHead>,
     /// Whether q and k are the rotated `attn.q_rot`/`attn.k_rot` (rotary positions).
     pub rotated: bool,
+    /// When the focus word was split into word pieces: their positions (the focus is the first).
+    pub pieces: Option<std::ops::Range<usize>>,
+    /// When only the strongest head is kept ([`Focus::strongest`]): how many heads it was
+    /// chosen from.
+    pub chosen_from: Option<usize>,
+}
+
+impl Focus {
+    /// Keeps only the head whose largest weight from the focus token is the highest (the
+    /// first, on a tie): the head that attends most decidedly.
+    pub fn strongest(mut self) -> Focus {
+        let peak = |h: &FocusHead| h.weights.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let best =
+            (0..self.heads.len()).fold(0, |b, g| if peak(&self.heads[g]) > peak(&self.heads[b]) { g } else { b });
+        self.chosen_from = Some(self.heads.len());
+        self.heads = self.heads.into_iter().nth(best).into_iter().collect();
+        self
+    }
 }
 
 /// The arithmetic of one head for the focus token `i`; vectors are indexed by key position j.
@@ -133,7 +151,17 @@ pub fn derive(trace: &Trace, position: usize, layer: usize) -> Result<Focus> {
         });
     }
     let token = trace.tokens[position].clone();
-    Ok(Focus { position, token, layer, scale, keys: trace.tokens.clone(), heads, rotated })
+    Ok(Focus {
+        position,
+        token,
+        layer,
+        scale,
+        keys: trace.tokens.clone(),
+        heads,
+        rotated,
+        chosen_from: None,
+        pieces: None,
+    })
 }
 
 /// Indices of `terms`, largest term first; equal terms keep their order.

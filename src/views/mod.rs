@@ -43,6 +43,8 @@ fn draws_maps(out: &Output) -> bool {
 pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Views)> {
     let o = &out.views;
     let focus = plan.focus.map(|p| focus::derive(&trace, p, o.layer)).transpose()?;
+    let focus = focus.map(|f| if o.strongest_head && f.heads.len() > 1 { f.strongest() } else { f });
+    let focus = focus.map(|f| focus::Focus { pieces: plan.focus_pieces.clone(), ..f });
     // Statistics and rollout read the weights before `--steps` narrows what is shown.
     let stats = out.stats.then(|| analysis::stats(&trace));
     let rollout = out.rollout.then(|| analysis::rollout(&trace));

@@ -78,3 +78,37 @@ fn explain_ranks_the_terms_of_the_largest_score() {
     let text = stdout(&[S, "--heads", "2", "--d-model", "8", "--focus", "feet", "--explain"]);
     assert_eq!(text.matches("scores highest (q·k = ").count(), 2, "one ranking per head:\n{text}");
 }
+
+#[test]
+fn focus_finds_a_word_the_tokenizer_split_into_pieces() {
+    let args = ["the unbelievable embeddings", "--model", "fixtures/tiny-bert", "--focus", "embeddings"];
+    let doc = trace_json(&args);
+    let tokens: Vec<&str> = doc["input"]["tokens"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let pos = doc["focus"]["position"].as_u64().unwrap() as usize;
+    // The first piece, and the pieces after it spell the word.
+    assert!(!tokens[pos].starts_with("##"));
+    let spelled: String = std::iter::once(tokens[pos])
+        .chain(tokens[pos + 1..].iter().take_while(|t| t.starts_with("##")).map(|t| &t[2..]))
+        .collect();
+    assert_eq!(spelled, "embeddings", "{tokens:?}");
+    let text = stdout(&[&args[..], &["--head", "0"]].concat());
+    assert!(text.contains("The tokenizer splits this word into"), "{text}");
+    assert!(text.contains(&format!("--focus {}", pos + 1)), "{text}");
+}
+
+#[test]
+fn a_real_models_walkthrough_shows_its_strongest_head_and_says_how_to_see_the_rest() {
+    let args = ["the cat sat on the mat", "--model", "fixtures/tiny-bert", "--focus", "cat", "--explain"];
+    let text = stdout(&args);
+    assert_eq!(text.matches("focus \"cat\" (position 2)").count(), 1, "{text}");
+    let doc = trace_json(&args);
+    // JSON keeps every head; the table shows the one with the highest peak weight.
+    let peak = |h: &Value| flat(&h["weights"]).into_iter().fold(f64::MIN, f64::max);
+    let heads = doc["focus"]["heads"].as_array().unwrap();
+    let best = (0..heads.len()).fold(0, |b, g| if peak(&heads[g]) > peak(&heads[b]) { g } else { b });
+    assert!(text.contains(&format!("Head {best} of {} is shown", heads.len())), "{text}");
+    assert!(text.contains(&format!("--head 0-{} every head", heads.len() - 1)));
+    let all = stdout(&[&args[..], &["--head", "0-1"]].concat());
+    assert_eq!(all.matches("focus \"cat\" (position 2)").count(), 2);
+    assert!(!all.contains("is shown"));
+}
