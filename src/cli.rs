@@ -287,9 +287,10 @@ pub struct Cli {
     /// Digits after the decimal point in tables.
     #[arg(long, value_name = "N", default_value_t = 4, help_heading = "Output")]
     pub precision: usize,
-    /// Table width in columns; wider tensors are split into column blocks.
-    #[arg(long, value_name = "N", default_value_t = 80, help_heading = "Output")]
-    pub width: usize,
+    /// Table width in columns; wider tensors are split into column blocks [default: the
+    /// terminal's width when printing to one, else 80].
+    #[arg(long, value_name = "N", help_heading = "Output")]
+    pub width: Option<usize>,
     /// Colour in views that use it (auto: only on a terminal, and never with NO_COLOR set).
     #[arg(long, value_enum, default_value = "auto", help_heading = "Output")]
     pub color: ColorArg,
@@ -407,6 +408,8 @@ pub struct Env {
     pub stdout_is_terminal: bool,
     /// `COLORTERM` is `truecolor` or `24bit`.
     pub truecolor: bool,
+    /// The terminal's width in columns, when stdout is a terminal that says.
+    pub terminal_width: Option<usize>,
     /// The machine's available memory in bytes (`MemAvailable` of /proc/meminfo), if known:
     /// a run is refused above it as above `--max-memory`, rather than killed part way.
     pub memory_available: Option<u128>,
@@ -421,9 +424,25 @@ impl Env {
             no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
             stdout_is_terminal: std::io::stdout().is_terminal(),
             truecolor: matches!(colorterm.as_str(), "truecolor" | "24bit"),
+            terminal_width: std::io::stdout().is_terminal().then(terminal_width).flatten(),
             memory_available: memory_available(),
         }
     }
+}
+
+/// Standard output's terminal width (the `TIOCGWINSZ` ioctl), if it reports one.
+#[cfg(unix)]
+fn terminal_width() -> Option<usize> {
+    let mut size = libc::winsize { ws_row: 0, ws_col: 0, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: TIOCGWINSZ writes one `winsize` into the pointer it is given, which is valid
+    // and exclusively borrowed for the call; a failed call leaves it untouched.
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    (ok && size.ws_col > 0).then_some(size.ws_col as usize)
+}
+
+#[cfg(not(unix))]
+fn terminal_width() -> Option<usize> {
+    None
 }
 
 /// What this process can still allocate (Linux), in bytes: the least of the machine's

@@ -245,14 +245,25 @@ fn label(labels: &[String], r: usize) -> String {
 
 /// Splits columns into blocks whose table fits `width`: each value column costs its width,
 /// a space either side and the rule before it; the label column has one space after it.
+/// When a split is needed, the blocks are as even as the widths allow (8 columns that need
+/// two blocks become 4 + 4, not 7 + 1).
 fn column_blocks(col_w: &[usize], label_w: usize, width: usize) -> Vec<(usize, usize)> {
+    let greedy = fill_blocks(col_w, label_w, width, usize::MAX);
+    if greedy.len() < 2 {
+        return greedy;
+    }
+    fill_blocks(col_w, label_w, width, col_w.len().div_ceil(greedy.len()))
+}
+
+/// Blocks of at most `most` columns, each as many as fit.
+fn fill_blocks(col_w: &[usize], label_w: usize, width: usize, most: usize) -> Vec<(usize, usize)> {
     let fixed = label_w + 1;
     let mut blocks = Vec::new();
     let mut start = 0;
     while start < col_w.len() {
         let mut used = fixed;
         let mut end = start;
-        while end < col_w.len() && (end == start || used + col_w[end] + 3 <= width) {
+        while end < col_w.len() && (end == start || (used + col_w[end] + 3 <= width && end - start < most)) {
             used += col_w[end] + 3;
             end += 1;
         }
@@ -269,8 +280,11 @@ mod tests {
     #[test]
     fn blocks_fit_the_width() {
         // label 6 → fixed 7; each 7-wide column costs 10: 80 fits 7 columns.
+        // Sixteen need three blocks of at most 7: evened out as 6 + 6 + 4.
         let b = column_blocks(&[7; 16], 6, 80);
-        assert_eq!(b, vec![(0, 7), (7, 14), (14, 16)]);
+        assert_eq!(b, vec![(0, 6), (6, 12), (12, 16)]);
+        // An 8×8 table with a minus sign in every column needs two blocks: 4 + 4, not 7 + 1.
+        assert_eq!(column_blocks(&[7; 8], 7, 80), vec![(0, 4), (4, 8)]);
         // An 8×8 attention matrix: labels "0 shoes" (7), values 6 wide → 8 + 8·9 = 80.
         assert_eq!(column_blocks(&[6; 8], 7, 80), vec![(0, 8)]);
         assert_eq!(column_blocks(&[200], 6, 80), vec![(0, 1)]);

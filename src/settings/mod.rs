@@ -219,7 +219,7 @@ impl Settings {
             output: Output {
                 format: cli.format,
                 precision: cli.precision,
-                width: cli.width,
+                width: table_width(cli.width, env),
                 summary: cli.model.is_some() && cli.format == cli::Format::Table && cli.steps.is_none(),
                 color: use_color(cli.color, env),
                 views,
@@ -311,10 +311,20 @@ fn pretrained(cli: &Cli, spec: &str) -> Result<ModelChoice> {
     Ok(ModelChoice::Pretrained { spec: spec.to_string(), truncate: cli.truncate, special: !cli.no_special_tokens })
 }
 
+/// `--width`, else the terminal's width when printing to one (at least 40, the narrowest
+/// table), else 80: output that is not on a terminal never depends on it.
+fn table_width(flag: Option<usize>, env: &Env) -> usize {
+    match (flag, env.stdout_is_terminal, env.terminal_width) {
+        (Some(w), _, _) => w,
+        (None, true, Some(cols)) => cols.max(40),
+        _ => 80,
+    }
+}
+
 /// Checks the flags every run shares: output shape, numbers that must be finite.
 fn check_output_flags(cli: &Cli) -> Result<()> {
-    if cli.width < 40 {
-        return Err(usage("--width", format!("{} is too narrow for a table", cli.width), "pass --width 40 or more"));
+    if let Some(w) = cli.width.filter(|&w| w < 40) {
+        return Err(usage("--width", format!("{w} is too narrow for a table"), "pass --width 40 or more"));
     }
     if cli.precision > 12 {
         return Err(usage(

@@ -112,3 +112,32 @@ fn a_real_models_walkthrough_shows_its_strongest_head_and_says_how_to_see_the_re
     assert_eq!(all.matches("focus \"cat\" (position 2)").count(), 2);
     assert!(!all.contains("is shown"));
 }
+
+#[test]
+fn tables_use_the_terminals_width_only_on_a_terminal() {
+    use attn_trace::cli::{Cli, Env};
+    use attn_trace::settings::Settings;
+    use clap::Parser;
+    let width = |args: &[&str], env: Env| {
+        let cli = Cli::try_parse_from(std::iter::once("attn-trace").chain(args.iter().copied())).unwrap();
+        Settings::from_cli(cli, &env).unwrap().output.width
+    };
+    let terminal = |cols| Env { stdout_is_terminal: true, terminal_width: Some(cols), ..Env::default() };
+    assert_eq!(width(&[S], terminal(132)), 132);
+    assert_eq!(width(&[S], terminal(20)), 40, "never narrower than a table can be");
+    // Not a terminal (a pipe, a file, CI): 80, whatever the terminal would say.
+    assert_eq!(width(&[S], Env { terminal_width: Some(132), ..Env::default() }), 80);
+    assert_eq!(width(&[S], Env::default()), 80);
+    assert_eq!(width(&[S, "--width", "100"], terminal(132)), 100);
+}
+
+#[test]
+fn an_eight_token_square_table_splits_evenly() {
+    // Raw scores with minus signs need 88 columns for 8 keys: two blocks of 4, not 7 + 1.
+    let text = stdout(&[S, "--heads", "2", "--steps", "raw_scores", "--head", "0"]);
+    assert!(text.contains("columns 0–3 of 8") && text.contains("columns 4–7 of 8"), "{text}");
+    assert!(!text.contains("columns 0–6 of 8"));
+    // Wide enough, one block.
+    let wide = stdout(&[S, "--heads", "2", "--steps", "raw_scores", "--head", "0", "--width", "90"]);
+    assert!(!wide.contains("columns"), "{wide}");
+}
