@@ -69,7 +69,8 @@ pub enum InitArg {
 pub enum LinearInitArg {
     /// Like nn.Linear: Kaiming-uniform weight in ±1/√in, then bias.
     Kaiming,
-    /// Like a raw torch.rand matrix, uniform in [0, 1) (seeds 003 and 004).
+    /// Like a raw torch.rand matrix, uniform in [0, 1), as hand-written walkthroughs draw
+    /// their weights (Raschka's "Life is short, eat dessert first" post).
     Rand,
     /// As nn.TransformerEncoderLayer draws its own (xavier in-projection, zero attention
     /// biases), every layer a copy of the first, as nn.TransformerEncoder makes them.
@@ -78,17 +79,17 @@ pub enum LinearInitArg {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LayoutArg {
-    /// torch.rand(d_out, d_in), used as W·x (seed 003).
+    /// torch.rand(d_out, d_in), used as W·x (stored as nn.Linear stores weights).
     OutIn,
-    /// torch.rand(d_in, d_out), used as x·W (seed 004).
+    /// torch.rand(d_in, d_out), used as x·W (as in "Life is short, eat dessert first").
     InOut,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum VocabOrderArg {
-    /// Ids in order of first appearance (seed 000).
+    /// Ids in order of first appearance ("my" 0, "shoes" 1, "are" 2, …).
     FirstSeen,
-    /// Ids in sorted order, upper case first (seeds 003, 004).
+    /// Ids in sorted order, upper case first, as Python's sorted(set(words)) numbers them.
     Sorted,
 }
 

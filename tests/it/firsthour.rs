@@ -141,3 +141,12 @@ fn an_eight_token_square_table_splits_evenly() {
     let wide = stdout(&[S, "--heads", "2", "--steps", "raw_scores", "--head", "0", "--width", "90"]);
     assert!(!wide.contains("columns"), "{wide}");
 }
+
+#[test]
+fn help_names_tutorials_not_fixture_numbers() {
+    let help = stdout(&["--help"]);
+    for jargon in ["seed 000", "seed 003", "seed 004", "seeds 003"] {
+        assert!(!help.contains(jargon), "--help says {jargon:?}, which means nothing to a newcomer");
+    }
+    assert!(help.contains("Life is short, eat dessert first") && help.contains("MultiHeadAttentionWrapper"));
+}
