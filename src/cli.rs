@@ -317,6 +317,10 @@ pub struct Cli {
     /// With --focus: write every dot product and sum out term by term, with its numbers.
     #[arg(long, help_heading = "Views")]
     pub explain: bool,
+    /// Also print the parameters as tables, as tutorials print them: W_Q, W_K, W_V, W_O and
+    /// the FFN's weights and biases of the shown layers (tables only).
+    #[arg(long, help_heading = "Views")]
+    pub params: bool,
     /// Attention between words: a "##" word piece joins the token before it (sum over a
     /// word's key pieces, mean over its query pieces).
     #[arg(long, help_heading = "Views")]

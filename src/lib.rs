@@ -213,6 +213,9 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     let (mut trace, _) = rec.finish();
     name_predictions(&mut trace, &loaded);
     let (trace, mut views) = views::derive(trace, &plan, &settings.output)?;
+    if settings.output.params {
+        views.params = Some(param_steps(&params, &plan.show)?);
+    }
     if let Some(corrupted) = &settings.analysis.patch {
         views.patching = Some(patching(&settings, &loaded, &params, corrupted)?);
     }
@@ -220,4 +223,43 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     let (check, checked) = testing(&settings, &loaded, &last, &trace)?;
     output::stdout(&trace, &views, &settings.output, check.as_ref(), out)?;
     checked
+}
+
+/// `--params`: the projections and FFN linears of the shown layers as tensors named by their
+/// weight-file names, titled with the names tutorials give them (the embedding tables are
+/// steps of the trace already).
+fn param_steps(params: &sources::params::Params, show: &trace::Selection) -> Result<Vec<trace::Step>> {
+    let mut out = Vec::new();
+    for (name, t) in params.named() {
+        let (layer, local) = trace::split_id(&name);
+        if layer.is_some_and(|l| show.layer.as_ref().is_some_and(|ls| !ls.contains(&l))) {
+            continue;
+        }
+        let alias = match local.trim_end_matches(".weight").trim_end_matches(".bias") {
+            "attn.q_proj" => "W_Q",
+            "attn.k_proj" => "W_K",
+            "attn.v_proj" => "W_V",
+            "attn.out_proj" => "W_O",
+            "ffn.linear1" | "ffn.up" => "W_1",
+            "ffn.linear2" => "W_2",
+            "ffn.gate" => "W_gate",
+            _ => "",
+        };
+        let alias = match (alias, name.ends_with(".bias")) {
+            ("", _) => continue,
+            (a, true) => format!("b{}", &a[1..]),
+            (a, false) => a.to_string(),
+        };
+        let dims: &'static [&'static str] = if t.dims().len() == 2 { &["out", "in"] } else { &["out"] };
+        out.push(trace::Step {
+            id: format!("{alias} = {name}"),
+            layer,
+            name: local.to_string(),
+            dims: dims.to_vec(),
+            shape: t.dims().to_vec(),
+            heads: None,
+            values: trace::Values::F32(t.flatten_all()?.to_vec1::<f32>()?),
+        });
+    }
+    Ok(out)
 }

@@ -37,6 +37,16 @@ pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -
     Ok(())
 }
 
+/// `--params`: each parameter as a table (`[out, in]` as `nn.Linear` stores it; rows and
+/// columns numbered), under a heading that says how they are applied.
+pub fn write_params(params: &[Step], precision: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
+    writeln!(w, "\nparameters · as nn.Linear stores them, [out × in]: q = x·W_Qᵀ + b_Q, and so on")?;
+    for p in params {
+        write_tensor(p, &[], precision, width, w)?;
+    }
+    Ok(())
+}
+
 /// One line saying what was traced, from the config the JSON document also carries.
 fn summary(trace: &Trace) -> String {
     let c = &trace.config;
@@ -229,7 +239,11 @@ fn write_tensor(step: &Step, labels: &[String], precision: usize, width: usize, 
             for line in wrap_parts(&title, width) {
                 writeln!(w, "{line}")?;
             }
-            let corner = if by_key { "q \\ k" } else { "pos" };
+            let corner = match step.dims.first() {
+                _ if by_key => "q \\ k",
+                Some(&"out") => "out",
+                _ => "pos",
+            };
             emit(&matrix_block(corner, &row_labels, &col_labels, block, start..end), w)?;
         }
     }

@@ -146,6 +146,8 @@ pub struct Output {
     /// `--stats` and `--rollout`: derived views to show.
     pub stats: bool,
     pub rollout: bool,
+    /// `--params`: the parameters as tables after the trace.
+    pub params: bool,
 }
 
 /// Everything one run needs to know, checked. Plain data: `Clone`, no open files.
@@ -225,6 +227,7 @@ impl Settings {
                 views,
                 top_k: cli.top_k,
                 stats: cli.stats,
+                params: cli.params,
                 rollout: cli.rollout,
             },
             outputs,
@@ -323,6 +326,13 @@ fn table_width(flag: Option<usize>, env: &Env) -> usize {
 
 /// Checks the flags every run shares: output shape, numbers that must be finite.
 fn check_output_flags(cli: &Cli) -> Result<()> {
+    if cli.params && cli.format != cli::Format::Table {
+        return Err(usage(
+            "--params",
+            "it prints the parameters as tables",
+            "use --format table, or write them to a file with --save-weights",
+        ));
+    }
     if let Some(w) = cli.width.filter(|&w| w < 40) {
         return Err(usage("--width", format!("{w} is too narrow for a table"), "pass --width 40 or more"));
     }

@@ -21,6 +21,9 @@ use summary::LayerLinks;
 #[derive(Debug, Clone, Default)]
 pub struct Views {
     pub focus: Option<Focus>,
+    /// `--params`: the parameters of the shown layers as 2-D or 1-D tensors named by their
+    /// weight-file names (attached by `run`, which holds them).
+    pub params: Option<Vec<crate::trace::Step>>,
     /// Present when a view draws attention maps (heatmap, --html, --svg) or derives them.
     pub maps: Option<Maps>,
     /// The real-model summary table's numbers (tables without --steps).
@@ -61,5 +64,5 @@ pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
         other => other,
     };
     let summary = (out.summary && out.format == Format::Table).then(|| summary::summarize(&trace));
-    Ok((trace, Views { focus, maps, summary, stats, rollout, patching: None }))
+    Ok((trace, Views { focus, maps, summary, stats, rollout, patching: None, params: None }))
 }

@@ -150,3 +150,24 @@ fn help_names_tutorials_not_fixture_numbers() {
     }
     assert!(help.contains("Life is short, eat dessert first") && help.contains("MultiHeadAttentionWrapper"));
 }
+
+#[test]
+fn params_prints_the_weights_as_tables_tutorials_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().join("w.safetensors");
+    let args = [S, "--layers", "2", "--layer", "1", "--steps", "tokens", "--params"];
+    let text = stdout(&[&args[..], &["--save-weights", w.to_str().unwrap()]].concat());
+    for name in ["W_Q", "W_K", "W_V", "W_O", "W_1", "b_1", "W_2", "b_2"] {
+        assert!(text.contains(&format!("{name} = layers.1.")), "{name} missing:\n{text}");
+    }
+    assert!(!text.contains("layers.0."), "layer 0 was not asked for:\n{text}");
+    // The numbers are the parameters' own: W_Q's first row, as saved by --save-weights.
+    let saved = read_safetensors(&w);
+    let (_, wq) = &saved["layers.1.attn.q_proj.weight"];
+    let row0: Vec<String> = wq[..4].iter().map(|v| format!("{v:.4}")).collect();
+    let table = &text[text.find("W_Q = layers.1.attn.q_proj.weight").unwrap()..];
+    let line = table.lines().find(|l| l.starts_with("0 ")).unwrap();
+    let cells: Vec<&str> = line.split('┆').skip(1).map(str::trim).collect();
+    assert_eq!(cells, row0);
+    assert_usage_error(&[S, "--params", "--format", "json"], "--params: it prints the parameters as tables");
+}
