@@ -79,16 +79,29 @@ pub fn trace(settings: &Settings) -> Result<Traced> {
     let mut rec = recorder(&loaded, plan.show.clone(), settings);
     let output = model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
     let (mut trace, _) = rec.finish();
-    name_predictions(&mut trace, &loaded);
+    name_predictions(&mut trace, &loaded, own_vocab(settings));
     Ok(Traced { trace, output, loaded, plan })
 }
 
 /// Gives each predicted id its token string, from the model's tokenizer.
-fn name_predictions(trace: &mut Trace, loaded: &Loaded) {
-    let Some(tok) = &loaded.tokenizer else { return };
+/// Whether the toy model's vocabulary is the sentence's own words (no `--vocab` file).
+fn own_vocab(settings: &Settings) -> bool {
+    matches!(&settings.model, settings::ModelChoice::Toy(t) if t.tokenizer.vocab.is_none())
+}
+
+fn name_predictions(trace: &mut Trace, loaded: &Loaded, own_vocab: bool) {
+    // A sentence's own vocabulary is its words: name an id by the token that has it (with a
+    // --vocab file an unknown word shares the unknown token's id, so ids stay numbers).
+    let toy: std::collections::BTreeMap<u32, String> = match (&loaded.tokenizer, &trace.token_ids) {
+        (None, Some(ids)) if own_vocab => ids.iter().copied().zip(trace.tokens.iter().cloned()).collect(),
+        _ => Default::default(),
+    };
     let lens = trace.lens.iter_mut().flatten().flatten();
     for p in trace.predictions.iter_mut().flatten().flatten().chain(lens.flatten()) {
-        p.token = tok.id_to_token(p.id);
+        p.token = match &loaded.tokenizer {
+            Some(tok) => tok.id_to_token(p.id),
+            None => toy.get(&p.id).cloned(),
+        };
     }
 }
 
@@ -211,7 +224,7 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     let mut rec = rec;
     let last = forward(&mut rec)?;
     let (mut trace, _) = rec.finish();
-    name_predictions(&mut trace, &loaded);
+    name_predictions(&mut trace, &loaded, own_vocab(&settings));
     let (trace, mut views) = views::derive(trace, &plan, &settings.output)?;
     if settings.output.params {
         views.params = Some(param_steps(&params, &plan.show)?);

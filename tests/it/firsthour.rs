@@ -171,3 +171,17 @@ fn params_prints_the_weights_as_tables_tutorials_do() {
     assert_eq!(cells, row0);
     assert_usage_error(&[S, "--params", "--format", "json"], "--params: it prints the parameters as tables");
 }
+
+#[test]
+fn a_toy_language_models_predictions_are_words() {
+    let doc = trace_json(&[S, "--heads", "2", "--norm", "pre", "--causal", "--lm-head", "tied"]);
+    let words: Vec<&str> = doc["input"]["tokens"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let ids: Vec<u64> = doc["input"]["token_ids"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
+    for pos in doc["predictions"].as_array().unwrap() {
+        for p in pos["top"].as_array().unwrap() {
+            let id = p["id"].as_u64().unwrap();
+            let word = words[ids.iter().position(|&i| i == id).unwrap()];
+            assert_eq!(p["token"], word);
+        }
+    }
+}

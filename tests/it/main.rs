@@ -17,4 +17,5 @@ mod props;
 mod reference;
 mod seeds;
 mod textbook;
+mod tutorial;
 mod views;
