@@ -62,7 +62,7 @@ pub fn options(cli: &Cli, env: &Env) -> Result<ViewOptions> {
     if cli.average_heads && cli.head.is_some() {
         return Err(usage(
             "--average-heads",
-            "--head keeps a single head, so there is nothing to average",
+            "--head shows the heads it names one by one, not their mean",
             "drop --head or --average-heads",
         ));
     }
