@@ -277,6 +277,10 @@ pub struct Cli {
     /// Print no notes on stderr (errors are still printed).
     #[arg(long, short = 'q', help_heading = "Output")]
     pub quiet: bool,
+    /// Print on stderr how long each stage took and the peak resident memory (for users and
+    /// benchmarks; stdout is unchanged).
+    #[arg(long, help_heading = "Output")]
+    pub timings: bool,
     /// Refuse runs whose tensors would need more than this many bytes (e.g. 512MiB, 8GiB).
     #[arg(long, value_name = "SIZE", default_value = "2GiB", help_heading = "Output")]
     pub max_memory: String,

@@ -191,14 +191,17 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
         clap_mangen::Man::new(<cli::Cli as clap::CommandFactory>::command()).render(out)?;
         return Ok(());
     }
+    let mut clock = output::Clock::new(cli.timings);
     let settings = Settings::from_cli(cli, env)?;
     let (loaded, source, plan) = prepare(&settings)?;
+    clock.lap("open");
     let params = source.params(&loaded)?;
     // Notes only once the parameters exist, so that a refusal stays one line.
     output::notes(&loaded.notes, settings.quiet);
     if let Some(path) = &settings.outputs.save_weights {
         output::save_weights(&params, path)?;
     }
+    clock.lap("parameters");
     let rec = recorder(&loaded, plan.record.clone(), &settings);
     let forward =
         |rec: &mut Recorder| model::forward(&loaded.cfg, &params, &loaded.input, rec).context("computing the trace");
@@ -206,18 +209,26 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
         // Streams: each step is written as it is computed.
         let keep = settings.outputs.save_trace.is_some();
         let (trace, last) = output::stream(rec, keep, forward, out)?;
-        return testing(&settings, &loaded, &last, &trace)?.1;
+        clock.lap("forward pass and streaming");
+        let checked = testing(&settings, &loaded, &last, &trace)?.1;
+        clock.report();
+        return checked;
     }
     let mut rec = rec;
     let last = forward(&mut rec)?;
+    clock.lap("forward pass");
     let (mut trace, _) = rec.finish();
     name_predictions(&mut trace, &loaded);
     let (trace, mut views) = views::derive(trace, &plan, &settings.output)?;
+    clock.lap("views");
     if let Some(corrupted) = &settings.analysis.patch {
         views.patching = Some(patching(&settings, &loaded, &params, corrupted)?);
+        clock.lap("patching sweep");
     }
     output::view_files(&trace, &views, &settings.output)?;
     let (check, checked) = testing(&settings, &loaded, &last, &trace)?;
     output::stdout(&trace, &views, &settings.output, check.as_ref(), out)?;
+    clock.lap("render and write");
+    clock.report();
     checked
 }

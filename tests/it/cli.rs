@@ -432,3 +432,21 @@ fn fuzz_regressions() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("3 common steps within tolerance"));
 }
+
+#[test]
+fn timings_go_to_stderr_and_leave_stdout_alone() {
+    let args = ["my shoes are small", "--heads", "2", "--format", "json"];
+    let plain = cmd().args(args).output().unwrap();
+    let timed = cmd().args(args).arg("--timings").output().unwrap();
+    assert!(timed.status.success());
+    assert_eq!(plain.stdout, timed.stdout, "--timings changed stdout");
+    let err = String::from_utf8(timed.stderr).unwrap();
+    let line = err.lines().find(|l| l.starts_with("attn-trace: timings: ")).expect("a timings line");
+    for stage in ["open", "parameters", "forward pass", "views", "render and write", "total", "peak resident memory"] {
+        assert!(line.contains(stage), "{stage} missing from {line}");
+    }
+    // Each stage's figure is a number of milliseconds; the peak is in MiB (Linux).
+    assert!(line.split(", ").all(|part| part.contains(" ms") || part.contains("MiB")), "{line}");
+    let jsonl = cmd().args(["my shoes", "--format", "jsonl", "--timings"]).output().unwrap();
+    assert!(String::from_utf8(jsonl.stderr).unwrap().contains("forward pass and streaming"));
+}
