@@ -49,6 +49,10 @@ pub struct Traced {
 pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
     let (mut loaded, source) = sources::open(settings)?;
     let plan = Plan::new(settings, &loaded.cfg, &loaded.tokens)?;
+    // Before any parameter or activation exists: the estimate follows what the plan records.
+    let n = loaded.tokens.len();
+    let record = (&plan.record, plan.streamed);
+    settings::limits::check(&loaded.cfg, n, record, settings.max_memory, settings.memory_available)?;
     // What the forward pass changes is part of the configuration the trace records.
     loaded.cfg.interventions = plan.interventions.clone();
     Ok((loaded, source, plan))
@@ -177,6 +181,26 @@ fn patching(
     Ok((sweep, enc.get_tokens().to_vec()))
 }
 
+/// The summary table's rows, made from each layer's weights as the model records them; the
+/// weights themselves are dropped at once (`Plan::reduce_summary`).
+fn reduce_summary(
+    rec: &mut Recorder,
+    loaded: &Loaded,
+) -> std::sync::Arc<std::sync::Mutex<Vec<views::summary::LayerLinks>>> {
+    let links = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut reducer = views::summary::Reducer::new(&loaded.tokens, loaded.cfg.parts.lm_head.is_some());
+    let sink = links.clone();
+    rec.stream(
+        Box::new(move |step| {
+            let row = reducer.layer(&step);
+            sink.lock().map_err(|_| std::io::Error::other("summary lock"))?.push(row);
+            Ok(())
+        }),
+        false,
+    );
+    links
+}
+
 /// Runs one command line: check it, compute the trace, write it to `out`.
 pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     // Completions and the man page come from the clap definition itself, so they never drift.
@@ -215,11 +239,15 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
         return checked;
     }
     let mut rec = rec;
+    let reduced = plan.reduce_summary.then(|| reduce_summary(&mut rec, &loaded));
     let last = forward(&mut rec)?;
     clock.lap("forward pass");
     let (mut trace, _) = rec.finish();
     name_predictions(&mut trace, &loaded);
     let (trace, mut views) = views::derive(trace, &plan, &settings.output)?;
+    if let Some(links) = reduced {
+        views.summary = Some(std::mem::take(&mut *links.lock().map_err(|_| anyhow::anyhow!("summary lock"))?));
+    }
     clock.lap("views");
     if let Some(corrupted) = &settings.analysis.patch {
         views.patching = Some(patching(&settings, &loaded, &params, corrupted)?);
