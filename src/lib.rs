@@ -226,7 +226,8 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     name_predictions(&mut trace, &loaded);
     let (trace, mut views) = views::derive(trace, &plan, &settings.output)?;
     if let Some(corrupted) = &settings.analysis.patch {
-        views.patching = Some(patching(&settings, &loaded, &params, corrupted)?);
+        let (sweep, corrupted) = patching(&settings, &loaded, &params, corrupted)?;
+        views.attach_patching(sweep, corrupted, &trace.tokens);
     }
     output::view_files(&trace, &views, &settings.output)?;
     let (check, checked) = testing(&settings, &loaded, &last, &trace)?;

@@ -93,3 +93,66 @@ fn an_encoder_metric_needs_a_mask_and_a_masked_lm_head() {
     assert_eq!(p["clean_metric"].as_f64(), Some(0.0));
     assert!(p["corrupted_metric"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn the_heatmap_html_and_svg_draw_the_sweep() {
+    // The same sweep as JSON, as a terminal heatmap, and in the --html and --svg files: every
+    // effect appears in each, rounded to --precision, in its layer's row.
+    let tmp = tempfile::tempdir().unwrap();
+    let (html, svg) = (tmp.path().join("p.html"), tmp.path().join("p.svg"));
+    let base = [
+        "my shoes are small, my feet are",
+        "--model",
+        "fixtures/decoders/llama-gqa",
+        "--patch",
+        "my shoes are big, my feet are",
+        "--metric",
+        " big",
+        " small",
+    ];
+    let p = patching(&base);
+    let effects: Vec<(u64, f64)> = p["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["layer"].as_u64().unwrap(), r["effect"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(effects.len(), 8);
+    let out = cmd()
+        .current_dir(root())
+        .args(base)
+        .args(["--format", "heatmap", "--color", "never", "--precision", "3", "--width", "200"])
+        .args(["--html", html.to_str().unwrap(), "--svg", svg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let at = text.find("patching effect · layers × heads").expect("no patching grid in the heatmap");
+    let grid = &text[at..];
+    for l in 0..2u64 {
+        let line = grid.lines().find(|x| x.starts_with(&format!("layer {l} "))).unwrap();
+        // "layer 1 ░░-0.246 ██ 1.747 …": the shade (without colour) sits before the value.
+        let got: Vec<&str> = line
+            .split_whitespace()
+            .skip(2)
+            .map(|w| w.trim_start_matches(['░', '▒', '▓', '█']))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let want: Vec<String> = effects.iter().filter(|e| e.0 == l).map(|e| format!("{:.3}", e.1)).collect();
+        assert_eq!(got, want, "{line}");
+    }
+    let lo = effects.iter().map(|e| e.1).fold(0.0, f64::min);
+    assert!(grid.contains(&format!("scale {lo:.3} ")), "{grid}");
+    let html = std::fs::read_to_string(&html).unwrap();
+    let section = &html[html.find("<section id=\"patching\">").expect("no patching section")..];
+    let section = &section[..section.find("</section>").unwrap()];
+    assert_eq!(section.matches("<td ").count(), 8);
+    for (_, e) in &effects {
+        assert!(section.contains(&format!(">{e:.3}</td>")), "{e}");
+    }
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert_eq!(svg.matches("<rect class=\"effect\"").count(), 8);
+    for (l, e) in &effects {
+        assert!(svg.contains(&format!("layer {l} · head")) && svg.contains(&format!("effect {e:.4}")), "{e}");
+    }
+}
