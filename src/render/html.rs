@@ -1,7 +1,10 @@
 //! `--html FILE`: the trace as one self-contained page (inline CSS and JavaScript, no network
-//! fetches; it works from disk). At the top, the attention maps: a layer menu and a head menu
-//! ("all heads" shows every head of the layer side by side), each weight a cell coloured on
-//! the heatmap's viridis scale (0 to the map's largest weight), its value shown on hover.
+//! fetches; it works from disk). At the top, every layer × head as a small map (one pixel per
+//! weight; a click opens it in the large view); then the attention maps: a layer menu and a
+//! head menu ("all heads" shows every head of the layer side by side), each weight a cell
+//! coloured on the heatmap's viridis scale, its value shown on hover. The scale runs from 0 to
+//! each map's largest weight, or, with the page's "shared 0–1 colour scale" toggle, from 0 to
+//! 1 in every map, so that heads compare by colour. `--patch` adds the effects' grid.
 //! Then the `--focus` walkthrough when asked for (the text view, preformatted), then a table
 //! per step and head for the other steps that were selected (for a real model only when
 //! `--steps` selects them, as its terminal view is a summary too).
@@ -43,14 +46,23 @@ pub fn write(
     let _ = writeln!(s, "<style>\n{CSS}</style>\n</head>\n<body>");
     let _ = writeln!(s, "<h1>attn-trace</h1>\n<p class=\"sentence\">{}</p>", esc(&sentence));
     let _ = writeln!(s, "<p class=\"summary\">{}</p>", esc(String::from_utf8_lossy(&header).trim()));
+    s.push_str("<section id=\"overview\">\n<h2>Every head</h2>\n");
+    s.push_str(
+        "<p class=\"rule\">Layers down, heads across, one pixel per weight; click a map to open it below.</p>\n",
+    );
+    s.push_str("<div id=\"overview-grid\"></div>\n</section>\n");
     s.push_str("<section id=\"attention\">\n<h2>Attention weights</h2>\n");
     s.push_str("<div class=\"controls\"><label>Layer <select id=\"layer\"></select></label>\n");
-    s.push_str("<label>Head <select id=\"head\"></select></label></div>\n");
+    s.push_str("<label>Head <select id=\"head\"></select></label>\n");
+    // A toggle, not a flag: the page holds every weight, so the reader can switch scales while
+    // comparing heads without writing the page again; it starts as the terminal heatmap does.
+    s.push_str("<label><input type=\"checkbox\" id=\"shared\"> shared 0–1 colour scale</label></div>\n");
     for r in &maps.rules {
         let _ = writeln!(s, "<p class=\"rule\">View: {}.</p>", esc(r));
     }
     s.push_str(
-        "<p class=\"rule\">Rows are queries, columns keys; colour runs from 0 to each map's largest weight.</p>\n",
+        "<p class=\"rule\" id=\"scale-rule\">Rows are queries, columns keys; colour runs from 0 to each map's \
+         largest weight.</p>\n",
     );
     s.push_str("<div id=\"tip\">Hover a cell to see its weight.</div>\n<div id=\"maps\"></div>\n</section>\n");
     if let Some(p) = patch {
