@@ -86,6 +86,18 @@ fn an_encoder_metric_needs_a_mask_and_a_masked_lm_head() {
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.starts_with("attn-trace: --metric: an encoder's metric is the output's distance"), "{err}");
     }
+    // A sentence pair has no corrupted counterpart (the corrupted input is one sentence).
+    let out = cmd()
+        .current_dir(root())
+        .args(["my shoes", "are small", "--model", "fixtures/tiny-bert", "--patch", "my feet are big"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        out.stdout.is_empty() && err.starts_with("attn-trace: --patch: the corrupted input is one sentence"),
+        "{err}"
+    );
     // Without --metric the masked-LM checkpoint measures the output's distance: the clean
     // run is at distance 0 from itself.
     let p = patching(&["my [MASK] is small.", "--model", "fixtures/tiny-bert-mlm", "--patch", "my [MASK] is big."]);
