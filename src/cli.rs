@@ -358,8 +358,10 @@ pub struct Cli {
     /// What --patch copies: each head's context, or each position of each layer's output.
     #[arg(long, value_enum, default_value = "heads", help_heading = "Interventions")]
     pub patch_what: PatchArg,
-    /// With --patch on a language model: the metric is logit[A] − logit[B] at the last
-    /// position, for two answer tokens, e.g. --metric " Paris" " London".
+    /// With --patch: the metric is logit[A] − logit[B] for two one-token answers, at the last
+    /// position of a language model or at the [MASK] of a BERT checkpoint with a masked-LM
+    /// head, e.g. --metric " Paris" " London". Without it an encoder's metric is the distance
+    /// of its output from the clean run's.
     #[arg(long, num_args = 2, value_names = ["A", "B"], allow_hyphen_values = true, help_heading = "Interventions")]
     pub metric: Option<Vec<String>>,
 }

@@ -121,8 +121,23 @@ fn testing(
     Ok((Some(c.to_json()), Ok(())))
 }
 
+/// One `--metric` answer: a single token's id.
+fn answer(tok: &tokenizers::Tokenizer, t: &str) -> Result<u32> {
+    use error::{quote, usage};
+    let e = tok.encode(t, false).map_err(|e| usage("--metric", e, "pass two answer tokens"))?;
+    match e.get_ids() {
+        [id] => Ok(*id),
+        _ => Err(usage(
+            "--metric",
+            format!("{} is {} tokens ({}), not one", quote(t), e.get_ids().len(), e.get_tokens().join(" ")),
+            "pass answers that are one token each, e.g. --metric \" Paris\" \" London\"",
+        )),
+    }
+}
+
 /// `--patch`: tokenizes the corrupted sentence as the clean one was, finds the metric's
-/// tokens, and runs the sweep.
+/// tokens (and, for a masked-LM encoder, the clean sentence's first `[MASK]`), and runs the
+/// sweep.
 fn patching(
     settings: &Settings,
     loaded: &Loaded,
@@ -152,28 +167,25 @@ fn patching(
             "pass a corrupted sentence of the same token length",
         ));
     }
-    let metric = match (&loaded.cfg.parts.lm_head, &settings.analysis.metric) {
-        (Some(_), Some((a, b))) => {
-            let one = |t: &str| -> Result<u32> {
-                let e = tok.encode(t, false).map_err(|e| usage("--metric", e, "pass two answer tokens"))?;
-                match e.get_ids() {
-                    [id] => Ok(*id),
-                    _ => Err(usage(
-                        "--metric",
-                        format!("{} is {} tokens ({}), not one", quote(t), e.get_ids().len(), e.get_tokens().join(" ")),
-                        "pass answers that are one token each, e.g. --metric \" Paris\" \" London\"",
-                    )),
-                }
-            };
-            model::patch::Metric::LogitDiff { a: one(a)?, b: one(b)? }
+    let mask = loaded.tokens.iter().position(|t| t == "[MASK]").filter(|_| loaded.cfg.parts.masked_lm);
+    let metric = match (&loaded.cfg.parts.lm_head, mask, &settings.analysis.metric) {
+        (Some(_), _, Some((a, b))) => {
+            model::patch::Metric::LogitDiff { a: answer(tok, a)?, b: answer(tok, b)?, position: clean.len() - 1 }
         }
-        (Some(_), None) => {
+        (Some(_), _, None) => {
             return Err(usage("--patch", "a language model's metric is a logit difference", "add --metric A B"))
         }
-        (None, Some(_)) => {
-            return Err(usage("--metric", "an encoder's metric is the output's distance", "drop --metric"))
+        (None, Some(position), Some((a, b))) => {
+            model::patch::Metric::LogitDiff { a: answer(tok, a)?, b: answer(tok, b)?, position }
         }
-        (None, None) => model::patch::Metric::OutputDistance,
+        (None, None, Some(_)) => {
+            return Err(usage(
+                "--metric",
+                "an encoder's metric is the output's distance, unless a masked-LM checkpoint fills a [MASK]",
+                "drop --metric, or put [MASK] in the sentence of a BertForMaskedLM checkpoint",
+            ))
+        }
+        (None, _, None) => model::patch::Metric::OutputDistance,
     };
     let what = if settings.analysis.patch_resid { model::patch::What::Resid } else { model::patch::What::Heads };
     let corrupted_input = sources::Input::Ids { ids: enc.get_ids().to_vec(), type_ids: type_ids.clone() };
@@ -250,7 +262,8 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     }
     clock.lap("views");
     if let Some(corrupted) = &settings.analysis.patch {
-        views.patching = Some(patching(&settings, &loaded, &params, corrupted)?);
+        let (sweep, corrupted) = patching(&settings, &loaded, &params, corrupted)?;
+        views.attach_patching(sweep, corrupted, &trace.tokens);
         clock.lap("patching sweep");
     }
     output::view_files(&trace, &views, &settings.output)?;

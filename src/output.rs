@@ -75,12 +75,12 @@ pub fn save_trace(trace: &Trace, settings: &Settings) -> Result<()> {
 pub fn view_files(trace: &Trace, views: &Views, out: &Output) -> Result<()> {
     if let (Some(path), Some(maps)) = (&out.views.html, &views.maps) {
         let mut buf = Vec::new();
-        render::html::write(trace, maps, views.focus.as_ref(), out, &mut buf)?;
+        render::html::write(trace, maps, (views.focus.as_ref(), views.patch_grid.as_ref()), out, &mut buf)?;
         write_file("--html", path, &buf)?;
     }
     if let (Some(path), Some(maps)) = (&out.views.svg, &views.maps) {
         let mut buf = Vec::new();
-        render::svg::write(trace, maps, out, &mut buf)?;
+        render::svg::write(trace, maps, views.patch_grid.as_ref(), out, &mut buf)?;
         write_file("--svg", path, &buf)?;
     }
     Ok(())

@@ -12,6 +12,7 @@ mod golden;
 mod hostile;
 mod interventions;
 mod oracle;
+mod patching;
 mod props;
 mod reference;
 mod seeds;
