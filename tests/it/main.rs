@@ -15,4 +15,5 @@ mod oracle;
 mod props;
 mod reference;
 mod seeds;
+mod students;
 mod views;
