@@ -126,8 +126,7 @@ fn fit(what: String, kind: &'static str, raws: Vec<Raw>) -> Result<Loaded> {
             shape.remove(0);
             batch.push(raw.name.clone());
         }
-        let per_head_tl = ["attn.q", "attn.k", "attn.v", "attn.q_rot", "attn.k_rot", "attn.context"]
-            .contains(&crate::trace::split_id(&r.id).1);
+        let per_head_tl = crate::export::tl::POSITION_FIRST.contains(&crate::trace::split_id(&r.id).1);
         if r.tl && per_head_tl && shape.len() == 3 {
             (shape, data) = swap_first_two(shape, data);
             transposed.push(raw.name.clone());

@@ -16,4 +16,5 @@ mod props;
 mod reference;
 mod seeds;
 mod students;
+mod transformer_lens;
 mod views;
