@@ -1,7 +1,9 @@
 //! `--save-trace FILE --names transformer-lens`: TransformerLens's hook names and cache
-//! layouts, checked against attn-trace's own JSON trace of the same run (no TransformerLens
-//! here: the numbers are attn-trace's, the test is the renaming and the layouts), and read
-//! back by `attn-trace diff` against the normal trace.
+//! layouts. Against a real TransformerLens cache (fixtures/oracle/tl_oracle.py: transformer-lens
+//! 2.15.4's `run_with_cache` on the tiny GPT-2 of fixtures/decoders/gpt2, written with
+//! json.dump), key by key as numpy would compare them; against attn-trace's own JSON trace of
+//! the same run for the toy encoder (the renaming and layouts, element by element); and read
+//! back by `attn-trace diff`.
 
 use crate::common::*;
 use serde_json::Value;
@@ -108,6 +110,49 @@ fn hook_names_and_layouts() {
         assert_eq!(rep["compared"], want.len() + 1, "every hook, and the tokens the file keeps");
         assert_eq!(rep["ignored"]["a"], serde_json::json!([]));
     }
+}
+
+#[test]
+fn a_transformer_lens_cache_matches_key_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = dir.path().join("ours.safetensors");
+    let gpt2 = root().join("fixtures/decoders/gpt2");
+    let cache_path = root().join("fixtures/oracle/transformer_lens/gpt2_cache.json");
+    let cache: Value =
+        serde_json::from_str(&std::fs::read_to_string(&cache_path).unwrap().replace("-Infinity", "\"-inf\"")).unwrap();
+    let sentence = cache["__sentence"].as_str().unwrap();
+    let out = cmd()
+        .args(["--model", gpt2.to_str().unwrap(), sentence, "--format", "json", "--names", "transformer-lens"])
+        .arg("--save-trace")
+        .arg(&ours)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["input"]["token_ids"], cache["__token_ids"], "the same tokens");
+    let ours_t = read_safetensors(&ours);
+    let keys: Vec<&String> = cache.as_object().unwrap().keys().filter(|k| !k.starts_with("__")).collect();
+    assert_eq!(keys.len(), 27, "embeddings, 12 hooks × 2 layers, ln_final");
+    for key in keys {
+        let (shape, vals) = ours_t.get(key).unwrap_or_else(|| panic!("{key} is not in our export"));
+        let want = flat(&cache[key]);
+        let mut want_shape = Vec::new();
+        let mut v = &cache[key];
+        while let Value::Array(a) = v {
+            want_shape.push(a.len());
+            v = &a[0];
+        }
+        assert_eq!(shape, &want_shape, "{key}: TransformerLens's layout");
+        // f32 on both sides, different summation orders: the oracle tests' 1e-5 (seen: 1.8e-6).
+        for (i, (a, b)) in vals.iter().zip(&want).enumerate() {
+            assert!(close(*a, *b, 1e-5, 1e-5), "{key}[{i}]: ours {a}, TransformerLens {b}");
+        }
+    }
+    // And attn-trace diff reads both files (the cache's -Infinity as Python wrote it).
+    let out = cmd().arg("diff").arg(&cache_path).arg(&ours).args(["--format", "json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let rep: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rep["compared"], 27);
 }
 
 #[test]
