@@ -34,8 +34,8 @@ pub struct DiffCli {
     /// Relative tolerance (times |b|).
     #[arg(long, value_name = "X", default_value_t = 1e-5, allow_negative_numbers = true)]
     pub rtol: f64,
-    /// In attn.scores, a value at or below this agrees with −inf: both are a masked position
-    /// (masked_fill(mask, -1e9) and -inf give the same softmax).
+    /// In attn.scores, values at or below this are masked positions and agree with each other
+    /// (-inf, masked_fill(mask, -1e9) and torch.finfo.min give the same softmax).
     #[arg(long, value_name = "X", default_value_t = -1e4, allow_negative_numbers = true)]
     pub mask_floor: f64,
     /// Steps that A must hold, or fail (exit 1): `all` (every step of B) or a comma-separated

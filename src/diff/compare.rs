@@ -4,10 +4,10 @@
 //! reference). Non-finite values: equal infinities agree; NaN agrees only with NaN at the
 //! same index; a NaN or infinity on one side only is a divergence, with error `inf` or `nan`.
 //!
-//! Masked scores: in `attn.scores`, −inf on one side and a value at or below the mask floor
-//! (−1e4 by default, `--mask-floor`) on the other agree and are counted as masked. PyTorch
-//! code masks with `masked_fill(mask, -1e9)` (or `float("-inf")`, or `torch.finfo.min`); all
-//! give the same softmax, so all are the same mask.
+//! Masked scores: in `attn.scores`, two values at or below the mask floor (−1e4 by default,
+//! `--mask-floor`) agree and are counted as masked: −inf against −1e9, or −1e9 against
+//! −3.4e38. PyTorch code masks with `masked_fill(mask, -1e9)`, `float("-inf")` or
+//! `torch.finfo(dtype).min` (transformers); all give the same softmax, so all are one mask.
 
 use super::load::{Entry, Loaded};
 use super::names::rank;
@@ -18,7 +18,7 @@ use crate::trace::split_id;
 pub struct Tol {
     pub atol: f64,
     pub rtol: f64,
-    /// In `attn.scores`, a value at or below this agrees with −inf (a masked position).
+    /// In `attn.scores`, values at or below this are masked positions, and agree.
     pub mask_floor: f64,
 }
 
@@ -38,9 +38,9 @@ impl Tol {
         (a - b).abs() <= self.allowed(b)
     }
 
-    /// Both values mark a masked score: −inf on one side, at or below the floor on the other.
+    /// Both values mark a masked score: each is at or below the floor (−inf included).
     pub fn masked(&self, a: f64, b: f64) -> bool {
-        (a == f64::NEG_INFINITY && b <= self.mask_floor) || (b == f64::NEG_INFINITY && a <= self.mask_floor)
+        a <= self.mask_floor && b <= self.mask_floor
     }
 }
 
@@ -202,7 +202,9 @@ mod tests {
         assert_eq!(abs_error(f64::INFINITY, f64::INFINITY), 0.0);
         assert!(t.masked(-1e9, f64::NEG_INFINITY) && t.masked(f64::NEG_INFINITY, -1e4));
         assert!(t.masked(f64::NEG_INFINITY, f64::NEG_INFINITY));
-        assert!(!t.masked(-9999.0, f64::NEG_INFINITY) && !t.masked(-1e9, -1e9));
+        assert!(t.masked(-1e9, f32::MIN as f64), "masked_fill(-1e9) against torch.finfo(torch.float32).min");
+        assert!(!t.masked(-9999.0, f64::NEG_INFINITY) && !t.masked(f64::NAN, f64::NEG_INFINITY));
+        assert!(!t.masked(-1e9, 0.5));
         assert!(holds_mask("layers.3.attn.scores") && !holds_mask("layers.3.attn.weights"));
         assert_eq!(unravel(5, &[2, 3]), vec![1, 2]);
         assert_eq!(unravel(0, &[]), Vec::<usize>::new());

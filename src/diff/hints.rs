@@ -211,11 +211,11 @@ fn softmax_axis(shape: &[usize], va: &[f64], vb: &[f64]) -> Option<String> {
     None
 }
 
-/// Scores that differ only where B is masked (−inf) and are finite there on A's side.
+/// Scores that differ only where B is masked (at or below the floor) and are above it on A's side.
 fn unmasked(va: &[f64], vb: &[f64], tol: Tol) -> Option<String> {
     let mut masked_here = 0;
     for (&a, &b) in va.iter().zip(vb) {
-        if b == f64::NEG_INFINITY && a > tol.mask_floor {
+        if b <= tol.mask_floor && a > tol.mask_floor {
             masked_here += 1;
         } else if !near(a, b, tol) {
             return None;
@@ -223,8 +223,8 @@ fn unmasked(va: &[f64], vb: &[f64], tol: Tol) -> Option<String> {
     }
     (masked_here > 0).then(|| {
         format!(
-            "A holds finite scores at the {masked_here} positions B masks (−inf) and agrees everywhere \
-             else: likely the mask is applied after the softmax, or not at all"
+            "A holds finite scores at the {masked_here} positions B masks (−inf or ≤ --mask-floor) and \
+             agrees everywhere else: likely the mask is applied after the softmax, or not at all"
         )
     })
 }

@@ -90,7 +90,7 @@ pub fn why(a: f64, b: f64, tol: Tol) -> String {
         return format!("|a − b| {} > allowed {}", fmt_err(err), fmt_err(tol.allowed(b)));
     }
     let floor = if a == f64::NEG_INFINITY || b == f64::NEG_INFINITY {
-        format!("; a masked score agrees only with −inf or a value ≤ --mask-floor {:e}", tol.mask_floor)
+        format!("; masked scores are −inf or values ≤ --mask-floor {:e}", tol.mask_floor)
     } else {
         String::new()
     };

@@ -133,6 +133,28 @@ fn masked_scores_agree_down_to_the_floor_and_a_mismatch_says_what_each_side_hold
     assert!(table.contains(why) && !table.contains("> allowed inf"), "{table}");
     // A higher floor takes -9999 in (and -1e9, the other masked scores, still agree).
     assert_eq!(diff(&at_floor, &r, &["--mask-floor", "-9000"]).0, 0);
+    // Two finite masks agree too: -1e9 against torch.finfo(torch.float32).min (transformers').
+    let correct = students().join("correct.json");
+    let mut finfo: Value = serde_json::from_str(&std::fs::read_to_string(&correct).unwrap()).unwrap();
+    let mut replaced = 0;
+    for row in finfo["layers.0.attn.scores"].as_array_mut().unwrap().iter_mut().flat_map(|h| h.as_array_mut().unwrap())
+    {
+        for v in row.as_array_mut().unwrap() {
+            if v.as_f64() == Some(-1e9) {
+                *v = json!(f32::MIN);
+                replaced += 1;
+            }
+        }
+    }
+    assert_eq!(replaced, 84);
+    let finfo_path = dir.path().join("finfo.json");
+    std::fs::write(&finfo_path, finfo.to_string()).unwrap();
+    let (code, rep, _) = diff(&correct, &finfo_path, &[]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        rep["steps"].as_array().unwrap().iter().find(|s| s["id"] == "layers.0.attn.scores").unwrap()["masked"],
+        84
+    );
     // The floor must be a finite negative number.
     let out = cmd().arg("diff").arg(&at_floor).arg(&r).args(["--mask-floor", "0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
