@@ -19,6 +19,15 @@ pub enum Format {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NamesArg {
+    /// attn-trace's step ids and layouts (layers.0.attn.q as [head, pos, d_head]).
+    AttnTrace,
+    /// TransformerLens's hook names and cache layouts (blocks.0.attn.hook_q as
+    /// [batch, pos, head, d_head]); steps without a hook are left out.
+    TransformerLens,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ColorArg {
     /// Colour when stdout is a terminal and NO_COLOR is not set.
     Auto,
@@ -313,6 +322,9 @@ pub struct Cli {
     /// (f32; the mask as uint8; token ids as int64).
     #[arg(long, value_name = "FILE", help_heading = "Testing")]
     pub save_trace: Option<PathBuf>,
+    /// The names (and layouts) of the tensors --save-trace writes.
+    #[arg(long, value_enum, value_name = "NAMES", help_heading = "Testing")]
+    pub names: Option<NamesArg>,
     /// With --model: recompute the output with candle-transformers' own BertModel and
     /// report the largest difference (exit 1 above --check-tol).
     #[arg(long, help_heading = "Testing")]

@@ -65,7 +65,7 @@ pub fn save_weights(params: &Params, path: &Path) -> Result<()> {
 /// `--save-trace`: the trace's steps as safetensors or npz.
 pub fn save_trace(trace: &Trace, settings: &Settings) -> Result<()> {
     if let Some((path, kind)) = &settings.outputs.save_trace {
-        let bytes = crate::export::encode_trace(&trace.steps, &trace.tokens, *kind)?;
+        let bytes = crate::export::encode_trace(&trace.steps, &trace.tokens, *kind, settings.outputs.trace_names)?;
         write_file("--save-trace", path, &bytes)?;
     }
     Ok(())

@@ -16,4 +16,6 @@ mod patching;
 mod props;
 mod reference;
 mod seeds;
+mod students;
+mod transformer_lens;
 mod views;
