@@ -54,8 +54,9 @@ pub fn estimate(cfg: &ModelConfig, n: usize, record: &Selection, streamed: bool)
         params += u(cfg.max_len) * d;
     }
     let per_layer_params = d * qk * 2.0 + d * v + v * d + 2.0 * d * ff + 2.0 * qk + v + 7.0 * d + ff;
-    // A checkpoint read a layer at a time holds one layer's parameters in f32 at once.
-    params += if cfg.parts.layer_at_a_time { per_layer_params } else { u(cfg.layers) * per_layer_params };
+    // A checkpoint read a layer at a time holds two layers' parameters in f32 at once (the
+    // next is read while one runs).
+    params += if cfg.parts.layer_at_a_time { 2.0 * per_layer_params } else { u(cfg.layers) * per_layer_params };
     let n = n_f;
     let per_layer_acts = n * (2.0 * qk + v) + 3.0 * h * n * n + n * n + 2.0 * n * v + 8.0 * n * d + 2.0 * n * ff;
     let working = per_layer_acts + 6.0 * n * d;
