@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks examples/attention.py against attn-trace, as a course's CI would: a numpy encoder
 # layer built from attn-trace's saved weights must match attn-trace's trace (diff exits 0),
-# and a deliberately broken one must not (diff exits 1, naming attn.scores first). Then
+# and a deliberately broken one must not (diff exits 1, naming attn.scores first, with the
+# hint that the scores were not divided by √d_k). Then
 # checks the README's one-liners that load a --save-trace file in Python.
 # Needs python3 (a venv with numpy and safetensors is made under .cache/) and cargo.
 set -euo pipefail
@@ -27,12 +28,13 @@ echo "== a broken implementation does not (diff exits 1)"
 "$PY" examples/attention.py "$S" --weights "$T/w.safetensors" --heads 2 --broken > "$T/broken.json"
 status=0
 "$ATTN" diff "$T/broken.json" "$T/reference.json" > "$T/report.txt" || status=$?
-if [[ $status -ne 1 ]] || ! grep -q "^first divergence: layers.0.attn.scores " "$T/report.txt"; then
+if [[ $status -ne 1 ]] || ! grep -q "^first divergence: layers.0.attn.scores " "$T/report.txt" \
+    || ! grep -q "^hint: .*not divided by √d_k" "$T/report.txt"; then
     cat "$T/report.txt"
-    echo "examples/check.sh: expected exit 1 at layers.0.attn.scores, got exit $status" >&2
+    echo "examples/check.sh: expected exit 1 at layers.0.attn.scores with a scale hint, got exit $status" >&2
     exit 1
 fi
-head -5 "$T/report.txt"
+head -7 "$T/report.txt"
 
 echo "== README one-liners load --save-trace files with the JSON's numbers"
 "$ATTN" "$S" --heads 2 --causal --save-trace "$T/t.npz" --format json > "$T/t.json"

@@ -19,6 +19,15 @@ pub enum Format {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NamesArg {
+    /// attn-trace's step ids and layouts (layers.0.attn.q as [head, pos, d_head]).
+    AttnTrace,
+    /// TransformerLens's hook names and cache layouts (blocks.0.attn.hook_q as
+    /// [batch, pos, head, d_head]); steps without a hook are left out.
+    TransformerLens,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ColorArg {
     /// Colour when stdout is a terminal and NO_COLOR is not set.
     Auto,
@@ -304,6 +313,10 @@ pub struct Cli {
     /// Print no notes on stderr (errors are still printed).
     #[arg(long, short = 'q', help_heading = "Output")]
     pub quiet: bool,
+    /// Print on stderr how long each stage took and the peak resident memory (for users and
+    /// benchmarks; stdout is unchanged).
+    #[arg(long, help_heading = "Output")]
+    pub timings: bool,
     /// Refuse runs whose tensors would need more than this many bytes (e.g. 512MiB, 8GiB).
     #[arg(long, value_name = "SIZE", default_value = "2GiB", help_heading = "Output")]
     pub max_memory: String,
@@ -340,6 +353,9 @@ pub struct Cli {
     /// (f32; the mask as uint8; token ids as int64).
     #[arg(long, value_name = "FILE", help_heading = "Testing")]
     pub save_trace: Option<PathBuf>,
+    /// The names (and layouts) of the tensors --save-trace writes.
+    #[arg(long, value_enum, value_name = "NAMES", help_heading = "Testing")]
+    pub names: Option<NamesArg>,
     /// With --model: recompute the output with candle-transformers' own BertModel and
     /// report the largest difference (exit 1 above --check-tol).
     #[arg(long, help_heading = "Testing")]
@@ -385,8 +401,10 @@ pub struct Cli {
     /// What --patch copies: each head's context, or each position of each layer's output.
     #[arg(long, value_enum, default_value = "heads", help_heading = "Interventions")]
     pub patch_what: PatchArg,
-    /// With --patch on a language model: the metric is logit[A] − logit[B] at the last
-    /// position, for two answer tokens, e.g. --metric " Paris" " London".
+    /// With --patch: the metric is logit[A] − logit[B] for two one-token answers, at the last
+    /// position of a language model or at the [MASK] of a BERT checkpoint with a masked-LM
+    /// head, e.g. --metric " Paris" " London". Without it an encoder's metric is the distance
+    /// of its output from the clean run's.
     #[arg(long, num_args = 2, value_names = ["A", "B"], allow_hyphen_values = true, help_heading = "Interventions")]
     pub metric: Option<Vec<String>>,
 }

@@ -49,6 +49,10 @@ pub struct Traced {
 pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
     let (mut loaded, source) = sources::open(settings)?;
     let plan = Plan::new(settings, &loaded.cfg, &loaded.tokens)?;
+    // Before any parameter or activation exists: the estimate follows what the plan records.
+    let n = loaded.tokens.len();
+    let record = (&plan.record, plan.streamed);
+    settings::limits::check(&loaded.cfg, n, record, settings.max_memory, settings.memory_available)?;
     // What the forward pass changes is part of the configuration the trace records.
     loaded.cfg.interventions = plan.interventions.clone();
     Ok((loaded, source, plan))
@@ -130,8 +134,23 @@ fn testing(
     Ok((Some(c.to_json()), Ok(())))
 }
 
+/// One `--metric` answer: a single token's id.
+fn answer(tok: &tokenizers::Tokenizer, t: &str) -> Result<u32> {
+    use error::{quote, usage};
+    let e = tok.encode(t, false).map_err(|e| usage("--metric", e, "pass two answer tokens"))?;
+    match e.get_ids() {
+        [id] => Ok(*id),
+        _ => Err(usage(
+            "--metric",
+            format!("{} is {} tokens ({}), not one", quote(t), e.get_ids().len(), e.get_tokens().join(" ")),
+            "pass answers that are one token each, e.g. --metric \" Paris\" \" London\"",
+        )),
+    }
+}
+
 /// `--patch`: tokenizes the corrupted sentence as the clean one was, finds the metric's
-/// tokens, and runs the sweep.
+/// tokens (and, for a masked-LM encoder, the clean sentence's first `[MASK]`), and runs the
+/// sweep.
 fn patching(
     settings: &Settings,
     loaded: &Loaded,
@@ -161,33 +180,50 @@ fn patching(
             "pass a corrupted sentence of the same token length",
         ));
     }
-    let metric = match (&loaded.cfg.parts.lm_head, &settings.analysis.metric) {
-        (Some(_), Some((a, b))) => {
-            let one = |t: &str| -> Result<u32> {
-                let e = tok.encode(t, false).map_err(|e| usage("--metric", e, "pass two answer tokens"))?;
-                match e.get_ids() {
-                    [id] => Ok(*id),
-                    _ => Err(usage(
-                        "--metric",
-                        format!("{} is {} tokens ({}), not one", quote(t), e.get_ids().len(), e.get_tokens().join(" ")),
-                        "pass answers that are one token each, e.g. --metric \" Paris\" \" London\"",
-                    )),
-                }
-            };
-            model::patch::Metric::LogitDiff { a: one(a)?, b: one(b)? }
+    let mask = loaded.tokens.iter().position(|t| t == "[MASK]").filter(|_| loaded.cfg.parts.masked_lm);
+    let metric = match (&loaded.cfg.parts.lm_head, mask, &settings.analysis.metric) {
+        (Some(_), _, Some((a, b))) => {
+            model::patch::Metric::LogitDiff { a: answer(tok, a)?, b: answer(tok, b)?, position: clean.len() - 1 }
         }
-        (Some(_), None) => {
+        (Some(_), _, None) => {
             return Err(usage("--patch", "a language model's metric is a logit difference", "add --metric A B"))
         }
-        (None, Some(_)) => {
-            return Err(usage("--metric", "an encoder's metric is the output's distance", "drop --metric"))
+        (None, Some(position), Some((a, b))) => {
+            model::patch::Metric::LogitDiff { a: answer(tok, a)?, b: answer(tok, b)?, position }
         }
-        (None, None) => model::patch::Metric::OutputDistance,
+        (None, None, Some(_)) => {
+            return Err(usage(
+                "--metric",
+                "an encoder's metric is the output's distance, unless a masked-LM checkpoint fills a [MASK]",
+                "drop --metric, or put [MASK] in the sentence of a BertForMaskedLM checkpoint",
+            ))
+        }
+        (None, _, None) => model::patch::Metric::OutputDistance,
     };
     let what = if settings.analysis.patch_resid { model::patch::What::Resid } else { model::patch::What::Heads };
     let corrupted_input = sources::Input::Ids { ids: enc.get_ids().to_vec(), type_ids: type_ids.clone() };
     let sweep = model::patch::sweep(&loaded.cfg, params, &loaded.input, &corrupted_input, what, &metric)?;
     Ok((sweep, enc.get_tokens().to_vec()))
+}
+
+/// The summary table's rows, made from each layer's weights as the model records them; the
+/// weights themselves are dropped at once (`Plan::reduce_summary`).
+fn reduce_summary(
+    rec: &mut Recorder,
+    loaded: &Loaded,
+) -> std::sync::Arc<std::sync::Mutex<Vec<views::summary::LayerLinks>>> {
+    let links = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut reducer = views::summary::Reducer::new(&loaded.tokens, loaded.cfg.parts.lm_head.is_some());
+    let sink = links.clone();
+    rec.stream(
+        Box::new(move |step| {
+            let row = reducer.layer(&step);
+            sink.lock().map_err(|_| std::io::Error::other("summary lock"))?.push(row);
+            Ok(())
+        }),
+        false,
+    );
+    links
 }
 
 /// Runs one command line: check it, compute the trace, write it to `out`.
@@ -204,14 +240,17 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
         clap_mangen::Man::new(<cli::Cli as clap::CommandFactory>::command()).render(out)?;
         return Ok(());
     }
+    let mut clock = output::Clock::new(cli.timings);
     let settings = Settings::from_cli(cli, env)?;
     let (loaded, source, plan) = prepare(&settings)?;
+    clock.lap("open");
     let params = source.params(&loaded)?;
     // Notes only once the parameters exist, so that a refusal stays one line.
     output::notes(&loaded.notes, settings.quiet);
     if let Some(path) = &settings.outputs.save_weights {
         output::save_weights(&params, path)?;
     }
+    clock.lap("parameters");
     let rec = recorder(&loaded, plan.record.clone(), &settings);
     let forward =
         |rec: &mut Recorder| model::forward(&loaded.cfg, &params, &loaded.input, rec).context("computing the trace");
@@ -219,22 +258,35 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
         // Streams: each step is written as it is computed.
         let keep = settings.outputs.save_trace.is_some();
         let (trace, last) = output::stream(rec, keep, forward, out)?;
-        return testing(&settings, &loaded, &last, &trace)?.1;
+        clock.lap("forward pass and streaming");
+        let checked = testing(&settings, &loaded, &last, &trace)?.1;
+        clock.report();
+        return checked;
     }
     let mut rec = rec;
+    let reduced = plan.reduce_summary.then(|| reduce_summary(&mut rec, &loaded));
     let last = forward(&mut rec)?;
+    clock.lap("forward pass");
     let (mut trace, _) = rec.finish();
     name_predictions(&mut trace, &loaded, own_vocab(&settings));
     let (trace, mut views) = views::derive(trace, &plan, &settings.output)?;
+    if let Some(links) = reduced {
+        views.summary = Some(std::mem::take(&mut *links.lock().map_err(|_| anyhow::anyhow!("summary lock"))?));
+    }
+    clock.lap("views");
     if settings.output.params {
         views.params = Some(param_steps(&params, &plan.show)?);
     }
     if let Some(corrupted) = &settings.analysis.patch {
-        views.patching = Some(patching(&settings, &loaded, &params, corrupted)?);
+        let (sweep, corrupted) = patching(&settings, &loaded, &params, corrupted)?;
+        views.attach_patching(sweep, corrupted, &trace.tokens);
+        clock.lap("patching sweep");
     }
     output::view_files(&trace, &views, &settings.output)?;
     let (check, checked) = testing(&settings, &loaded, &last, &trace)?;
     output::stdout(&trace, &views, &settings.output, check.as_ref(), out)?;
+    clock.lap("render and write");
+    clock.report();
     checked
 }
 

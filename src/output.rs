@@ -65,7 +65,7 @@ pub fn save_weights(params: &Params, path: &Path) -> Result<()> {
 /// `--save-trace`: the trace's steps as safetensors or npz.
 pub fn save_trace(trace: &Trace, settings: &Settings) -> Result<()> {
     if let Some((path, kind)) = &settings.outputs.save_trace {
-        let bytes = crate::export::encode_trace(&trace.steps, &trace.tokens, *kind)?;
+        let bytes = crate::export::encode_trace(&trace.steps, &trace.tokens, *kind, settings.outputs.trace_names)?;
         write_file("--save-trace", path, &bytes)?;
     }
     Ok(())
@@ -75,12 +75,12 @@ pub fn save_trace(trace: &Trace, settings: &Settings) -> Result<()> {
 pub fn view_files(trace: &Trace, views: &Views, out: &Output) -> Result<()> {
     if let (Some(path), Some(maps)) = (&out.views.html, &views.maps) {
         let mut buf = Vec::new();
-        render::html::write(trace, maps, views.focus.as_ref(), out, &mut buf)?;
+        render::html::write(trace, maps, (views.focus.as_ref(), views.patch_grid.as_ref()), out, &mut buf)?;
         write_file("--html", path, &buf)?;
     }
     if let (Some(path), Some(maps)) = (&out.views.svg, &views.maps) {
         let mut buf = Vec::new();
-        render::svg::write(trace, maps, out, &mut buf)?;
+        render::svg::write(trace, maps, views.patch_grid.as_ref(), out, &mut buf)?;
         write_file("--svg", path, &buf)?;
     }
     Ok(())
@@ -156,4 +156,52 @@ pub fn stream(
             None => Ok((trace, output)),
         }
     })
+}
+
+/// `--timings`: the time each stage of a run took, printed on stderr at the end with the
+/// process's peak resident memory. Off, it measures nothing and prints nothing.
+pub struct Clock {
+    on: bool,
+    start: std::time::Instant,
+    last: std::time::Instant,
+    laps: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl Clock {
+    pub fn new(on: bool) -> Self {
+        let now = std::time::Instant::now();
+        Clock { on, start: now, last: now, laps: Vec::new() }
+    }
+
+    /// Ends the stage `name`: the time since the previous lap is its time.
+    pub fn lap(&mut self, name: &'static str) {
+        if self.on {
+            let now = std::time::Instant::now();
+            self.laps.push((name, now - self.last));
+            self.last = now;
+        }
+    }
+
+    /// Prints the stages on one stderr line (even with `--quiet`: it was asked for).
+    pub fn report(&self) {
+        if !self.on {
+            return;
+        }
+        let ms = |d: std::time::Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
+        let stages: Vec<String> = self.laps.iter().map(|(n, d)| format!("{n} {}", ms(*d))).collect();
+        let peak = peak_resident().map_or("unknown".to_string(), |b| format!("{:.1} MiB", b as f64 / 1048576.0));
+        eprintln!(
+            "attn-trace: timings: {}; total {}; peak resident memory {peak}",
+            stages.join(", "),
+            ms(self.start.elapsed())
+        );
+    }
+}
+
+/// The process's peak resident set size in bytes (Linux: `VmHWM` in /proc/self/status).
+fn peak_resident() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }

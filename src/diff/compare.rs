@@ -3,15 +3,23 @@
 //! Two values agree when `|a − b| ≤ atol + rtol·|b|` (numpy.isclose's rule, so B is the
 //! reference). Non-finite values: equal infinities agree; NaN agrees only with NaN at the
 //! same index; a NaN or infinity on one side only is a divergence, with error `inf` or `nan`.
+//!
+//! Masked scores: in `attn.scores`, two values at or below the mask floor (−1e4 by default,
+//! `--mask-floor`) agree and are counted as masked: −inf against −1e9, or −1e9 against
+//! −3.4e38. PyTorch code masks with `masked_fill(mask, -1e9)`, `float("-inf")` or
+//! `torch.finfo(dtype).min` (transformers); all give the same softmax, so all are one mask.
 
 use super::load::{Entry, Loaded};
 use super::names::rank;
 use crate::export::Data;
+use crate::trace::split_id;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Tol {
     pub atol: f64,
     pub rtol: f64,
+    /// In `attn.scores`, values at or below this are masked positions, and agree.
+    pub mask_floor: f64,
 }
 
 impl Tol {
@@ -29,6 +37,16 @@ impl Tol {
         }
         (a - b).abs() <= self.allowed(b)
     }
+
+    /// Both values mark a masked score: each is at or below the floor (−inf included).
+    pub fn masked(&self, a: f64, b: f64) -> bool {
+        a <= self.mask_floor && b <= self.mask_floor
+    }
+}
+
+/// Whether a step holds masked scores, where [`Tol::masked`] applies.
+pub fn holds_mask(id: &str) -> bool {
+    split_id(id).1 == "attn.scores"
 }
 
 /// |a − b|, with agreeing non-finite pairs at 0 (inf − inf would be NaN).
@@ -66,6 +84,8 @@ pub enum Outcome {
         /// Elements outside tolerance, and the first of them in row-major order.
         bad: usize,
         first_bad: Option<Point>,
+        /// Elements both sides mask (`attn.scores` only), which agree.
+        masked: usize,
     },
 }
 
@@ -108,10 +128,15 @@ fn step(id: &str, ea: &Entry, eb: &Entry, tol: Tol) -> StepResult {
         return result(Outcome::Shape);
     }
     let point = |i: usize, a: Leaf, b: Leaf| Point { index: unravel(i, &ea.shape), a, b };
-    let (mut max_abs, mut max_at, mut bad, mut first_bad) = (0.0f64, None, 0, None);
+    let (mut max_abs, mut max_at, mut bad, mut first_bad, mut masked) = (0.0f64, None, 0, None, 0);
+    let mask = holds_mask(id);
     match (&ea.data, &eb.data) {
         (Data::Num(va), Data::Num(vb)) => {
             for (i, (&x, &y)) in va.iter().zip(vb).enumerate() {
+                if mask && tol.masked(x, y) {
+                    masked += 1;
+                    continue;
+                }
                 let err = abs_error(x, y);
                 if err > max_abs || (err.is_nan() && !max_abs.is_nan()) {
                     max_abs = err;
@@ -139,7 +164,7 @@ fn step(id: &str, ea: &Entry, eb: &Entry, tol: Tol) -> StepResult {
             }
         }
     }
-    result(Outcome::Values { max_abs, max_at, bad, first_bad })
+    result(Outcome::Values { max_abs, max_at, bad, first_bad, masked })
 }
 
 fn leaf(d: &Data, i: usize) -> Leaf {
@@ -167,7 +192,7 @@ mod tests {
 
     #[test]
     fn tolerance_rule_and_non_finite() {
-        let t = Tol { atol: 1e-5, rtol: 1e-5 };
+        let t = Tol { atol: 1e-5, rtol: 1e-5, mask_floor: -1e4 };
         assert!(t.close(1.0, 1.0 + 1.5e-5));
         assert!(!t.close(1.0, 1.0 + 2.5e-5));
         assert!(t.close(f64::NAN, f64::NAN));
@@ -175,6 +200,12 @@ mod tests {
         assert!(t.close(f64::NEG_INFINITY, f64::NEG_INFINITY));
         assert!(!t.close(f64::INFINITY, f64::NEG_INFINITY));
         assert_eq!(abs_error(f64::INFINITY, f64::INFINITY), 0.0);
+        assert!(t.masked(-1e9, f64::NEG_INFINITY) && t.masked(f64::NEG_INFINITY, -1e4));
+        assert!(t.masked(f64::NEG_INFINITY, f64::NEG_INFINITY));
+        assert!(t.masked(-1e9, f32::MIN as f64), "masked_fill(-1e9) against torch.finfo(torch.float32).min");
+        assert!(!t.masked(-9999.0, f64::NEG_INFINITY) && !t.masked(f64::NAN, f64::NEG_INFINITY));
+        assert!(!t.masked(-1e9, 0.5));
+        assert!(holds_mask("layers.3.attn.scores") && !holds_mask("layers.3.attn.weights"));
         assert_eq!(unravel(5, &[2, 3]), vec![1, 2]);
         assert_eq!(unravel(0, &[]), Vec::<usize>::new());
     }

@@ -54,18 +54,17 @@ pub fn parse(bytes: &[u8], what: &str) -> Result<Loaded> {
         ("npz", from_named(npz::read(bytes, &what)?))
     } else if first == Some(b'{') {
         let text = std::str::from_utf8(bytes).map_err(|_| usage(&what, "not UTF-8 text", "pass a JSON file"))?;
-        let parsed = serde_json::from_str::<serde_json::Value>(text);
-        if parsed.is_ok() {
-            // serde_json keeps the last of a repeated key: a step given twice would vanish.
-            crate::strict_json::parse(bytes)
-                .map_err(|e| usage(&what, format!("not usable JSON: {e}"), "name each step once"))?;
-        }
-        match parsed {
+        // strict_json: a step given twice is an error (serde_json would keep the last), and
+        // Python's NaN/Infinity/-Infinity are read.
+        match crate::strict_json::parse(bytes) {
             Ok(v) if v.get("schema_version").is_some() && v.get("steps").is_some() => {
                 ("attn-trace JSON document", doc_steps(&v, &what)?)
             }
             Ok(v) => ("JSON object of named tensors", named_tensors(&v, &what)?),
-            Err(e) if text.lines().nth(1).is_some() && e.line() > 1 => ("attn-trace JSONL", jsonl(text, &what)?),
+            Err(_) if is_jsonl(text) => ("attn-trace JSONL", jsonl(text, &what)?),
+            Err(e) if e.contains("appears twice") => {
+                return Err(usage(&what, format!("not usable JSON: {e}"), "name each step once"))
+            }
             Err(e) => return Err(usage(&what, format!("not valid JSON: {e}"), "pass a JSON object of named tensors")),
         }
     } else if bytes.len() >= 9 && bytes[8] == b'{' {
@@ -80,11 +79,20 @@ pub fn parse(bytes: &[u8], what: &str) -> Result<Loaded> {
     fit(what, kind, raws)
 }
 
+/// Whether a text that is not one JSON value starts as attn-trace's JSONL: a first line that
+/// is a whole JSON object, and more lines after it.
+fn is_jsonl(text: &str) -> bool {
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or("");
+    lines.any(|l| !l.trim().is_empty())
+        && crate::strict_json::parse(first.as_bytes()).is_ok_and(|v| v.get("schema_version").is_some())
+}
+
 /// attn-trace's `--format jsonl`: a header line, then one step object per line.
 fn jsonl(text: &str, what: &str) -> Result<Vec<Raw>> {
     let mut steps = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let v: serde_json::Value = serde_json::from_str(line)
+        let v = crate::strict_json::parse(line.as_bytes())
             .map_err(|e| usage(what, format!("line {}: not valid JSON: {e}", i + 1), "pass a whole JSONL trace"))?;
         if i == 0 {
             if v.get("schema_version").is_none() {
@@ -118,8 +126,7 @@ fn fit(what: String, kind: &'static str, raws: Vec<Raw>) -> Result<Loaded> {
             shape.remove(0);
             batch.push(raw.name.clone());
         }
-        let per_head_tl = ["attn.q", "attn.k", "attn.v", "attn.q_rot", "attn.k_rot", "attn.context"]
-            .contains(&crate::trace::split_id(&r.id).1);
+        let per_head_tl = crate::export::tl::POSITION_FIRST.contains(&crate::trace::split_id(&r.id).1);
         if r.tl && per_head_tl && shape.len() == 3 {
             (shape, data) = swap_first_two(shape, data);
             transposed.push(raw.name.clone());

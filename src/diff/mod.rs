@@ -8,19 +8,29 @@
 
 pub mod cli;
 pub mod compare;
+pub mod hints;
 pub mod json;
 pub mod load;
 pub mod names;
 pub mod report;
+pub mod select;
 
 use crate::error::usage;
 use anyhow::Result;
 use cli::{DiffCli, DiffFormat};
 use compare::Tol;
+use select::Selector;
 use std::io::Write;
 
-/// Runs a diff and writes its report; `Ok(true)` when within tolerance.
-pub fn run(cli: DiffCli, out: &mut dyn Write) -> Result<bool> {
+/// The step lists of the command line, parsed before any file is read.
+struct Lists {
+    only: Option<Selector>,
+    skip: Option<Selector>,
+    /// `None` without `--require`; `Some(None)` for `all`.
+    require: Option<Option<Selector>>,
+}
+
+fn lists(cli: &DiffCli) -> Result<Lists> {
     for (flag, v) in [("--atol", cli.atol), ("--rtol", cli.rtol)] {
         if !v.is_finite() || v < 0.0 {
             return Err(usage(
@@ -30,9 +40,36 @@ pub fn run(cli: DiffCli, out: &mut dyn Write) -> Result<bool> {
             ));
         }
     }
-    let a = load::load(&cli.a)?;
-    let b = load::load(&cli.b)?;
-    let tol = Tol { atol: cli.atol, rtol: cli.rtol };
+    if !cli.mask_floor.is_finite() || cli.mask_floor >= 0.0 {
+        return Err(usage(
+            "--mask-floor",
+            format!("{} is not a finite negative number", cli.mask_floor),
+            "pass e.g. --mask-floor -1e4 (masked_fill(mask, -1e9) is below it)",
+        ));
+    }
+    let parse = |flag: &str, v: &Option<String>| v.as_deref().map(|l| Selector::parse(flag, l)).transpose();
+    let require = match cli.require.as_deref().map(str::trim) {
+        None => None,
+        Some("all") => Some(None),
+        Some(list) => Some(Some(Selector::parse("--require", list)?)),
+    };
+    Ok(Lists { only: parse("--only", &cli.only)?, skip: parse("--skip", &cli.skip)?, require })
+}
+
+/// Keeps the steps `--only` and `--skip` choose.
+fn choose(l: &mut load::Loaded, lists: &Lists) {
+    l.steps.retain(|id, _| {
+        lists.only.as_ref().is_none_or(|s| s.matches(id)) && !lists.skip.as_ref().is_some_and(|s| s.matches(id))
+    });
+}
+
+/// Runs a diff and writes its report; `Ok(true)` when within tolerance.
+pub fn run(cli: DiffCli, out: &mut dyn Write) -> Result<bool> {
+    let lists = lists(&cli)?;
+    let (mut a, mut b) = (load::load(&cli.a)?, load::load(&cli.b)?);
+    choose(&mut a, &lists);
+    choose(&mut b, &lists);
+    let tol = Tol { atol: cli.atol, rtol: cli.rtol, mask_floor: cli.mask_floor };
     let results = compare::compare(&a, &b, tol);
     if results.is_empty() {
         return Err(usage(
@@ -46,7 +83,14 @@ pub fn run(cli: DiffCli, out: &mut dyn Write) -> Result<bool> {
         ids.sort_by_key(|id| (names::rank(id), id.clone()));
         ids
     };
-    let rep = report::Report { only_a: only(&a, &b), only_b: only(&b, &a), a: &a, b: &b, tol, results };
+    let (only_a, only_b) = (only(&a, &b), only(&b, &a));
+    let missing = required(&lists, &b, &only_b)?;
+    let hint = results
+        .iter()
+        .find(|r| r.diverges())
+        .and_then(|r| hints::hint(&r.id, &a.steps[&r.id], &b.steps[&r.id], &b, tol));
+    let did_you_mean = [did_you_mean(&a, &b), did_you_mean(&b, &a)];
+    let rep = report::Report { only_a, only_b, a: &a, b: &b, tol, results, missing, hint, did_you_mean };
     let mut w = std::io::BufWriter::new(out);
     let written = match cli.format {
         DiffFormat::Table => report::write_text(&rep, &mut w),
@@ -60,6 +104,35 @@ pub fn run(cli: DiffCli, out: &mut dyn Write) -> Result<bool> {
     }
 }
 
+/// The steps `--require` names that B holds and A lacks; a list that names no step of B is
+/// a usage error (nothing could be required of A).
+fn required(lists: &Lists, b: &load::Loaded, only_b: &[String]) -> Result<Vec<String>> {
+    match &lists.require {
+        None => Ok(Vec::new()),
+        Some(None) => Ok(only_b.to_vec()),
+        Some(Some(sel)) => {
+            if !b.steps.keys().any(|id| sel.matches(id)) {
+                return Err(usage(
+                    "--require",
+                    format!("the reference {} holds none of the steps named", b.path),
+                    "require steps the reference holds, or --require all",
+                ));
+            }
+            Ok(only_b.iter().filter(|id| sel.matches(id)).cloned().collect())
+        }
+    }
+}
+
+/// For each name `x` ignored, the step id it likely meant (a typo), if any.
+fn did_you_mean(x: &load::Loaded, y: &load::Loaded) -> Vec<(String, String)> {
+    x.ignored
+        .iter()
+        .filter_map(|name| {
+            let ids = select::candidates(name, x.steps.keys().chain(y.steps.keys()));
+            select::suggest(name, ids).map(|s| (name.clone(), s))
+        })
+        .collect()
+}
 /// What a side holds, for the "nothing in common" message.
 fn summary(l: &load::Loaded) -> String {
     let steps: Vec<String> = l.steps.keys().cloned().collect();

@@ -4,20 +4,27 @@
 //!
 //! ```text
 //! {"a": {"path", "kind", "steps"}, "b": {…},
-//!  "tolerance": {"atol", "rtol", "rule": "|a - b| <= atol + rtol * |b|"},
+//!  "tolerance": {"atol", "rtol", "rule": "|a - b| <= atol + rtol * |b|", "mask_floor"},
 //!  "within_tolerance": bool, "compared": n, "diverged": n,
 //!  "first_divergence": null | {"id", "layer", "name", "kind": "value" | "shape", "head",
-//!                              "index", "dims", "a", "b", "abs_error", "allowed"}
+//!                              "index", "dims", "a", "b", "abs_error", "allowed", "why",
+//!                              "hint"}
 //!                             (a shape divergence has "shape_a", "shape_b" instead),
-//!  "steps": [{"id", "shape_a", "shape_b", "max_abs_error", "at", "outside", "size", "ok"}],
+//!  "steps": [{"id", "shape_a", "shape_b", "max_abs_error", "at", "outside", "masked",
+//!             "size", "ok"}],
 //!  "only_in_a": [ids], "only_in_b": [ids], "shape_mismatches": [{"id", "a", "b"}],
-//!  "ignored": {"a": [names], "b": [names]}, "notes": [text]}
+//!  "required_missing": [ids], "ignored": {"a": [names], "b": [names]},
+//!  "did_you_mean": {"a": {name: id}, "b": {name: id}}, "notes": [text]}
 //! ```
+//!
+//! `why` says in words why the first value diverges (for a non-finite value, what each side
+//! holds); `hint` is a guess at the bug ([`super::hints`]) or null. `ignored` lists every
+//! name in full; the table shows the first [`SHOWN`] and says how many more.
 //!
 //! Numbers JSON cannot hold are the strings "nan", "inf", "-inf", as in the trace document.
 
 use super::compare::{Leaf, Outcome, Point, StepResult, Tol};
-use super::load::{list, Loaded};
+use super::load::Loaded;
 use crate::trace::split_id;
 use serde_json::{json, Value};
 use std::io::{self, Write};
@@ -30,11 +37,20 @@ pub struct Report<'a> {
     pub results: Vec<StepResult>,
     pub only_a: Vec<String>,
     pub only_b: Vec<String>,
+    /// Steps `--require` names that B holds and A lacks: each fails the diff.
+    pub missing: Vec<String>,
+    /// A guess at the first divergence's bug.
+    pub hint: Option<String>,
+    /// Ignored names of A and of B with the step id each likely meant.
+    pub did_you_mean: [Vec<(String, String)>; 2],
 }
+
+/// How many ignored names the table shows before a count.
+pub const SHOWN: usize = 20;
 
 impl Report<'_> {
     pub fn ok(&self) -> bool {
-        !self.results.iter().any(StepResult::diverges)
+        !self.results.iter().any(StepResult::diverges) && self.missing.is_empty()
     }
 
     fn first(&self) -> Option<&StepResult> {
@@ -59,6 +75,26 @@ fn leaf_json(l: &Leaf) -> Value {
         Leaf::Num(v) => num(*v),
         Leaf::Str(s) => json!(s),
     }
+}
+
+/// Why two values disagree, in words: what each side holds when one is not finite.
+pub fn why(a: f64, b: f64, tol: Tol) -> String {
+    let holds = |v: f64| match v {
+        v if v.is_nan() => "NaN".to_string(),
+        v if v == f64::NEG_INFINITY => "-inf (masked)".to_string(),
+        v if v.is_infinite() => "+inf".to_string(),
+        v => format!("the finite value {}", fmt(&Leaf::Num(v))),
+    };
+    if a.is_finite() && b.is_finite() {
+        let err = super::compare::abs_error(a, b);
+        return format!("|a − b| {} > allowed {}", fmt_err(err), fmt_err(tol.allowed(b)));
+    }
+    let floor = if a == f64::NEG_INFINITY || b == f64::NEG_INFINITY {
+        format!("; masked scores are −inf or values ≤ --mask-floor {:e}", tol.mask_floor)
+    } else {
+        String::new()
+    };
+    format!("A holds {}, B {}{floor}", holds(a), holds(b))
 }
 
 /// The head a per-head index is in: the document's own head number after `--head`.
@@ -89,10 +125,12 @@ pub fn write_json(rep: &Report, w: &mut dyn Write) -> io::Result<()> {
                 if let (Leaf::Num(a), Leaf::Num(b)) = (&p.a, &p.b) {
                     o["abs_error"] = num(super::compare::abs_error(*a, *b));
                     o["allowed"] = num(rep.tol.allowed(*b));
+                    o["why"] = json!(why(*a, *b, rep.tol));
                 }
             }
             Outcome::Values { .. } => {}
         }
+        o["hint"] = json!(rep.hint);
         o
     });
     let steps: Vec<Value> = rep
@@ -100,9 +138,9 @@ pub fn write_json(rep: &Report, w: &mut dyn Write) -> io::Result<()> {
         .iter()
         .map(|r| match &r.outcome {
             Outcome::Shape => json!({"id": r.id, "shape_a": r.shape_a, "shape_b": r.shape_b, "ok": false}),
-            Outcome::Values { max_abs, max_at, bad, .. } => json!({
+            Outcome::Values { max_abs, max_at, bad, masked, .. } => json!({
                 "id": r.id, "shape_a": r.shape_a, "shape_b": r.shape_b, "max_abs_error": num(*max_abs),
-                "at": max_at.as_ref().map(|p| &p.index), "outside": bad,
+                "at": max_at.as_ref().map(|p| &p.index), "outside": bad, "masked": masked,
                 "size": r.shape_a.iter().product::<usize>(), "ok": *bad == 0,
             }),
         })
@@ -115,7 +153,8 @@ pub fn write_json(rep: &Report, w: &mut dyn Write) -> io::Result<()> {
         .collect();
     let doc = json!({
         "a": side(rep.a), "b": side(rep.b),
-        "tolerance": {"atol": rep.tol.atol, "rtol": rep.tol.rtol, "rule": "|a - b| <= atol + rtol * |b|"},
+        "tolerance": {"atol": rep.tol.atol, "rtol": rep.tol.rtol, "rule": "|a - b| <= atol + rtol * |b|",
+                      "mask_floor": rep.tol.mask_floor},
         "within_tolerance": rep.ok(),
         "compared": rep.results.len(),
         "diverged": rep.results.iter().filter(|r| r.diverges()).count(),
@@ -123,11 +162,17 @@ pub fn write_json(rep: &Report, w: &mut dyn Write) -> io::Result<()> {
         "steps": steps,
         "only_in_a": rep.only_a, "only_in_b": rep.only_b,
         "shape_mismatches": shapes,
+        "required_missing": rep.missing,
         "ignored": {"a": rep.a.ignored, "b": rep.b.ignored},
+        "did_you_mean": {"a": meant(&rep.did_you_mean[0]), "b": meant(&rep.did_you_mean[1])},
         "notes": rep.notes(),
     });
     serde_json::to_writer_pretty(&mut *w, &doc)?;
     writeln!(w)
+}
+
+fn meant(pairs: &[(String, String)]) -> Value {
+    Value::Object(pairs.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
 }
 
 /// A value as attn-trace prints numbers: the shortest decimal of its f32, or nan/inf.
@@ -172,6 +217,25 @@ pub fn write_text(rep: &Report, w: &mut dyn Write) -> io::Result<()> {
     let t = rep.tol;
     writeln!(w, "tolerance  |a − b| ≤ atol + rtol·|b|, atol {:e}, rtol {:e} (B is the reference)", t.atol, t.rtol)?;
     writeln!(w)?;
+    write_first(rep, w)?;
+    writeln!(w)?;
+    write_table(rep, w)?;
+    writeln!(w)?;
+    write_lists(rep, w)?;
+    let diverged = rep.results.iter().filter(|r| r.diverges()).count();
+    let n = rep.results.len();
+    let missing = match rep.missing.len() {
+        0 => String::new(),
+        m => format!("; {m} required step{} missing from A", if m == 1 { "" } else { "s" }),
+    };
+    if rep.ok() {
+        writeln!(w, "result: all {n} common steps within tolerance")
+    } else {
+        writeln!(w, "result: {diverged} of {n} common steps diverge{missing}")
+    }
+}
+
+fn write_first(rep: &Report, w: &mut dyn Write) -> io::Result<()> {
     match rep.first() {
         None => writeln!(w, "no divergence")?,
         Some(r) => match &r.outcome {
@@ -181,21 +245,22 @@ pub fn write_text(rep: &Report, w: &mut dyn Write) -> io::Result<()> {
             Outcome::Values { first_bad: Some(p), .. } => {
                 writeln!(w, "first divergence: {}", where_text(r, p))?;
                 match (&p.a, &p.b) {
-                    (Leaf::Num(a), Leaf::Num(b)) => writeln!(
-                        w,
-                        "  a {}   b {}   |a − b| {} > allowed {}",
-                        fmt(&p.a),
-                        fmt(&p.b),
-                        fmt_err(super::compare::abs_error(*a, *b)),
-                        fmt_err(t.allowed(*b))
-                    )?,
+                    (Leaf::Num(a), Leaf::Num(b)) => {
+                        writeln!(w, "  a {}   b {}   {}", fmt(&p.a), fmt(&p.b), why(*a, *b, rep.tol))?
+                    }
                     _ => writeln!(w, "  a {}   b {}", fmt(&p.a), fmt(&p.b))?,
                 }
             }
             Outcome::Values { .. } => {}
         },
     }
-    writeln!(w)?;
+    match &rep.hint {
+        Some(h) => writeln!(w, "hint: {h}"),
+        None => Ok(()),
+    }
+}
+
+fn write_table(rep: &Report, w: &mut dyn Write) -> io::Result<()> {
     let width = rep.results.iter().map(|r| r.id.chars().count()).max().unwrap_or(4).max(4);
     writeln!(w, "{:<width$}  {:<12}  {:>11}  {:<14}  outside tolerance", "step", "shape", "max |a − b|", "at")?;
     for r in &rep.results {
@@ -207,12 +272,13 @@ pub fn write_text(rep: &Report, w: &mut dyn Write) -> io::Result<()> {
                 dims_text(&r.shape_a),
                 dims_text(&r.shape_b)
             )?,
-            Outcome::Values { max_abs, max_at, bad, .. } => {
+            Outcome::Values { max_abs, max_at, bad, masked, .. } => {
                 let at = max_at.as_ref().filter(|_| *max_abs != 0.0).map(|p| format!("{:?}", p.index));
                 let size: usize = r.shape_a.iter().product();
+                let masked = if *masked > 0 { format!(" ({masked} masked on both sides)") } else { String::new() };
                 writeln!(
                     w,
-                    "{:<width$}  {:<12}  {:>11}  {:<14}  {bad} of {size}",
+                    "{:<width$}  {:<12}  {:>11}  {:<14}  {bad} of {size}{masked}",
                     r.id,
                     dims_text(&r.shape_a),
                     fmt_err(*max_abs),
@@ -221,27 +287,43 @@ pub fn write_text(rep: &Report, w: &mut dyn Write) -> io::Result<()> {
             }
         }
     }
-    writeln!(w)?;
+    Ok(())
+}
+
+fn write_lists(rep: &Report, w: &mut dyn Write) -> io::Result<()> {
     for (tag, ids) in [("A", &rep.only_a), ("B", &rep.only_b)] {
         if !ids.is_empty() {
             writeln!(w, "only in {tag} ({}): {}", ids.len(), list_long(ids))?;
         }
     }
-    for (tag, l) in [("A", rep.a), ("B", rep.b)] {
-        if !l.ignored.is_empty() {
-            writeln!(w, "not step names, ignored in {tag}: {}", list(&l.ignored))?;
+    if !rep.missing.is_empty() {
+        let meant = |id: &String| rep.did_you_mean[0].iter().find(|(_, m)| m == id).map(|(n, _)| n);
+        let named: Vec<String> = rep
+            .missing
+            .iter()
+            .map(|id| meant(id).map_or(id.clone(), |n| format!("{id} (A has {n}: a typo?)")))
+            .collect();
+        writeln!(w, "required by --require, missing from A ({}): {}", named.len(), named.join(", "))?;
+    }
+    for (i, (tag, l)) in [("A", rep.a), ("B", rep.b)].into_iter().enumerate() {
+        if l.ignored.is_empty() {
+            continue;
+        }
+        writeln!(w, "not step names, ignored in {tag} ({}):", l.ignored.len())?;
+        for name in l.ignored.iter().take(SHOWN) {
+            match rep.did_you_mean[i].iter().find(|(n, _)| n == name) {
+                Some((_, id)) => writeln!(w, "  {name}  (did you mean {id}?)")?,
+                None => writeln!(w, "  {name}")?,
+            }
+        }
+        if l.ignored.len() > SHOWN {
+            writeln!(w, "  … and {} more (--format json lists every one)", l.ignored.len() - SHOWN)?;
         }
     }
     for note in rep.notes() {
         writeln!(w, "note: {note}")?;
     }
-    let diverged = rep.results.iter().filter(|r| r.diverges()).count();
-    let n = rep.results.len();
-    if rep.ok() {
-        writeln!(w, "result: all {n} common steps within tolerance")
-    } else {
-        writeln!(w, "result: {diverged} of {n} common steps diverge")
-    }
+    Ok(())
 }
 
 /// Up to twelve names, then a count.

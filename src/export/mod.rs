@@ -7,13 +7,15 @@
 //! only be strings) as a JSON array under `tokens`, and in an npz as a numpy unicode array
 //! `tokens`, which `numpy.load` reads without pickle. The format follows the extension:
 //! `.safetensors` ([`safetensors`]) or `.npz` ([`npz`]). Bytes are deterministic: tensors
-//! are written in sorted order, with fixed zip timestamps.
+//! are written in sorted order, with fixed zip timestamps. With `--names transformer-lens`
+//! the tensors carry TransformerLens's hook names and layouts instead ([`tl`]).
 
 pub mod npy;
 pub mod npz;
 pub mod safetensors;
+pub mod tl;
 
-use crate::settings::outputs::TraceKind;
+use crate::settings::outputs::{TraceKind, TraceNames};
 use crate::trace::{Step, Values};
 use anyhow::Result;
 
@@ -67,7 +69,15 @@ pub fn step_data(values: &Values) -> Data {
 }
 
 /// Every step of a trace as the bytes of a `--save-trace` file (the output stage writes them).
-pub fn encode_trace(steps: &[Step], tokens: &[String], kind: TraceKind) -> Result<Vec<u8>> {
+pub fn encode_trace(steps: &[Step], tokens: &[String], kind: TraceKind, names: TraceNames) -> Result<Vec<u8>> {
+    let renamed;
+    let steps = match names {
+        TraceNames::AttnTrace => steps,
+        TraceNames::TransformerLens => {
+            renamed = tl::steps(steps);
+            &renamed[..]
+        }
+    };
     match kind {
         TraceKind::Safetensors => safetensors::write(steps, tokens),
         TraceKind::Npz => npz::write(steps, tokens),

@@ -29,10 +29,10 @@ pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Reco
     };
     let head = params.lm_head.as_ref().or(tied.as_ref());
     let mut x = embed::embed(cfg, params, input, rec)?; // [pos, d_model]
-    for i in 0..params.layers.len() {
-        let layer_params = params.layers.get(i)?; // read now if the checkpoint is read lazily
-        x = layer::layer(cfg, &layer_params, &x, i, rec)?; // [pos, d_model]
-        x = intervene::patch_resid(cfg, i, x)?; // [pos, d_model]
+                                                        // A lazily read checkpoint's next layer is read while this one runs.
+    params.layers.each(|i, layer_params| {
+        x = layer::layer(cfg, layer_params, &x, i, rec)?; // [pos, d_model]
+        x = intervene::patch_resid(cfg, i, x.clone())?; // [pos, d_model]
         if let (true, Some(head)) = (rec.lens(), head) {
             // The logit lens: this layer's residual stream read out as if it were the last.
             let normed = match &params.final_norm {
@@ -42,7 +42,8 @@ pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Reco
             let top = head::top_k(&linear(&normed, head)?, rec.top_k().max(1))?;
             rec.push_lens(top);
         }
-    }
+        Ok(())
+    })?;
     if let Some(p) = &params.final_norm {
         x = norm::norm(&x, p, cfg)?; // [pos, d_model]
         rec.tensor("final_norm.out", cfg, &x)?;

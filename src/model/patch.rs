@@ -5,14 +5,16 @@
 //! 1 when the patch restores the clean behaviour and 0 when it changes nothing.
 //!
 //! The metric: for a language model, the logit difference between two answer tokens at the
-//! last position (logit[a] − logit[b]); for an encoder, the distance of the output from the
-//! clean output (‖out − clean‖, so the effect is 1 − d/d_corrupted).
+//! last position (logit[a] − logit[b]); for a masked-LM checkpoint given two answers, the same
+//! difference at the clean sentence's `[MASK]` position, through the masked-LM head; for any
+//! other encoder, the distance of the output from the clean output (‖out − clean‖ over every
+//! position, so the clean metric is 0 and the effect is 1 − d/d_corrupted).
 //!
 //! Reuse: a patch at layer l changes nothing before layer l, so each patched run starts from
 //! the corrupted run's residual stream at layer l's input (kept from the baseline run) and
 //! computes only layers l…L−1: a sweep over L layers costs about half the full runs.
 
-use super::{embed, intervene, layer, linear, norm};
+use super::{embed, ffn, intervene, layer, linear, norm};
 use crate::config::{ModelConfig, Patch};
 use crate::sources::params::{LayerParams, Linear, Params};
 use crate::sources::Input;
@@ -33,8 +35,9 @@ pub enum What {
 /// The metric, with what it needs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Metric {
-    /// logit[a] − logit[b] at the last position.
-    LogitDiff { a: u32, b: u32 },
+    /// logit[a] − logit[b] at `position` (the last one for a language model, the `[MASK]`
+    /// for a masked-LM encoder).
+    LogitDiff { a: u32, b: u32, position: usize },
     /// The output's distance from the clean output.
     OutputDistance,
 }
@@ -53,6 +56,7 @@ pub struct Row {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sweep {
     pub what: What,
+    pub metric: Metric,
     pub clean: f64,
     pub corrupted: f64,
     pub rows: Vec<Row>,
@@ -106,10 +110,19 @@ fn score(
         None => x.clone(),
     };
     match metric {
-        Metric::LogitDiff { a, b } => {
-            let head = head.ok_or_else(|| anyhow!("internal: a logit metric needs a head"))?;
-            let n = x.dim(0)?;
-            let logits = linear(&x.narrow(0, n - 1, 1)?, head)?.flatten_all()?.to_vec1::<f32>()?;
+        Metric::LogitDiff { a, b, position } => {
+            let row = x.narrow(0, *position, 1)?; // [1, d_model]
+            let logits = match (&params.mlm, head) {
+                (Some(mlm), _) => {
+                    // BertForMaskedLM's head, as model::forward applies it.
+                    let h = ffn::activation(cfg.activation, &linear(&row, &mlm.dense)?)?; // [1, d_model]
+                    linear(&norm::layer_norm(&h, &mlm.norm, cfg.eps)?, &mlm.decoder)?
+                    // [1, vocab]
+                }
+                (None, Some(head)) => linear(&row, head)?, // [1, vocab]
+                (None, None) => return Err(anyhow!("internal: a logit metric needs a head")),
+            };
+            let logits = logits.flatten_all()?.to_vec1::<f32>()?;
             Ok(logits[*a as usize] as f64 - logits[*b as usize] as f64)
         }
         Metric::OutputDistance => {
@@ -139,21 +152,20 @@ pub fn sweep(
     };
     let head = params.lm_head.as_ref().or(tied.as_ref());
     if params.token.is_none() {
-        return Err(crate::error::usage(
-            "--patch",
-            "this model's token table is read only for the clean sentence's rows",
-            "patch a decoder (--model with a GPT-2, Llama-family or GGUF model)",
-        ));
+        return Err(anyhow!("internal: patching needs the whole token table"));
     }
-    let embed_of = |input: &Input| -> Result<Tensor> {
+    // An encoder's `token_rows` are the clean sentence's: the corrupted one looks its rows up
+    // in the whole table (kept for `--patch`).
+    let table_only = Params { token_rows: None, ..params.clone() };
+    let embed_of = |input: &Input, p: &Params| -> Result<Tensor> {
         let n = match input {
             Input::Ids { ids, .. } => ids.len(),
             Input::Matrix(m) => m.dim(0)?,
         };
-        embed::embed(cfg, params, input, &mut quiet(cfg, n, false))
+        embed::embed(cfg, p, input, &mut quiet(cfg, n, false))
     };
-    let c = run_from(cfg, &layers, 0, embed_of(clean)?, true)?;
-    let base = run_from(cfg, &layers, 0, embed_of(corrupted)?, false)?;
+    let c = run_from(cfg, &layers, 0, embed_of(clean, params)?, true)?;
+    let base = run_from(cfg, &layers, 0, embed_of(corrupted, &table_only)?, false)?;
     let final_clean = match &params.final_norm {
         Some(p) => norm::norm(&c.last, p, cfg)?,
         None => c.last.clone(),
@@ -192,6 +204,7 @@ pub fn sweep(
     let runs = rows.len();
     Ok(Sweep {
         what,
+        metric: metric.clone(),
         clean: clean_m,
         corrupted: corrupted_m,
         rows,

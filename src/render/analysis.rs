@@ -6,7 +6,7 @@
 use super::numbers::{f32_json, f64_json};
 use super::table;
 use super::text::{blocks, cut, wrap_parts, wrap_words};
-use crate::model::patch::{Sweep, What};
+use crate::model::patch::{Metric, Sweep, What};
 use crate::trace::{Prediction, Trace};
 use crate::views::analysis::{HeadStats, ROLLOUT_RULE};
 use std::io::{self, Write};
@@ -195,9 +195,14 @@ pub fn write_patching(
         What::Resid => "each position of each layer's output",
     };
     let corrupted: Vec<String> = corrupted.iter().map(|t| cut(t, 12)).collect();
+    let metric = match sweep.metric {
+        Metric::LogitDiff { a, b, position } => format!("logit[{a}] − logit[{b}] at position {position}"),
+        Metric::OutputDistance => "‖output − clean output‖".to_string(),
+    };
     let text = format!(
         "activation patching: {what} copied from the clean run into the corrupted one ({}); effect = (patched − \
-         corrupted) / (clean − corrupted), metric clean {:.4}, corrupted {:.4}; layer runs {} of {} without reuse",
+         corrupted) / (clean − corrupted), metric {metric}: clean {:.4}, corrupted {:.4}; layer runs {} of {} \
+         without reuse",
         corrupted.join(" "),
         sweep.clean,
         sweep.corrupted,
@@ -219,7 +224,8 @@ pub fn write_patching(
     Ok(())
 }
 
-/// `patching`: `{"what", "corrupted_tokens", "clean_metric", "corrupted_metric", "layer_runs",
+/// `patching`: `{"what", "metric": {"kind": "logit_diff", "a", "b", "position"} | {"kind":
+/// "output_distance"}, "corrupted_tokens", "clean_metric", "corrupted_metric", "layer_runs",
 /// "rows": [{"layer", "head" | "position", "metric", "effect"}]}`.
 pub fn patching_json(patching: &(Sweep, Vec<String>)) -> String {
     let (s, corrupted) = patching;
@@ -240,8 +246,14 @@ pub fn patching_json(patching: &(Sweep, Vec<String>)) -> String {
             )
         })
         .collect();
+    let metric = match s.metric {
+        Metric::LogitDiff { a, b, position } => {
+            format!("{{\"kind\": \"logit_diff\", \"a\": {a}, \"b\": {b}, \"position\": {position}}}")
+        }
+        Metric::OutputDistance => "{\"kind\": \"output_distance\"}".to_string(),
+    };
     format!(
-        "{{\"what\": \"{}\", \"corrupted_tokens\": {}, \"clean_metric\": {}, \"corrupted_metric\": {}, \"layer_runs\": {}, \"layer_runs_without_reuse\": {}, \"rows\": [{}]}}",
+        "{{\"what\": \"{}\", \"metric\": {metric}, \"corrupted_tokens\": {}, \"clean_metric\": {}, \"corrupted_metric\": {}, \"layer_runs\": {}, \"layer_runs_without_reuse\": {}, \"rows\": [{}]}}",
         if s.what == What::Heads { "heads" } else { "resid" },
         serde_json::to_string(corrupted).unwrap_or_default(),
         f64_json(s.clean),

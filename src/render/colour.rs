@@ -23,6 +23,11 @@ pub fn viridis(t: f64) -> [u8; 3] {
     [0, 1, 2].map(|c| (a[c] as f64 + (b[c] as f64 - a[c] as f64) * f).round() as u8)
 }
 
+/// `#rrggbb`.
+pub fn hex(rgb: [u8; 3]) -> String {
+    format!("#{:02x}{:02x}{:02x}", rgb[0], rgb[1], rgb[2])
+}
+
 /// Whether dark text reads better than light text on `rgb` (WCAG relative luminance).
 pub fn dark_text(rgb: [u8; 3]) -> bool {
     let lin = |c: u8| {
@@ -40,6 +45,15 @@ pub fn dark_text(rgb: [u8; 3]) -> bool {
 pub fn scale_of(v: f32, max: f32) -> f64 {
     if max > 0.0 && v.is_finite() {
         (v / max) as f64
+    } else {
+        0.0
+    }
+}
+
+/// The colour-scale position of `v` on a scale from `lo` to `hi` (a patching grid's).
+pub fn scale_between(v: f32, lo: f32, hi: f32) -> f64 {
+    if hi > lo && v.is_finite() {
+        ((v - lo) / (hi - lo)) as f64
     } else {
         0.0
     }

@@ -7,14 +7,17 @@
 //! takes it, else from the 256-colour palette; with colour off (`--color`, NO_COLOR, not a
 //! terminal) a cell is shaded with " ░▒▓█" instead. A grid wider than `--width` is split into
 //! blocks of key columns, as tables are. The shared colour scale lives here too: the HTML
-//! and SVG maps use the same one.
+//! and SVG maps use the same one. With `--patch`, the sweep's effects follow as one more grid
+//! (layers down, heads or positions across) on a scale from min(0, smallest effect) to
+//! max(1, largest effect).
 
-use super::colour::{dark_text, max_of, scale_of, viridis};
+use super::colour::{dark_text, max_of, scale_between, scale_of, viridis};
 use super::text::{blocks, cut, wrap_parts, wrap_words};
 use super::{focus, table};
 use crate::settings::Output;
 use crate::trace::Trace;
 use crate::views::maps::{Map, Maps};
+use crate::views::patching::PatchGrid;
 use crate::views::Views;
 use std::io::{self, Write};
 
@@ -63,8 +66,56 @@ pub fn write(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Write) -> i
     if let Some(maps) = &views.maps {
         write_maps(maps, out, w)?;
     }
+    if let Some(p) = &views.patch_grid {
+        write_patching(p, out, w)?;
+    }
     if let Some(f) = &views.focus {
         focus::write(f, out, w)?;
+    }
+    Ok(())
+}
+
+/// The patching grid: layers down, heads (or positions) across, each effect in its cell.
+fn write_patching(p: &PatchGrid, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+    // One more character than a weight: effects can be negative.
+    let value_w = if out.precision == 0 { 0 } else { out.precision + 3 };
+    let col_w = p.cols.iter().map(|c| c.chars().count().min(MAX_LABEL)).max().unwrap_or(1);
+    let slot = (if out.color { value_w + 2 } else { value_w + 3 }).max(col_w + 1).max(3);
+    let g = Grid {
+        value_w,
+        slot,
+        precision: out.precision,
+        color: out.color,
+        truecolor: out.views.truecolor,
+        width: out.width,
+    };
+    let label_w = p.rows.iter().map(|r| r.chars().count()).max().unwrap_or(0);
+    let n = p.cols.len();
+    for (start, end) in blocks(n, g.slot, label_w + 1, g.width) {
+        let mut title = vec!["patching effect".to_string(), format!("layers × {}", p.across)];
+        if start > 0 || end < n {
+            title.push(format!("columns {start}–{} of {n}", end - 1));
+        }
+        writeln!(w)?;
+        for line in wrap_parts(&title, g.width) {
+            writeln!(w, "{line}")?;
+        }
+        let (lo, hi) = (p.lo, p.hi);
+        legend((&format!("{lo:.p$}", p = g.precision.max(2)), lo), hi, "0 = corrupted, 1 = clean", &g, w)?;
+        let cols: String =
+            (start..end).map(|c| format!("{:>s$} ", cut(&p.cols[c], g.slot - 1), s = g.slot - 1)).collect();
+        writeln!(w, "{:label_w$} {}", "", cols.trim_end())?;
+        for (r, label) in p.rows.iter().enumerate() {
+            let mut line = format!("{label:label_w$} ");
+            for c in start..end {
+                let v = p.values[r * n + c];
+                line.push_str(&cell(v, scale_between(v, lo, hi), &g));
+            }
+            if g.color {
+                line.push_str("\x1b[0m");
+            }
+            writeln!(w, "{}", line.trim_end())?;
+        }
     }
     Ok(())
 }
@@ -130,7 +181,7 @@ fn write_map(map: &Map, maps: &Maps, g: &Grid, w: &mut dyn Write) -> io::Result<
         for line in wrap_parts(&title, g.width) {
             writeln!(w, "{line}")?;
         }
-        legend(max, g, w)?;
+        legend(("0", 0.0), max, "the largest weight here", g, w)?;
         let head = |f: &dyn Fn(usize) -> String| -> String {
             (start..end).map(|k| format!("{:>s$} ", f(k), s = g.slot - 1)).collect()
         };
@@ -140,7 +191,8 @@ fn write_map(map: &Map, maps: &Maps, g: &Grid, w: &mut dyn Write) -> io::Result<
         for (q, row_label) in rows.iter().enumerate() {
             let mut line = format!("{row_label:label_w$} ");
             for k in start..end {
-                line.push_str(&cell(map.values[q * n + k], max, g));
+                let v = map.values[q * n + k];
+                line.push_str(&cell(v, scale_of(v, max), g));
             }
             if g.color {
                 line.push_str("\x1b[0m");
@@ -151,14 +203,14 @@ fn write_map(map: &Map, maps: &Maps, g: &Grid, w: &mut dyn Write) -> io::Result<
     Ok(())
 }
 
-/// One cell: its value right-aligned in the slot, on its colour or after its shade.
-fn cell(v: f32, max: f32, g: &Grid) -> String {
+/// One cell: its value right-aligned in the slot, on its colour (at `t` on the scale) or after
+/// its shade.
+fn cell(v: f32, t: f64, g: &Grid) -> String {
     let text = match g.value_w {
         0 => String::new(),
         _ if !v.is_finite() => format!("{v}"),
         _ => format!("{v:.p$}", p = g.precision),
     };
-    let t = scale_of(v, max);
     if g.color {
         format!("{}{text:>s$} ", paint(viridis(t), g.truecolor), s = g.slot - 1)
     } else {
@@ -168,26 +220,28 @@ fn cell(v: f32, max: f32, g: &Grid) -> String {
     }
 }
 
-/// The colour ramp with its ends, or the shade thresholds.
-fn legend(max: f32, g: &Grid, w: &mut dyn Write) -> io::Result<()> {
+/// The colour ramp with its ends, or the shade thresholds: from `lo` (written as its label)
+/// to `max`, with what the top means (`note`) where it fits.
+fn legend((lo_label, lo): (&str, f32), max: f32, note: &str, g: &Grid, w: &mut dyn Write) -> io::Result<()> {
     let p = g.precision.max(2);
     if g.color {
         // Ten swatches of two columns, then the top value; the note only where it fits.
         let ramp: String = (0..10).map(|i| format!("{}  ", paint(viridis(i as f64 / 9.0), g.truecolor))).collect();
         let top = format!("{max:.p$}");
-        let note = " (the largest weight here)";
-        let note = if "scale 0 ".len() + 20 + 1 + top.len() + note.len() <= g.width { note } else { "" };
-        writeln!(w, "scale 0 {ramp}\x1b[0m {top}{note}")
+        let note = format!(" ({note})");
+        let fits = "scale  ".len() + lo_label.len() + 20 + 1 + top.len() + note.len() <= g.width;
+        let note = if fits { note.as_str() } else { "" };
+        writeln!(w, "scale {lo_label} {ramp}\x1b[0m {top}{note}")
     } else {
         // The shades with the boundaries between them, like the colour ramp with its ends.
-        let mut text = String::from("scale 0");
+        let mut text = format!("scale {lo_label}");
         for (i, s) in SHADES.iter().enumerate() {
             if i > 0 {
-                text.push_str(&format!(" {:.p$}", max * i as f32 / 5.0));
+                text.push_str(&format!(" {:.p$}", lo + (max - lo) * i as f32 / 5.0));
             }
             text.push_str(&format!(" '{s}'"));
         }
-        text.push_str(&format!(" {max:.p$} (the largest weight here)"));
+        text.push_str(&format!(" {max:.p$} ({note})"));
         for line in wrap_words(&text, g.width, "  ") {
             writeln!(w, "{line}")?;
         }

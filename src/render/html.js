@@ -1,5 +1,7 @@
-// Draws the attention maps of the embedded JSON and wires the layer and head menus.
-// No network, no libraries: the page is one file that works from disk.
+// Draws the attention maps of the embedded JSON and wires the layer and head menus, the
+// overview (every layer x head as a small map; a click opens it in the large view) and the
+// shared 0-1 colour scale toggle. No network, no libraries: the page is one file that works
+// from disk.
 "use strict";
 (function () {
   const data = JSON.parse(document.getElementById("data").textContent);
@@ -7,17 +9,36 @@
   const headSel = document.getElementById("head");
   const mapsDiv = document.getElementById("maps");
   const tip = document.getElementById("tip");
+  const shared = document.getElementById("shared");
+  const overview = document.getElementById("overview-grid");
+  const scaleRule = document.getElementById("scale-rule");
   const labels = data.labels;
   const n = labels.length;
 
   // The viridis anchors, interpolated linearly: the same scale as the terminal heatmap.
-  function colour(t) {
+  function rgbOf(t) {
     const c = data.colors;
     t = Math.min(1, Math.max(0, isFinite(t) ? t : 0)) * (c.length - 1);
     const i = Math.min(c.length - 2, Math.floor(t));
     const f = t - i;
-    const rgb = [0, 1, 2].map((k) => Math.round(c[i][k] + (c[i + 1][k] - c[i][k]) * f));
-    return "rgb(" + rgb.join(",") + ")";
+    return [0, 1, 2].map((k) => Math.round(c[i][k] + (c[i + 1][k] - c[i][k]) * f));
+  }
+
+  function colour(t) {
+    return "rgb(" + rgbOf(t).join(",") + ")";
+  }
+
+  function maxOf(m) {
+    let max = 0;
+    m.values.forEach((row) => row.forEach((v) => { if (isFinite(v) && v > max) max = v; }));
+    return max;
+  }
+
+  // Where a weight sits on the colour scale: 0 to the map's largest weight, or, with the
+  // shared scale, 0 to 1 for every map (so that heads compare by colour).
+  function scaleOf(v, max) {
+    if (shared.checked) return v;
+    return max > 0 ? v / max : 0;
   }
 
   function option(sel, value, text) {
@@ -44,8 +65,7 @@
     const box = document.createElement("div");
     box.className = "map";
     const h = document.createElement("h4");
-    let max = 0;
-    m.values.forEach((row) => row.forEach((v) => { if (isFinite(v) && v > max) max = v; }));
+    const max = maxOf(m);
     h.textContent = "layer " + layer + " · " + m.label + " (max " + max.toFixed(data.precision) + ")";
     box.appendChild(h);
     const grid = document.createElement("div");
@@ -66,7 +86,7 @@
       row.forEach((v, k) => {
         const c = document.createElement("div");
         c.className = "cell";
-        c.style.background = colour(max > 0 ? v / max : 0);
+        c.style.background = colour(scaleOf(v, max));
         c.dataset.layer = layer;
         c.dataset.head = m.head;
         c.dataset.q = q;
@@ -77,6 +97,46 @@
     });
     box.appendChild(grid);
     return box;
+  }
+
+  // One small map: a canvas of n x n pixels (one per weight), scaled up by the stylesheet.
+  function drawSmall(m, layer) {
+    const box = document.createElement("figure");
+    box.className = "small";
+    const canvas = document.createElement("canvas");
+    canvas.width = n;
+    canvas.height = n;
+    canvas.dataset.layer = layer;
+    canvas.dataset.head = m.head;
+    canvas.title = "layer " + layer + " · " + m.label + ": click to open";
+    const ctx = canvas.getContext("2d");
+    const img = ctx.createImageData(n, n);
+    const max = maxOf(m);
+    m.values.forEach((row, q) => row.forEach((v, k) => {
+      const rgb = rgbOf(scaleOf(v, max));
+      img.data.set([rgb[0], rgb[1], rgb[2], 255], (q * n + k) * 4);
+    }));
+    ctx.putImageData(img, 0, 0);
+    box.appendChild(canvas);
+    const cap = document.createElement("figcaption");
+    cap.textContent = m.head === "mean" ? "mean" : "h" + m.head;
+    box.appendChild(cap);
+    return box;
+  }
+
+  // Every layer x head: a row per layer, its label first.
+  function drawOverview() {
+    overview.textContent = "";
+    const cols = Math.max(1, ...data.layers.map((l) => l.maps.length));
+    overview.style.gridTemplateColumns = "auto repeat(" + cols + ", max-content)";
+    data.layers.forEach((l) => {
+      const label = document.createElement("div");
+      label.className = "olabel";
+      label.textContent = "layer " + l.layer;
+      overview.appendChild(label);
+      l.maps.forEach((m) => overview.appendChild(drawSmall(m, l.layer)));
+      for (let i = l.maps.length; i < cols; i++) overview.appendChild(document.createElement("div"));
+    });
   }
 
   function draw() {
@@ -98,9 +158,28 @@
       " → " + k + " " + labels[k] + ": " + v.toFixed(data.precision);
   });
 
+  overview.addEventListener("click", (e) => {
+    const c = e.target;
+    if (!c.dataset || c.dataset.layer === undefined) return;
+    layerSel.value = c.dataset.layer;
+    fillHeads();
+    headSel.value = c.dataset.head;
+    draw();
+    document.getElementById("attention").scrollIntoView();
+  });
+
+  function rescale() {
+    scaleRule.textContent = shared.checked
+      ? "Rows are queries, columns keys; colour runs from 0 to 1 in every map (shared scale)."
+      : "Rows are queries, columns keys; colour runs from 0 to each map's largest weight.";
+    drawOverview();
+    draw();
+  }
+
   data.layers.forEach((l) => option(layerSel, l.layer, "layer " + l.layer));
   layerSel.addEventListener("change", () => { fillHeads(); draw(); });
   headSel.addEventListener("change", draw);
+  shared.addEventListener("change", rescale);
   fillHeads();
-  draw();
+  rescale();
 })();

@@ -1,7 +1,10 @@
 //! `--html FILE`: the trace as one self-contained page (inline CSS and JavaScript, no network
-//! fetches; it works from disk). At the top, the attention maps: a layer menu and a head menu
-//! ("all heads" shows every head of the layer side by side), each weight a cell coloured on
-//! the heatmap's viridis scale (0 to the map's largest weight), its value shown on hover.
+//! fetches; it works from disk). At the top, every layer × head as a small map (one pixel per
+//! weight; a click opens it in the large view); then the attention maps: a layer menu and a
+//! head menu ("all heads" shows every head of the layer side by side), each weight a cell
+//! coloured on the heatmap's viridis scale, its value shown on hover. The scale runs from 0 to
+//! each map's largest weight, or, with the page's "shared 0–1 colour scale" toggle, from 0 to
+//! 1 in every map, so that heads compare by colour. `--patch` adds the effects' grid.
 //! Then the `--focus` walkthrough when asked for (the text view, preformatted), then a table
 //! per step and head for the other steps that were selected (for a real model only when
 //! `--steps` selects them, as its terminal view is a summary too).
@@ -10,7 +13,7 @@
 //! round-trip decimals, `<` escaped) and html.js draws them; everything else is static HTML.
 //! Nothing depends on the clock or the machine: the same trace gives the same bytes.
 
-use super::colour::VIRIDIS;
+use super::colour::{dark_text, hex, scale_between, viridis, VIRIDIS};
 use super::numbers::f32_json;
 use super::text::{cut, esc};
 use super::{focus, table};
@@ -18,13 +21,20 @@ use crate::settings::Output;
 use crate::trace::{Step, Trace, Values};
 use crate::views::focus::Focus;
 use crate::views::maps::Maps;
+use crate::views::patching::PatchGrid;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
 const CSS: &str = include_str!("html.css");
 const JS: &str = include_str!("html.js");
 
-pub fn write(trace: &Trace, maps: &Maps, focus: Option<&Focus>, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+pub fn write(
+    trace: &Trace,
+    maps: &Maps,
+    (focus, patch): (Option<&Focus>, Option<&PatchGrid>),
+    out: &Output,
+    w: &mut dyn Write,
+) -> io::Result<()> {
     let sentence = trace.sentence.clone().unwrap_or_else(|| trace.tokens.join(" "));
     let mut header = Vec::new();
     table::write_header(trace, usize::MAX, &mut header)?;
@@ -36,16 +46,28 @@ pub fn write(trace: &Trace, maps: &Maps, focus: Option<&Focus>, out: &Output, w:
     let _ = writeln!(s, "<style>\n{CSS}</style>\n</head>\n<body>");
     let _ = writeln!(s, "<h1>attn-trace</h1>\n<p class=\"sentence\">{}</p>", esc(&sentence));
     let _ = writeln!(s, "<p class=\"summary\">{}</p>", esc(String::from_utf8_lossy(&header).trim()));
+    s.push_str("<section id=\"overview\">\n<h2>Every head</h2>\n");
+    s.push_str(
+        "<p class=\"rule\">Layers down, heads across, one pixel per weight; click a map to open it below.</p>\n",
+    );
+    s.push_str("<div id=\"overview-grid\"></div>\n</section>\n");
     s.push_str("<section id=\"attention\">\n<h2>Attention weights</h2>\n");
     s.push_str("<div class=\"controls\"><label>Layer <select id=\"layer\"></select></label>\n");
-    s.push_str("<label>Head <select id=\"head\"></select></label></div>\n");
+    s.push_str("<label>Head <select id=\"head\"></select></label>\n");
+    // A toggle, not a flag: the page holds every weight, so the reader can switch scales while
+    // comparing heads without writing the page again; it starts as the terminal heatmap does.
+    s.push_str("<label><input type=\"checkbox\" id=\"shared\"> shared 0–1 colour scale</label></div>\n");
     for r in &maps.rules {
         let _ = writeln!(s, "<p class=\"rule\">View: {}.</p>", esc(r));
     }
     s.push_str(
-        "<p class=\"rule\">Rows are queries, columns keys; colour runs from 0 to each map's largest weight.</p>\n",
+        "<p class=\"rule\" id=\"scale-rule\">Rows are queries, columns keys; colour runs from 0 to each map's \
+         largest weight.</p>\n",
     );
     s.push_str("<div id=\"tip\">Hover a cell to see its weight.</div>\n<div id=\"maps\"></div>\n</section>\n");
+    if let Some(p) = patch {
+        patch_section(&mut s, p, out.precision);
+    }
     if let Some(f) = focus {
         let mut text = Vec::new();
         let plain = Output { color: false, width: out.width.max(100), ..out.clone() };
@@ -70,6 +92,34 @@ pub fn write(trace: &Trace, maps: &Maps, focus: Option<&Focus>, out: &Output, w:
     let _ = writeln!(s, "<script id=\"data\" type=\"application/json\">{data}</script>");
     let _ = writeln!(s, "<script>\n{JS}</script>\n</body>\n</html>");
     w.write_all(s.as_bytes())
+}
+
+/// `--patch`: the sweep's effects as a static table, each cell on its colour.
+fn patch_section(s: &mut String, p: &PatchGrid, precision: usize) {
+    s.push_str("<section id=\"patching\">\n<h2>Activation patching</h2>\n");
+    let _ = writeln!(
+        s,
+        "<p class=\"rule\">Effect of each patch, layers × {}: 0 = the corrupted run, 1 = the clean run; colour \
+         from {:.2} to {:.2}.</p>",
+        p.across, p.lo, p.hi
+    );
+    s.push_str("<table class=\"patch\"><thead><tr><th></th>");
+    for c in &p.cols {
+        let _ = write!(s, "<th>{}</th>", esc(c));
+    }
+    s.push_str("</tr></thead><tbody>\n");
+    let n = p.cols.len();
+    for (r, label) in p.rows.iter().enumerate() {
+        let _ = write!(s, "<tr><th>{}</th>", esc(label));
+        for c in 0..n {
+            let v = p.values[r * n + c];
+            let rgb = viridis(scale_between(v, p.lo, p.hi));
+            let fg = if dark_text(rgb) { "#000" } else { "#fff" };
+            let _ = write!(s, "<td style=\"background:{};color:{fg}\">{v:.precision$}</td>", hex(rgb));
+        }
+        s.push_str("</tr>\n");
+    }
+    s.push_str("</tbody></table>\n</section>\n");
 }
 
 /// The maps and what the script needs to draw them.

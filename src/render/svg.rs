@@ -4,12 +4,15 @@
 //! coloured on the heatmap's viridis scale from 0 to that map's largest weight (stated in
 //! each panel's title); values are written into cells that are large enough. Coordinates are
 //! whole pixels and nothing depends on the clock or the machine, so the bytes are stable.
+//! With `--patch`, the sweep's effects follow as one more panel (layers down, heads or
+//! positions across), coloured from min(0, smallest effect) to max(1, largest effect).
 
-use super::colour::{dark_text, max_of, scale_of, viridis};
+use super::colour::{dark_text, hex, max_of, scale_between, scale_of, viridis};
 use super::text::{cut, esc};
 use crate::settings::Output;
 use crate::trace::Trace;
 use crate::views::maps::{Map, Maps};
+use crate::views::patching::PatchGrid;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -18,11 +21,7 @@ const CHAR_W: usize = 7;
 /// Panels per row in the all-heads grid.
 const PER_ROW: usize = 4;
 
-fn hex(rgb: [u8; 3]) -> String {
-    format!("#{:02x}{:02x}{:02x}", rgb[0], rgb[1], rgb[2])
-}
-
-pub fn write(trace: &Trace, maps: &Maps, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+pub fn write(trace: &Trace, maps: &Maps, patch: Option<&PatchGrid>, out: &Output, w: &mut dyn Write) -> io::Result<()> {
     let layer = out.views.layer;
     let shown: Vec<&Map> = maps.layer(layer);
     let n = maps.labels.len();
@@ -36,7 +35,9 @@ pub fn write(trace: &Trace, maps: &Maps, out: &Output, w: &mut dyn Write) -> io:
     let cols = shown.len().clamp(1, PER_ROW);
     let rows = shown.len().div_ceil(PER_ROW).max(1);
     let (width, top) = (cols * panel_w + 16, 56);
-    let height = top + rows * panel_h + 40;
+    let patch_size = patch.map(patch_size);
+    let width = width.max(patch_size.map_or(0, |(w, _)| w + 16));
+    let height = top + rows * panel_h + patch_size.map_or(0, |(_, h)| h) + 40;
     let p = out.precision.min(2);
     let values_fit = cell >= 12 + (p + 2) * 6 && out.precision > 0;
     let mut s = String::new();
@@ -63,6 +64,9 @@ pub fn write(trace: &Trace, maps: &Maps, out: &Output, w: &mut dyn Write) -> io:
     for (i, map) in shown.iter().enumerate() {
         let (x0, y0) = (8 + (i % PER_ROW) * panel_w, top + (i / PER_ROW) * panel_h);
         panel(&mut s, map, &labels, (x0, y0), (cell, label_px), values_fit.then_some(p));
+    }
+    if let Some(p) = patch {
+        patch_panel(&mut s, p, (8, top + rows * panel_h), out.precision.min(2));
     }
     legend(&mut s, 8, height - 28);
     s.push_str("</svg>\n");
@@ -122,6 +126,71 @@ fn panel(
                     y + cell / 2 + 3
                 );
             }
+        }
+    }
+    s.push_str("</g>\n");
+}
+
+/// The patching panel's cell side and label widths.
+const PATCH_CELL: usize = 44;
+
+fn patch_labels(p: &PatchGrid) -> (usize, usize) {
+    let width = |l: &[String]| l.iter().map(|x| cut(x, 14).chars().count()).max().unwrap_or(1) * CHAR_W + 8;
+    (width(&p.rows), width(&p.cols))
+}
+
+/// The patching panel's width and height.
+fn patch_size(p: &PatchGrid) -> (usize, usize) {
+    let (row_px, col_px) = patch_labels(p);
+    (row_px + p.cols.len() * PATCH_CELL + 8, 40 + col_px + p.rows.len() * PATCH_CELL + 16)
+}
+
+/// The patching grid: a title with the scale's ends, column labels (rotated), row labels and
+/// one cell per effect with its value.
+fn patch_panel(s: &mut String, p: &PatchGrid, (x0, y0): (usize, usize), precision: usize) {
+    let (row_px, col_px) = patch_labels(p);
+    let (gx, gy) = (x0 + row_px, y0 + 40 + col_px);
+    let _ = writeln!(s, "<g class=\"patching\">");
+    let _ = writeln!(
+        s,
+        "<text x=\"{x0}\" y=\"{}\" font-weight=\"bold\">patching effect, layers × {} (colour {:.2} to {:.2}; 0 = corrupted, 1 = clean)</text>",
+        y0 + 24,
+        p.across,
+        p.lo,
+        p.hi
+    );
+    for (c, l) in p.cols.iter().enumerate() {
+        let x = gx + c * PATCH_CELL + PATCH_CELL / 2 + 4;
+        let _ = writeln!(s, "<text transform=\"translate({x},{}) rotate(-90)\">{}</text>", gy - 4, esc(&cut(l, 14)));
+    }
+    let n = p.cols.len();
+    for (r, l) in p.rows.iter().enumerate() {
+        let y = gy + r * PATCH_CELL;
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+            gx - 4,
+            y + PATCH_CELL / 2 + 4,
+            esc(&cut(l, 14))
+        );
+        for c in 0..n {
+            let v = p.values[r * n + c];
+            let rgb = viridis(scale_between(v, p.lo, p.hi));
+            let x = gx + c * PATCH_CELL;
+            let tip = format!("{} · {}: effect {v:.4}", p.rows[r], p.cols[c]);
+            let _ = writeln!(
+                s,
+                "<rect class=\"effect\" x=\"{x}\" y=\"{y}\" width=\"{PATCH_CELL}\" height=\"{PATCH_CELL}\" fill=\"{}\"><title>{}</title></rect>",
+                hex(rgb),
+                esc(&tip)
+            );
+            let fg = if dark_text(rgb) { "#000000" } else { "#ffffff" };
+            let _ = writeln!(
+                s,
+                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"9\" fill=\"{fg}\">{v:.precision$}</text>",
+                x + PATCH_CELL / 2,
+                y + PATCH_CELL / 2 + 3
+            );
         }
     }
     s.push_str("</g>\n");

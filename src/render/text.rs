@@ -27,12 +27,16 @@ pub fn printable(s: &str) -> Cow<'_, str> {
 }
 
 /// Byte-level BPE tokens (GPT-2, Llama 3, Qwen2) spell a leading space `Ġ` and a newline
-/// `Ċ`; labels show them as `·` and `↵` (JSON keeps the exact strings).
+/// `Ċ`, SentencePiece tokens (Llama 2) a space `▁` and a newline the byte token `<0x0A>`;
+/// labels show them as `·` and `↵` (JSON keeps the exact strings).
 pub fn readable(s: &str) -> Cow<'_, str> {
-    if !s.contains(['Ġ', 'Ċ']) {
+    if !s.contains(['Ġ', 'Ċ', '▁']) && s != "<0x0A>" {
         return Cow::Borrowed(s);
     }
-    Cow::Owned(s.replace('Ġ', "·").replace('Ċ', "↵"))
+    if s == "<0x0A>" {
+        return Cow::Borrowed("↵");
+    }
+    Cow::Owned(s.replace(['Ġ', '▁'], "·").replace('Ċ', "↵"))
 }
 
 /// Breaks `text` at spaces so that no line is wider than `width` where words allow; the

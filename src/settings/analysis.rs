@@ -85,6 +85,14 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
             "use --format json or table",
         ));
     }
+    if cli.patch.is_some() && cli.pair.is_some() {
+        // The corrupted input is one sentence: a pair's segment ids would not fit it.
+        return Err(usage(
+            "--patch",
+            "the corrupted input is one sentence, and a second positional sentence (PAIR) makes the clean one two",
+            "drop PAIR, or join the pair into one sentence",
+        ));
+    }
     if cli.rollout && cli.head.is_some() {
         return Err(usage(
             "--rollout",

@@ -3,6 +3,7 @@
 
 use crate::config::{ModelConfig, Positions};
 use crate::error::usage;
+use crate::trace::{steps, Selection};
 use anyhow::Result;
 
 /// Parses sizes such as `2GiB`, `512MiB`, `100MB`, `65536` (bytes).
@@ -34,36 +35,92 @@ fn bad_size(s: &str) -> anyhow::Error {
     )
 }
 
-/// Bytes the run's tensors need: the parameters once, and each activation about three times
-/// (candle's tensor, the trace's copy, and a temporary during reshapes).
+/// Bytes the run's tensors need: the parameters (one layer's at a time for a checkpoint read
+/// layer by layer), one layer's working tensors twice over (candle's tensors and a temporary
+/// during reshapes), the logits with their softmax, and every step `record` keeps
+/// twice (the trace's copy and the output's buffers). Steps nobody asked for are never kept
+/// beyond their layer, so a long input with few recorded steps fits where recording everything
+/// would not. With `streamed`, recorded steps are handed on as they are made (`--format jsonl`,
+/// the summary table) and only the largest is held at once.
 ///
 /// Computed in f64 so that absurd sizes (d_model = 2^64 − 1) cannot overflow.
-pub fn estimate(cfg: &ModelConfig, n: usize) -> f64 {
+pub fn estimate(cfg: &ModelConfig, n: usize, record: &Selection, streamed: bool) -> f64 {
     let u = |x: usize| x as f64;
     let (d, ff, h) = (u(cfg.d_model), u(cfg.d_ff), u(cfg.heads));
     let (qk, v) = (h * u(cfg.d_k), h * u(cfg.d_v));
-    let n = u(n);
+    let n_f = u(n);
     let mut params = u(cfg.vocab_size) * d;
     if cfg.positions == Positions::Learned {
         params += u(cfg.max_len) * d;
     }
     let per_layer_params = d * qk * 2.0 + d * v + v * d + 2.0 * d * ff + 2.0 * qk + v + 7.0 * d + ff;
-    // A checkpoint read a layer at a time holds one layer's parameters in f32 at once.
-    params += if cfg.parts.layer_at_a_time { per_layer_params } else { u(cfg.layers) * per_layer_params };
+    // A checkpoint read a layer at a time holds two layers' parameters in f32 at once (the
+    // next is read while one runs).
+    params += if cfg.parts.layer_at_a_time { 2.0 * per_layer_params } else { u(cfg.layers) * per_layer_params };
+    let n = n_f;
     let per_layer_acts = n * (2.0 * qk + v) + 3.0 * h * n * n + n * n + 2.0 * n * v + 8.0 * n * d + 2.0 * n * ff;
-    let mut acts = u(cfg.layers) * per_layer_acts + 6.0 * n * d;
+    let working = per_layer_acts + 6.0 * n * d;
+    let mut logits = 0.0;
     if cfg.parts.lm_head.is_some() {
         // The head (a copy of the table when tied) and the logits with their softmax.
         params += u(cfg.vocab_size) * d;
-        acts += 2.0 * n * u(cfg.vocab_size);
+        logits = 2.0 * n * u(cfg.vocab_size);
     }
-    4.0 * (params + 3.0 * acts)
+    let (total, largest) = recorded(cfg, n_f as usize, record);
+    let kept = if streamed { largest } else { total };
+    // Measured: SmolLM2's summary table at 4,096 tokens peaks at 3.1 GiB; this says 6.8 GiB.
+    4.0 * (params + 2.0 * working + logits + 2.0 * kept)
+}
+
+/// The elements of every step `record` keeps, and of the largest one.
+fn recorded(cfg: &ModelConfig, n: usize, record: &Selection) -> (f64, f64) {
+    let size = |name: &str| -> f64 {
+        steps::dims(name, cfg)
+            .iter()
+            .map(|dim| match *dim {
+                "pos" | "query_pos" | "key_pos" => n as f64,
+                "head" => cfg.heads as f64,
+                "kv_head" => cfg.kv_heads() as f64,
+                "d_k" => cfg.d_k as f64,
+                "d_v" | "d_head" => cfg.d_v.max(cfg.d_k) as f64,
+                "d_ff" => cfg.d_ff as f64,
+                "vocab" => cfg.vocab_size as f64,
+                "heads·d_v" => (cfg.heads * cfg.d_v) as f64,
+                _ => cfg.d_model as f64,
+            })
+            .product()
+    };
+    let (mut total, mut largest) = (0.0f64, 0.0f64);
+    for def in steps::CATALOGUE {
+        // Steps as large as the vocabulary are recorded only when named (as the recorder does).
+        if def.on_request && record.steps.is_none() {
+            continue;
+        }
+        let copies = if def.in_layer {
+            (0..cfg.layers).filter(|&l| record.wants(&format!("layers.{l}.{}", def.name), Some(l), def.name)).count()
+        } else {
+            usize::from(record.wants(def.name, None, def.name))
+        };
+        if copies > 0 {
+            let s = size(def.name);
+            total += copies as f64 * s;
+            largest = largest.max(s);
+        }
+    }
+    (total, largest)
 }
 
 /// Refuses a run whose tensors would need more than `cap` (`--max-memory`) or than the
 /// machine has available: an error now instead of an out-of-memory abort part way.
-pub fn check(cfg: &ModelConfig, n: usize, cap: u128, available: Option<u128>) -> Result<()> {
-    check_bytes(estimate(cfg, n), "of tensors", cap, available)
+/// `record` and `streamed` as the plan says (`Plan::record`, `Plan::streamed`).
+pub fn check(
+    cfg: &ModelConfig,
+    n: usize,
+    record: (&Selection, bool),
+    cap: u128,
+    available: Option<u128>,
+) -> Result<()> {
+    check_bytes(estimate(cfg, n, record.0, record.1), "of tensors", cap, available)
 }
 
 /// Refuses `need` bytes (what they hold: `what`) above the cap or the available memory.

@@ -1,8 +1,8 @@
 //! The flags that write files or make a run test material (`--save-weights`, `--save-trace`,
-//! `--check`, `--check-tol`), checked before anything is computed. (Views with `--format
+//! `--names`, `--check`, `--check-tol`), checked before anything is computed. (Views with `--format
 //! jsonl` are refused in views.rs; `--check`'s limits that depend on the model are in plan.rs.)
 
-use crate::cli::Cli;
+use crate::cli::{Cli, NamesArg};
 use crate::error::usage;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
@@ -19,10 +19,22 @@ pub enum TraceKind {
     Npz,
 }
 
+/// Which names `--save-trace` gives the tensors (`--names`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TraceNames {
+    /// Step ids, attn-trace's layouts.
+    #[default]
+    AttnTrace,
+    /// TransformerLens's hook names and cache layouts (export/tl.rs).
+    TransformerLens,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Outputs {
     /// `--save-trace FILE`, with the format its extension names.
     pub save_trace: Option<(PathBuf, TraceKind)>,
+    /// `--names`: the names of `--save-trace`'s tensors.
+    pub trace_names: TraceNames,
     /// `--save-weights FILE` (safetensors).
     pub save_weights: Option<PathBuf>,
     /// `--check`, with its tolerance.
@@ -45,6 +57,17 @@ pub fn kind_for(path: &Path) -> Result<TraceKind> {
 /// Checks the output and testing flags among themselves.
 pub fn options(cli: &Cli) -> Result<Outputs> {
     let save_trace = cli.save_trace.as_ref().map(|p| Ok::<_, anyhow::Error>((p.clone(), kind_for(p)?))).transpose()?;
+    let trace_names = match cli.names {
+        Some(_) if save_trace.is_none() => {
+            return Err(usage(
+                "--names",
+                "it names the tensors --save-trace writes",
+                "add --save-trace FILE, or drop --names",
+            ))
+        }
+        Some(NamesArg::TransformerLens) => TraceNames::TransformerLens,
+        Some(NamesArg::AttnTrace) | None => TraceNames::AttnTrace,
+    };
     let tol = match cli.check_tol {
         Some(t) if !t.is_finite() || t < 0.0 => {
             return Err(usage(
@@ -58,7 +81,7 @@ pub fn options(cli: &Cli) -> Result<Outputs> {
         }
         t => t.unwrap_or(CHECK_TOL),
     };
-    let outputs = Outputs { save_trace, save_weights: cli.save_weights.clone(), check: None };
+    let outputs = Outputs { save_trace, trace_names, save_weights: cli.save_weights.clone(), check: None };
     if !cli.check {
         return Ok(outputs);
     }

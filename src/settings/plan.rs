@@ -25,6 +25,12 @@ pub struct Plan {
     pub focus_pieces: Option<std::ops::Range<usize>>,
     /// Ablations and knockouts, checked against the model and resolved against the tokens.
     pub interventions: Interventions,
+    /// The summary table alone reads the weights: each layer's are reduced to its strongest
+    /// links as they are recorded, and dropped (memory holds one layer's, not every layer's).
+    pub reduce_summary: bool,
+    /// Recorded steps are handed on as they are made (`reduce_summary`, or `--format jsonl`
+    /// without `--save-trace`): the memory estimate counts only the largest.
+    pub streamed: bool,
 }
 
 impl Plan {
@@ -53,8 +59,23 @@ impl Plan {
             }
             _ => None,
         };
-        let mut record = widen(settings, &show, focus.is_some());
         let a = &settings.analysis;
+        let v = &settings.output.views;
+        // The summary table shows only what the weights say: every other step of a real
+        // model would cost memory for nothing (gigabytes at 4,096 tokens). A trace file or
+        // another view that reads the steps keeps them.
+        let reduce_summary = settings.output.summary
+            && settings.output.format == Format::Table
+            && show.steps.is_none()
+            && focus.is_none()
+            && !(a.stats || a.rollout || v.derived() || v.html.is_some() || v.svg.is_some())
+            && settings.outputs.save_trace.is_none();
+        let mut record = widen(settings, &show, focus.is_some());
+        if reduce_summary {
+            record.steps = Some(std::iter::once("attn.weights".to_string()).collect());
+        }
+        let streamed =
+            reduce_summary || (settings.output.format == Format::Jsonl && settings.outputs.save_trace.is_none());
         if (a.stats || a.rollout) && record.steps.is_some() {
             record.steps.get_or_insert_with(Default::default).insert("attn.weights".to_string());
         }
@@ -67,7 +88,7 @@ impl Plan {
         }
         drawing_fits(settings, cfg, tokens.len())?;
         let interventions = interventions(settings, cfg, tokens)?;
-        Ok(Plan { record, show, focus, focus_pieces, interventions })
+        Ok(Plan { record, show, focus, focus_pieces, interventions, reduce_summary, streamed })
     }
 }
 

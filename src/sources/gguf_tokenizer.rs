@@ -1,75 +1,203 @@
 //! A GGUF file's tokenizer, built from its metadata with the tokenizers crate as transformers'
-//! GGUF converter builds it: for `tokenizer.ggml.model` `gpt2`, a byte-level BPE from
-//! `tokenizer.ggml.tokens` and `.merges` (ByteLevel pre-tokenizer without a prefix space and
-//! decoder), with the control tokens (`token_type` 3) as special tokens and a BOS prepended
-//! when `tokenizer.ggml.add_bos_token` says so. (`llama`, SentencePiece-style from tokens and
-//! scores, is not built yet: an error says so.)
+//! GGUF converter (`GGUFLlamaConverter` and friends, 4.46) builds it:
+//! - `tokenizer.ggml.model` `gpt2`: a byte-level BPE from `tokenizer.ggml.tokens` and `.merges`
+//!   (ByteLevel pre-tokenizer without a prefix space, and its decoder);
+//! - `llama` (SentencePiece: Llama 2, TinyLlama, Mistral v0.1…): a BPE with byte fallback whose
+//!   merges are derived from the tokens' scores (see `spm_merges`), "▁" prepended and spaces
+//!   replaced by "▁" (unless `tokenizer.ggml.add_space_prefix` is false), `<unk>` fused.
+//!
+//! Both: the control tokens (`token_type` 3) are special tokens, matched whole; a BOS is
+//! prepended when `tokenizer.ggml.add_bos_token` says so (absent: no for `gpt2`, yes for
+//! `llama`, as llama.cpp and transformers' LlamaTokenizerFast default).
 
 use crate::error::usage;
 use anyhow::Result;
 use candle_core::quantized::gguf_file::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use tokenizers::decoders::byte_fallback::ByteFallback;
+use tokenizers::decoders::fuse::Fuse;
+use tokenizers::decoders::sequence::Sequence as DecoderSequence;
+use tokenizers::decoders::strip::Strip;
 use tokenizers::models::bpe::{Vocab, BPE};
+use tokenizers::normalizers::{Prepend, Replace, Sequence as NormalizerSequence};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::processors::template::TemplateProcessing;
 use tokenizers::{AddedToken, Tokenizer};
 
+/// The tokenizer kinds this reader builds, for the error that names another.
+const SUPPORTED: &str = "gpt2 (byte-level BPE) and llama (SentencePiece)";
+
 /// The tokenizer, and whether it prepends a BOS token by default.
 pub fn build(meta: &HashMap<String, Value>, what: &str) -> Result<(Tokenizer, bool)> {
-    let missing = |k: &str| usage(what, format!("the GGUF has no {k}"), "use a GGUF file that carries its tokenizer");
-    let strings = |k: &str| -> Result<Vec<String>> {
-        let v = meta.get(k).ok_or_else(|| missing(k))?;
-        let items = v.to_vec().map_err(|_| usage(what, format!("{k} is not an array"), "use a complete GGUF file"))?;
-        items
-            .iter()
-            .map(|s| {
-                s.to_string()
-                    .cloned()
-                    .map_err(|_| usage(what, format!("{k} holds a non-string"), "use a complete GGUF file"))
-            })
-            .collect()
-    };
+    let m = Meta { meta, what };
     let model = meta.get("tokenizer.ggml.model").and_then(|v| v.to_string().ok()).cloned().unwrap_or_default();
-    if model != "gpt2" {
-        return Err(usage(
-            what,
-            format!("tokenizer.ggml.model {model:?} is not supported yet"),
-            "use a GGUF with a byte-level BPE (gpt2) tokenizer",
-        ));
-    }
-    let tokens = strings("tokenizer.ggml.tokens")?;
-    let merges: Vec<(String, String)> = strings("tokenizer.ggml.merges")?
-        .into_iter()
-        .filter_map(|m| m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())))
-        .collect();
+    let tokens = m.strings("tokenizer.ggml.tokens")?;
     let vocab: Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
-    let bpe = BPE::builder()
-        .vocab_and_merges(vocab, merges)
-        .build()
-        .map_err(|e| usage(what, format!("the GGUF's BPE cannot be built ({e})"), "use a complete GGUF file"))?;
-    let mut tok = Tokenizer::new(bpe);
-    tok.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
-    tok.with_decoder(Some(ByteLevel::default()));
-    // Control tokens (`<|im_start|>`, `<|endoftext|>`…) are matched whole, never split.
-    let types: Vec<i64> = meta
+    let (mut tok, bos_default) = match model.as_str() {
+        "gpt2" => (m.gpt2(vocab)?, false),
+        "llama" => (m.llama(&tokens, vocab)?, true),
+        other => {
+            return Err(usage(
+                what,
+                format!("tokenizer.ggml.model {other:?} is not supported; supported: {SUPPORTED}"),
+                "use a GGUF whose tokenizer is one of those",
+            ))
+        }
+    };
+    // Control tokens (`<s>`, `<|im_start|>`, `<|endoftext|>`…) are matched whole, never split.
+    // A file without token types gets <unk>, BOS and EOS, as transformers' converter does.
+    let types: Option<Vec<i64>> = meta
         .get("tokenizer.ggml.token_type")
         .and_then(|v| v.to_vec().ok())
-        .map(|v| v.iter().map(|t| t.to_i32().map(i64::from).unwrap_or(1)).collect())
-        .unwrap_or_default();
+        .map(|v| v.iter().map(|t| t.to_i32().map(i64::from).unwrap_or(1)).collect());
+    let special_ids: Vec<usize> = match &types {
+        Some(types) => types.iter().enumerate().filter(|(_, &t)| t == 3).map(|(i, _)| i).collect(),
+        None => ["unknown", "bos", "eos"]
+            .iter()
+            .filter_map(|k| m.id(&format!("tokenizer.ggml.{k}_token_id")))
+            .map(|i| i as usize)
+            .collect(),
+    };
     let specials: Vec<AddedToken> =
-        tokens.iter().zip(&types).filter(|(_, &t)| t == 3).map(|(s, _)| AddedToken::from(s.clone(), true)).collect();
-    tok.add_special_tokens(specials).map_err(|e| {
-        usage(what, format!("the GGUF's special tokens cannot be added ({e})"), "use a complete GGUF file")
-    })?;
-    let id = |k: &str| meta.get(k).and_then(|v| v.to_u32().ok());
-    let add_bos = meta.get("tokenizer.ggml.add_bos_token").and_then(|v| v.to_bool().ok()).unwrap_or(false);
-    if let (true, Some(bos)) = (add_bos, id("tokenizer.ggml.bos_token_id")) {
-        let name = tokens.get(bos as usize).cloned().ok_or_else(|| missing("tokenizer.ggml.bos_token_id's token"))?;
+        special_ids.iter().filter_map(|&i| tokens.get(i)).map(|s| AddedToken::from(s.clone(), true)).collect();
+    tok.add_special_tokens(specials).map_err(|e| m.bad(format!("its special tokens cannot be added ({e})")))?;
+    let add_bos = meta.get("tokenizer.ggml.add_bos_token").and_then(|v| v.to_bool().ok()).unwrap_or(bos_default);
+    if let (true, Some(bos)) = (add_bos, m.id("tokenizer.ggml.bos_token_id")) {
+        let name = tokens.get(bos as usize).cloned().ok_or_else(|| m.missing("tokenizer.ggml.bos_token_id's token"))?;
         let post = TemplateProcessing::builder()
             .try_single(format!("{name}:0 $A:0"))
             .and_then(|b| b.special_tokens(vec![(name.clone(), bos)]).build().map_err(|e| e.to_string()))
-            .map_err(|e| usage(what, format!("the BOS template cannot be built ({e})"), "use a complete GGUF file"))?;
+            .map_err(|e| m.bad(format!("its BOS template cannot be built ({e})")))?;
         tok.with_post_processor(Some(post));
     }
     Ok((tok, add_bos))
+}
+
+/// The metadata, and how errors name the file.
+struct Meta<'a> {
+    meta: &'a HashMap<String, Value>,
+    what: &'a str,
+}
+
+impl Meta<'_> {
+    fn missing(&self, k: &str) -> anyhow::Error {
+        usage(self.what, format!("the GGUF has no {k}"), "use a GGUF file that carries its tokenizer")
+    }
+
+    fn bad(&self, why: String) -> anyhow::Error {
+        usage(self.what, format!("the GGUF's tokenizer is malformed: {why}"), "use a complete GGUF file")
+    }
+
+    fn id(&self, k: &str) -> Option<u32> {
+        self.meta.get(k).and_then(|v| v.to_u32().ok())
+    }
+
+    fn strings(&self, k: &str) -> Result<Vec<String>> {
+        let v = self.meta.get(k).ok_or_else(|| self.missing(k))?;
+        let items = v.to_vec().map_err(|_| self.bad(format!("{k} is not an array")))?;
+        items.iter().map(|s| s.to_string().cloned().map_err(|_| self.bad(format!("{k} holds a non-string")))).collect()
+    }
+
+    fn floats(&self, k: &str) -> Result<Vec<f32>> {
+        let v = self.meta.get(k).ok_or_else(|| self.missing(k))?;
+        let items = v.to_vec().map_err(|_| self.bad(format!("{k} is not an array")))?;
+        items.iter().map(|s| s.to_f32().map_err(|_| self.bad(format!("{k} holds a non-float")))).collect()
+    }
+
+    fn gpt2(&self, vocab: Vocab) -> Result<Tokenizer> {
+        let merges: Vec<(String, String)> = self
+            .strings("tokenizer.ggml.merges")?
+            .into_iter()
+            .filter_map(|m| m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())))
+            .collect();
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, merges)
+            .build()
+            .map_err(|e| self.bad(format!("its BPE cannot be built ({e})")))?;
+        let mut tok = Tokenizer::new(bpe);
+        tok.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
+        tok.with_decoder(Some(ByteLevel::default()));
+        Ok(tok)
+    }
+
+    fn llama(&self, tokens: &[String], vocab: Vocab) -> Result<Tokenizer> {
+        let scores = self.floats("tokenizer.ggml.scores")?;
+        if scores.len() != tokens.len() {
+            return Err(self.bad(format!("{} scores for {} tokens", scores.len(), tokens.len())));
+        }
+        let merges = spm_merges(tokens, &scores);
+        let mut b = BPE::builder().vocab_and_merges(vocab, merges).fuse_unk(true).byte_fallback(true);
+        let unk = self.id("tokenizer.ggml.unknown_token_id").and_then(|i| tokens.get(i as usize));
+        if let Some(unk) = unk {
+            b = b.unk_token(unk.clone());
+        }
+        let bpe = b.build().map_err(|e| self.bad(format!("its BPE cannot be built ({e})")))?;
+        let mut tok = Tokenizer::new(bpe);
+        let prefix = self.meta.get("tokenizer.ggml.add_space_prefix").and_then(|v| v.to_bool().ok()).unwrap_or(true);
+        let replace = Replace::new(" ", "▁").map_err(|e| self.bad(e.to_string()))?;
+        let mut norms = Vec::new();
+        if prefix {
+            norms.push(Prepend::new("▁".into()).into());
+        }
+        norms.push(replace.into());
+        tok.with_normalizer(Some(NormalizerSequence::new(norms)))
+            .map_err(|e| self.bad(format!("its normalizer cannot be set ({e})")))?;
+        let mut decoders = vec![
+            ByteFallback::new().into(),
+            Fuse::new().into(),
+            Replace::new("▁", " ").map_err(|e| self.bad(e.to_string()))?.into(),
+        ];
+        if prefix {
+            decoders.push(Strip::new(' ', 1, 0).into());
+        }
+        tok.with_decoder(Some(DecoderSequence::new(decoders)));
+        Ok(tok)
+    }
+}
+
+/// A SentencePiece vocabulary's BPE merges, derived from the pieces and their scores exactly as
+/// transformers' `GGUFTokenizerSkeleton` derives them: every split of every piece into two
+/// pieces of the vocabulary is a merge; a piece's merges are ordered by the two halves' scores
+/// (highest first), and all merges by the merged piece's score (highest first). Both sorts are
+/// stable, and pieces are visited in vocabulary order (a repeated piece once, with the last
+/// score), as Python's dict iteration does. SentencePiece's own BPE merges the pair whose result
+/// scores highest, which this order reproduces.
+pub fn spm_merges(tokens: &[String], scores: &[f32]) -> Vec<(String, String)> {
+    let mut score: HashMap<&str, f32> = HashMap::new();
+    let mut order: Vec<&str> = Vec::new();
+    for (t, &s) in tokens.iter().zip(scores) {
+        if score.insert(t.as_str(), s).is_none() {
+            order.push(t.as_str());
+        }
+    }
+    let known: HashSet<&str> = order.iter().copied().collect();
+    let desc = |a: f32, b: f32| b.partial_cmp(&a).unwrap_or(std::cmp::Ordering::Equal);
+    let mut merges: Vec<(&str, &str, f32)> = Vec::new();
+    for piece in &order {
+        let mut local: Vec<(&str, &str)> = piece
+            .char_indices()
+            .skip(1)
+            .map(|(i, _)| piece.split_at(i))
+            .filter(|(l, r)| known.contains(l) && known.contains(r))
+            .collect();
+        local.sort_by(|a, b| desc(score[a.0], score[b.0]).then(desc(score[a.1], score[b.1])));
+        merges.extend(local.into_iter().map(|(l, r)| (l, r, score[piece])));
+    }
+    merges.sort_by(|a, b| desc(a.2, b.2));
+    merges.into_iter().map(|(l, r, _)| (l.to_string(), r.to_string())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spm_merges;
+
+    #[test]
+    fn merges_follow_the_merged_pieces_scores() {
+        let t: Vec<String> = ["a", "b", "c", "ab", "bc", "abc"].iter().map(|s| s.to_string()).collect();
+        // "bc" scores above "ab"; "abc" splits as a+bc (halves 0, -1) before ab+c (-2, 0).
+        let s = [0.0, 0.0, 0.0, -2.0, -1.0, -3.0];
+        let m = spm_merges(&t, &s);
+        let m: Vec<String> = m.iter().map(|(l, r)| format!("{l} {r}")).collect();
+        assert_eq!(m, ["b c", "a b", "a bc", "ab c"]);
+    }
 }

@@ -81,7 +81,6 @@ pub fn open(settings: &Settings) -> Result<(Loaded, Source)> {
             None => hf::open(settings, spec, (*truncate, *special), sentence)?,
         },
     };
-    crate::settings::limits::check(&loaded.cfg, loaded.tokens.len(), settings.max_memory, settings.memory_available)?;
     Ok((loaded, source))
 }
 

@@ -92,6 +92,33 @@ impl Layers {
         self.len() == 0
     }
 
+    /// Calls `f` on every layer in order. Lazy layers are read one ahead on a second thread,
+    /// so reading (and converting or dequantizing) layer i + 1 overlaps computing layer i:
+    /// at most two layers' f32 parameters exist at once.
+    pub fn each(&self, mut f: impl FnMut(usize, &LayerParams) -> anyhow::Result<()>) -> anyhow::Result<()> {
+        let (count, load) = match self {
+            Layers::Ready(v) => return v.iter().enumerate().try_for_each(|(i, l)| f(i, l)),
+            Layers::Lazy { count, load } => (*count, load),
+        };
+        std::thread::scope(|s| {
+            let read = |i: usize| {
+                let load = load.clone();
+                s.spawn(move || load(i))
+            };
+            let mut next = (count > 0).then(|| read(0));
+            for i in 0..count {
+                let this = next.take().map(|h| h.join());
+                next = (i + 1 < count).then(|| read(i + 1));
+                let layer = match this {
+                    Some(Ok(layer)) => layer?,
+                    _ => anyhow::bail!("internal: reading layer {i} failed"),
+                };
+                f(i, &layer)?;
+            }
+            Ok(())
+        })
+    }
+
     /// Layer `i`: borrowed when made already, read now when lazy.
     pub fn get(&self, i: usize) -> anyhow::Result<std::borrow::Cow<'_, LayerParams>> {
         match self {

@@ -6,6 +6,7 @@
 pub mod analysis;
 pub mod focus;
 pub mod maps;
+pub mod patching;
 pub mod summary;
 
 use crate::cli::Format;
@@ -34,6 +35,16 @@ pub struct Views {
     pub rollout: Option<Vec<(usize, Vec<f64>)>>,
     /// `--patch`: the sweep, and the corrupted sentence's tokens (attached by `run`).
     pub patching: Option<(crate::model::patch::Sweep, Vec<String>)>,
+    /// `--patch`: the sweep as the heatmaps draw it.
+    pub patch_grid: Option<patching::PatchGrid>,
+}
+
+impl Views {
+    /// Attaches a patching sweep (computed after the trace) and its heatmap grid.
+    pub fn attach_patching(&mut self, sweep: crate::model::patch::Sweep, corrupted: Vec<String>, tokens: &[String]) {
+        self.patch_grid = Some(patching::grid(&sweep, tokens));
+        self.patching = Some((sweep, corrupted));
+    }
 }
 
 /// Whether this run draws attention maps (as opposed to only deriving them for tables).
@@ -64,5 +75,5 @@ pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
         other => other,
     };
     let summary = (out.summary && out.format == Format::Table).then(|| summary::summarize(&trace));
-    Ok((trace, Views { focus, maps, summary, stats, rollout, patching: None, params: None }))
+    Ok((trace, Views { focus, maps, summary, stats, rollout, patching: None, patch_grid: None, params: None }))
 }

@@ -39,26 +39,40 @@ pub struct LayerLinks {
 
 /// The summary of every recorded `attn.weights` step.
 pub fn summarize(trace: &Trace) -> Vec<LayerLinks> {
-    let decoder = trace.config.parts.lm_head.is_some();
-    let markers: Vec<bool> = if decoder {
-        (0..trace.tokens.len()).map(|i| i == 0).collect()
-    } else {
-        trace.tokens.iter().map(|t| is_marker(t)).collect()
-    };
-    let marker = if decoder { "position 0" } else { "markers" };
-    trace
-        .steps
-        .iter()
-        .filter(|s| s.name == "attn.weights")
-        .map(|step| LayerLinks {
-            marker,
+    let mut reducer = Reducer::new(&trace.tokens, trace.config.parts.lm_head.is_some());
+    trace.steps.iter().filter(|s| s.name == "attn.weights").map(|step| reducer.layer(step)).collect()
+}
+
+/// Summarizes `attn.weights` steps one at a time, so that a run can drop each layer's weights
+/// as soon as they are recorded (the summary table of a long input: `Plan::reduce_summary`).
+pub struct Reducer {
+    markers: Vec<bool>,
+    marker: &'static str,
+}
+
+impl Reducer {
+    /// For a run over `tokens`; a decoder's marker is its first token, an encoder's its
+    /// [CLS]/[SEP]-style tokens.
+    pub fn new(tokens: &[String], decoder: bool) -> Self {
+        let markers = if decoder {
+            (0..tokens.len()).map(|i| i == 0).collect()
+        } else {
+            tokens.iter().map(|t| is_marker(t)).collect()
+        };
+        Reducer { markers, marker: if decoder { "position 0" } else { "markers" } }
+    }
+
+    /// One `attn.weights` step's rows of the summary.
+    pub fn layer(&mut self, step: &Step) -> LayerLinks {
+        LayerLinks {
+            marker: self.marker,
             layer: step.layer.unwrap_or(0),
-            heads: heads(step, &markers)
+            heads: heads(step, &self.markers)
                 .into_iter()
                 .map(|(head, links, on_markers)| HeadLinks { head, links, on_markers })
                 .collect(),
-        })
-        .collect()
+        }
+    }
 }
 
 /// A head's strongest links as (query, key, weight).

@@ -9,12 +9,17 @@ Checks, each of which fails the run:
     JSON trace's value at the page's precision;
   - choosing one head draws that head's n x n cells, with the colours it had among all heads;
   - choosing another layer redraws the cells with that layer's weights and other colours;
+  - the overview draws every layer x head as a small map, one pixel per weight in the colour the
+    large map gives it; clicking one opens that layer and head in the large view;
+  - the shared 0-1 colour scale toggle colours every weight w as viridis(w) (the default is
+    viridis(w / the map's largest weight)), in the large maps and the overview alike;
   - the focus walkthrough is on the page when the run had --focus;
   - the browser console holds no errors (and no page requested the network);
 and saves a screenshot of the page.
 """
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -34,6 +39,70 @@ def check(ok, what):
     print(("ok   " if ok else "FAIL ") + what)
     if not ok:
         FAILURES.append(what)
+
+
+def viridis(colors, t):
+    """html.js's colour scale, written again: the anchors interpolated linearly, rounded half up."""
+    t = min(1.0, max(0.0, t)) * (len(colors) - 1)
+    i = min(len(colors) - 2, math.floor(t))
+    f = t - i
+    return [math.floor(colors[i][k] + (colors[i + 1][k] - colors[i][k]) * f + 0.5) for k in range(3)]
+
+
+def rgb(css):
+    """"rgb(1, 2, 3)" -> [1, 2, 3]."""
+    return [int(x) for x in css[css.index("(") + 1:css.index(")")].split(",")[:3]]
+
+
+def overview_and_shared_scale(driver, weights, layers, heads, n):
+    """The layer x head overview, its click, and the shared 0-1 colour scale toggle."""
+    colors = driver.execute_script("return JSON.parse(document.getElementById('data').textContent).colors")
+    smalls = driver.find_elements(By.CSS_SELECTOR, "#overview-grid canvas")
+    check(len(smalls) == len(layers) * heads,
+          f"the overview draws {len(smalls)} small maps, want layers×heads = {len(layers) * heads}")
+
+    def pixel(layer, head, q, k):
+        return driver.execute_script(
+            "const c = document.querySelector('#overview-grid canvas[data-layer=\"' + arguments[0] + "
+            "'\"][data-head=\"' + arguments[1] + '\"]');"
+            "return [...c.getContext('2d').getImageData(arguments[3], arguments[2], 1, 1).data].slice(0, 3);",
+            str(layer), str(head), q, k)
+
+    def cell(layer, head, q, k):
+        sel = f'#maps .cell[data-layer="{layer}"][data-head="{head}"][data-q="{q}"][data-k="{k}"]'
+        return rgb(driver.find_element(By.CSS_SELECTOR, sel).value_of_css_property("background-color"))
+
+    def near(a, b):
+        return all(abs(x - y) <= 1 for x, y in zip(a, b))
+
+    last = layers[-1]
+    target = driver.find_element(By.CSS_SELECTOR, f'#overview-grid canvas[data-layer="{last}"][data-head="1"]')
+    target.click()
+    layer_now = Select(driver.find_element(By.ID, "layer")).first_selected_option.get_attribute("value")
+    head_now = Select(driver.find_element(By.ID, "head")).first_selected_option.get_attribute("value")
+    drawn = driver.execute_script(
+        "return [...document.querySelectorAll('#maps .cell')].map(c => c.dataset.layer + '.' + c.dataset.head)")
+    check(layer_now == str(last) and head_now == "1" and len(drawn) == n * n
+          and set(drawn) == {f"{last}.1"},
+          f"clicking layer {last} head 1 in the overview opens it: menus {layer_now}/{head_now}, {len(drawn)} cells")
+
+    m = weights[last][1]
+    top = max(max(row) for row in m)
+    probes = [(0, 0), (2, 5), (n - 1, n - 1), (3, 1)]
+    for shared in (False, True):
+        if shared:
+            driver.find_element(By.ID, "shared").click()
+        scale = "shared 0-1" if shared else "per map"
+        for q, k in probes:
+            v = m[q][k]
+            want = viridis(colors, v if shared else v / top)
+            got, small = cell(last, 1, q, k), pixel(last, 1, q, k)
+            check(near(got, want) and near(small, want),
+                  f"{scale}: layer {last} head 1 [{q}][{k}] = {v:.4f} is {got} (overview {small}), want {want}")
+    rule = driver.find_element(By.ID, "scale-rule").text
+    check("0 to 1 in every map" in rule, f"the shared scale is stated: {rule!r}")
+    check(top < 1.0, f"the map's largest weight {top:.4f} < 1, so the two scales differ there")
+    driver.find_element(By.ID, "shared").click()
 
 
 def main(page, trace_path, shot):
@@ -108,12 +177,17 @@ def main(page, trace_path, shot):
         check(len(cells()) == heads * n * n, f"layer {second}, all heads: {len(cells())} cells")
         hover(second, 0, n - 1, 0)
 
+        overview_and_shared_scale(driver, weights, layers, heads, n)
+
         if os.environ.get("EXPECT_FOCUS"):
             text = driver.find_element(By.ID, "focus").text
             check("focus" in text and "context" in text, "the focus walkthrough is on the page")
 
         logs = driver.get_log("browser")
-        bad = [entry for entry in logs if entry["level"] in ("SEVERE", "WARNING")]
+        # Chromium warns about repeated getImageData calls, which only this test makes (to
+        # read the overview's pixels); the page itself never reads a canvas back.
+        bad = [entry for entry in logs if entry["level"] in ("SEVERE", "WARNING")
+               and "getImageData" not in entry["message"]]
         check(not bad, f"no console errors or warnings ({len(logs)} log entries): {bad}")
         requests = [json.loads(e["message"])["message"] for e in driver.get_log("performance")]
         urls = {m["params"]["request"]["url"] for m in requests if m["method"] == "Network.requestWillBeSent"}

@@ -201,3 +201,24 @@ fn hugging_face_cache_layout_is_found() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// The summary table reads only the weights, and each layer's are reduced to its rows as
+/// they are recorded: a long input fits a cap that recording every step would exceed, and the
+/// table is the same as when every step is kept (`--save-trace` keeps them).
+#[test]
+fn the_summary_table_holds_one_layer_of_weights_at_a_time() {
+    let m = minilm();
+    let m = m.to_str().unwrap();
+    let words = "the small shoes walked along the long road to the market ".repeat(20);
+    let run = |extra: &[&str]| cmd().args([words.as_str(), "--model", m]).args(extra).output().unwrap();
+    let summary = run(&["--max-memory", "200MiB"]);
+    assert!(summary.status.success(), "{}", String::from_utf8_lossy(&summary.stderr));
+    let everything = run(&["--max-memory", "200MiB", "--steps", "all"]);
+    assert_eq!(everything.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&everything.stderr).contains("above the cap of 200.0 MiB"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.safetensors");
+    let kept = run(&["--save-trace", file.to_str().unwrap()]);
+    assert!(kept.status.success());
+    assert_eq!(String::from_utf8(summary.stdout).unwrap(), String::from_utf8(kept.stdout).unwrap());
+}

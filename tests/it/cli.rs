@@ -432,3 +432,49 @@ fn fuzz_regressions() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("3 common steps within tolerance"));
 }
+
+#[test]
+fn timings_go_to_stderr_and_leave_stdout_alone() {
+    let args = ["my shoes are small", "--heads", "2", "--format", "json"];
+    let plain = cmd().args(args).output().unwrap();
+    let timed = cmd().args(args).arg("--timings").output().unwrap();
+    assert!(timed.status.success());
+    assert_eq!(plain.stdout, timed.stdout, "--timings changed stdout");
+    let err = String::from_utf8(timed.stderr).unwrap();
+    let line = err.lines().find(|l| l.starts_with("attn-trace: timings: ")).expect("a timings line");
+    for stage in ["open", "parameters", "forward pass", "views", "render and write", "total", "peak resident memory"] {
+        assert!(line.contains(stage), "{stage} missing from {line}");
+    }
+    // Each stage's figure is a number of milliseconds; the peak is in MiB (Linux).
+    assert!(line.split(", ").all(|part| part.contains(" ms") || part.contains("MiB")), "{line}");
+    let jsonl = cmd().args(["my shoes", "--format", "jsonl", "--timings"]).output().unwrap();
+    assert!(String::from_utf8(jsonl.stderr).unwrap().contains("forward pass and streaming"));
+}
+
+/// The memory estimate follows what is recorded: a long input whose every step would exceed
+/// the cap runs when only the output is recorded, and streams as jsonl.
+#[test]
+fn the_memory_estimate_counts_only_recorded_steps() {
+    let words = "my shoes are small ".repeat(100);
+    let base = [
+        words.as_str(),
+        "--d-model",
+        "16",
+        "--heads",
+        "4",
+        "--layers",
+        "12",
+        "--positions",
+        "sinusoidal",
+        "--max-memory",
+        "64MiB",
+    ];
+    let all = cmd().args(base).args(["--steps", "all", "--format", "json"]).output().unwrap();
+    assert_eq!(all.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&all.stderr).contains("above the cap of 64.0 MiB"));
+    assert!(all.stdout.is_empty());
+    let out = cmd().args(base).args(["--steps", "output", "--format", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let jsonl = cmd().args(base).args(["--steps", "all", "--format", "jsonl"]).output().unwrap();
+    assert!(jsonl.status.success(), "{}", String::from_utf8_lossy(&jsonl.stderr));
+}

@@ -263,3 +263,68 @@ fn the_words_diff_and_schema_can_still_be_traced() {
     assert!(help.status.success());
     assert!(String::from_utf8(help.stdout).unwrap().contains("--atol"));
 }
+
+#[test]
+fn require_did_you_mean_and_every_ignored_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = reference(dir.path(), &[]);
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&r).unwrap()).unwrap();
+    // One step right, four misspelled (the file), and 25 names that are no step.
+    let mut typos = serde_json::Map::new();
+    let value = |id: &str| minimal(&doc, |_| {})[id].clone();
+    typos.insert("embed.sum".into(), value("embed.sum"));
+    for (bad, id) in [
+        ("layers.0.attn.weight", "layers.0.attn.weights"),
+        ("layers.0.attn.scors", "layers.0.attn.scores"),
+        ("layers.0.atn.q", "layers.0.attn.q"),
+        ("embed.tokens", "embed.token"),
+    ] {
+        typos.insert(bad.into(), value(id));
+    }
+    for i in 0..25 {
+        typos.insert(format!("my_debug_tensor_{i:02}"), json!([1.0]));
+    }
+    let a = write(dir.path(), "typos.json", &Value::Object(typos));
+    let (code, rep, _) = diff(&a, &r, &[]);
+    assert_eq!(code, 0, "without --require, missing steps are listed, not failed");
+    assert_eq!(rep["ignored"]["a"].as_array().unwrap().len(), 29, "every ignored name, in full");
+    assert_eq!(rep["did_you_mean"]["a"]["layers.0.attn.weight"], "layers.0.attn.weights");
+    assert_eq!(rep["did_you_mean"]["a"]["layers.0.atn.q"], "layers.0.attn.q");
+    assert_eq!(rep["did_you_mean"]["a"]["embed.tokens"], "embed.token");
+    assert_eq!(rep["did_you_mean"]["a"].get("my_debug_tensor_00"), None);
+    let (code, rep, _) = diff(&a, &r, &["--require", "all"]);
+    assert_eq!(code, 1);
+    assert_eq!(rep["within_tolerance"], false);
+    assert_eq!(rep["required_missing"].as_array().unwrap().len(), 22);
+    let out = cmd().arg("diff").arg(&a).arg(&r).args(["--require", "attn.weights,embed.sum"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("missing from A (1): layers.0.attn.weights (A has layers.0.attn.weight: a typo?)"), "{text}");
+    assert!(text.contains("  layers.0.attn.weight  (did you mean layers.0.attn.weights?)"), "{text}");
+    assert!(text.contains("… and 9 more (--format json lists every one)"), "{text}");
+    assert!(text.contains("1 required step missing from A"), "{text}");
+    // Required steps that A holds pass; a name that is no step is a usage error with a guess.
+    assert_eq!(diff(&a, &r, &["--require", "embed.sum"]).0, 0);
+    let (code, _, stderr) = diff(&a, &r, &["--require", "attn.weigths"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("did you mean attn.weights?") && stderr.lines().count() == 1, "{stderr}");
+}
+
+#[test]
+fn only_and_skip_choose_the_steps_compared() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = reference(dir.path(), &[]);
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&r).unwrap()).unwrap();
+    let changed =
+        write(dir.path(), "changed.json", &minimal(&doc, |m| m.get_mut("embed.sum").unwrap()[0][0] = json!(9.0)));
+    let (code, rep, _) = diff(&changed, &r, &["--only", "qkv,attn.weights"]);
+    assert_eq!((code, rep["compared"].clone()), (0, json!(4)));
+    assert_eq!(rep["only_in_b"], json!([]), "steps not chosen are not listed as missing");
+    assert_eq!(diff(&changed, &r, &[]).0, 1);
+    let (code, rep, _) = diff(&changed, &r, &["--skip", "embed.sum"]);
+    assert_eq!((code, rep["compared"].clone()), (0, json!(22)));
+    // `embed` stands for the four embedding steps this trace has (and embed.token_type).
+    let (code, rep, _) = diff(&changed, &r, &["--skip", "embed"]);
+    assert_eq!((code, rep["compared"].clone()), (0, json!(19)));
+    assert_eq!(diff(&changed, &r, &["--only", "embed.sum", "--skip", "embed.sum"]).0, 2, "nothing left to compare");
+}

@@ -295,3 +295,34 @@ fn smollm2_dequantizes_as_the_gguf_package() {
     }
     assert!(types.contains("Q4_1") && types.contains("Q8_0") && types.contains("F32"), "{types:?}");
 }
+
+/// A SentencePiece tokenizer from GGUF metadata (`tokenizer.ggml.model` "llama") against
+/// transformers' GGUF converter on the same file (fixtures/oracle/gguf/spm.json, made by
+/// fixtures/oracle/spm_oracle.py from fixtures/gguf/tiny-llama-spm.gguf): token strings and ids
+/// with the BOS and without it, for sentences with repeated spaces, digits, tabs, characters the
+/// vocabulary lacks (byte fallback) and a special token in the text; and the model's logits at
+/// the last position, so the ids reach the model as transformers feeds them.
+#[test]
+fn a_sentencepiece_gguf_tokenizes_as_transformers() {
+    let oracle: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("fixtures/oracle/gguf/spm.json")).unwrap()).unwrap();
+    let model = tiny("tiny-llama-spm.gguf");
+    for case in oracle["cases"].as_array().unwrap() {
+        let s = case["sentence"].as_str().unwrap();
+        let doc = trace_json(&[s, "--model", &model, "--steps", "tokens"]);
+        assert_eq!(doc["input"]["tokens"], case["tokens"], "tokens of {s:?}");
+        assert_eq!(doc["input"]["token_ids"], case["ids"], "ids of {s:?}");
+        let doc = trace_json(&[s, "--model", &model, "--steps", "tokens", "--no-special-tokens"]);
+        assert_eq!(doc["input"]["token_ids"], case["ids_without_special_tokens"], "ids of {s:?} without BOS");
+    }
+    let l = &oracle["logits"];
+    let doc = trace_json(&[l["sentence"].as_str().unwrap(), "--model", &model, "--steps", "logits", "--top-k", "0"]);
+    assert_eq!(doc["input"]["token_ids"], l["ids"]);
+    let (dims, got) = steps(&doc)["logits"].clone();
+    let want: Vec<f64> = l["last_position"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    let last = &got[got.len() - dims[1]..];
+    assert_eq!(last.len(), want.len());
+    for (i, (x, y)) in last.iter().zip(&want).enumerate() {
+        assert!(close(*x, *y, 1e-4, 1e-4), "logits[{i}]: attn-trace {x}, transformers {y}");
+    }
+}

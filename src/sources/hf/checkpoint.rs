@@ -86,7 +86,15 @@ impl Checkpoint {
             )
         };
         let t = match &self.store {
-            Store::Safetensors(st) => st.load(name, &Device::Cpu).map_err(|_| missing())?,
+            Store::Safetensors(st) => {
+                use candle_core::safetensors::Load;
+                let view = st.get(name).map_err(|_| missing())?;
+                let t = view.load(&Device::Cpu)?;
+                // The tensor is copied out: its mapped pages need not stay resident (they
+                // would count towards the run's memory until the end).
+                release(view.data());
+                t
+            }
             Store::Pickle(m) => m.get(name).cloned().ok_or_else(missing)?,
         };
         if t.dims() != shape {
@@ -98,4 +106,27 @@ impl Checkpoint {
         }
         Ok(if t.dtype() == DType::F32 { t } else { t.to_dtype(DType::F32)? })
     }
+}
+
+/// Tells the kernel that the mapped pages under `bytes` are not needed any more: they leave
+/// the process's resident memory and are read from the file again if touched. Whole pages
+/// only; the mapping is read-only, so nothing is lost.
+fn release(bytes: &[u8]) {
+    #[cfg(unix)]
+    {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let start = bytes.as_ptr() as usize;
+        let first = start.div_ceil(page) * page;
+        let end = (start + bytes.len()) / page * page;
+        if end > first {
+            // SAFETY: [first, end) lies inside the read-only file mapping `bytes` belongs to;
+            // MADV_DONTNEED on such a mapping only drops pages, which later reads fault back
+            // in from the file unchanged. Nothing else holds references into those pages
+            // (the tensor was copied out above). Failure is harmless: the pages stay.
+            unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_DONTNEED) };
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = bytes;
 }

@@ -109,7 +109,9 @@ fn open_bert(
         notes,
         tokenizer: Some(model.tokenizer.clone()),
     };
-    Ok((loaded, Source::Model(Box::new(model.weights))))
+    let mut weights = model.weights;
+    weights.whole_table = settings.analysis.patch.is_some();
+    Ok((loaded, Source::Model(Box::new(weights))))
 }
 
 /// The config's activation; flags that describe the block may only restate the model.

@@ -14,6 +14,9 @@ pub struct Weights {
     st: MmapedSafetensors,
     prefix: &'static str,
     what: String,
+    /// Keep the whole word table too (`--patch`: the corrupted sentence's rows are looked up
+    /// after the clean trace, so its ids are not known when the rows are gathered).
+    pub whole_table: bool,
 }
 
 impl Weights {
@@ -29,7 +32,7 @@ impl Weights {
             )
         })?;
         let prefix = if st.get("bert.embeddings.word_embeddings.weight").is_ok() { "bert." } else { "" };
-        Ok(Weights { st, prefix, what: what.to_string() })
+        Ok(Weights { st, prefix, what: what.to_string(), whole_table: false })
     }
 
     fn missing(&self, full: &str) -> anyhow::Error {
@@ -151,8 +154,12 @@ impl Weights {
                 }),
             });
         }
+        let token = match self.whole_table {
+            true => Some(self.get("embeddings.word_embeddings.weight", &[c.vocab_size, d])?),
+            false => None,
+        };
         Ok(Params {
-            token: None,
+            token,
             token_rows: Some(token_rows),
             position: Some(position),
             token_type: Some(token_type),

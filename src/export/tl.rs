@@ -1,0 +1,71 @@
+//! `--save-trace FILE --names transformer-lens`: the trace under TransformerLens's hook names
+//! and in its layouts, so that a `HookedTransformer` cache (`run_with_cache`) and an
+//! attn-trace trace can be compared key by key with numpy alone.
+//!
+//! The names are the step catalogue's (`trace/steps.rs`, `transformer_lens`, the first name
+//! of each step; inside `blocks.{i}.` for layer steps). TransformerLens caches are
+//! batch-first, so every tensor gains a leading batch dimension of 1, and it stores q, k, v
+//! (and the rotated q, k) and z as `[batch, pos, head, d_head]`, where attn-trace has
+//! `[head, pos, d_head]`. Steps TransformerLens has no hook for (`tokens`, `token_ids`,
+//! `embed.sum`, `attn.raw_scores`, `attn.mask`, `attn.concat`, `output`, …) are left out;
+//! the token strings stay in the file's metadata. `attn-trace diff` reads such a file back
+//! (diff/names.rs maps the names, diff/load.rs undoes the layouts).
+
+use crate::trace::steps::def;
+use crate::trace::{Step, Values};
+
+/// In-layer steps TransformerLens stores position-first: `[batch, pos, head, d_head]`.
+pub const POSITION_FIRST: [&str; 6] = ["attn.q", "attn.k", "attn.v", "attn.q_rot", "attn.k_rot", "attn.context"];
+
+/// The steps that have a TransformerLens hook, renamed and laid out as TransformerLens's cache.
+pub fn steps(steps: &[Step]) -> Vec<Step> {
+    steps.iter().filter_map(one).collect()
+}
+
+fn one(step: &Step) -> Option<Step> {
+    let hook = def(&step.name)?.transformer_lens.first()?;
+    let id = match step.layer {
+        Some(l) => format!("blocks.{l}.{hook}"),
+        None => hook.to_string(),
+    };
+    let (mut shape, mut values, mut dims) = (step.shape.clone(), step.values.clone(), step.dims.clone());
+    if POSITION_FIRST.contains(&step.name.as_str()) && shape.len() == 3 {
+        let (h, p, d) = (shape[0], shape[1], shape[2]);
+        if let Values::F32(v) = &step.values {
+            // out[p][h][i] = in[h][p][i]
+            let order = (0..p).flat_map(|pi| (0..h).flat_map(move |hi| (0..d).map(move |i| (hi * p + pi) * d + i)));
+            values = Values::F32(order.map(|k| v[k]).collect());
+        }
+        shape = vec![p, h, d];
+        dims.swap(0, 1);
+    }
+    shape.insert(0, 1);
+    dims.insert(0, "batch");
+    Some(Step { id, layer: step.layer, name: hook.to_string(), dims, shape, heads: step.heads.clone(), values })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn q_becomes_batch_pos_head_d() {
+        // [head 2, pos 3, d 1] = [[0, 1, 2], [10, 11, 12]] → [1, pos 3, head 2, d 1].
+        let q = Step {
+            id: "layers.1.attn.q".into(),
+            layer: Some(1),
+            name: "attn.q".into(),
+            dims: vec!["head", "pos", "d_head"],
+            shape: vec![2, 3, 1],
+            heads: None,
+            values: Values::F32(vec![0., 1., 2., 10., 11., 12.]),
+        };
+        let mask = Step { id: "layers.1.attn.mask".into(), name: "attn.mask".into(), ..q.clone() };
+        let out = steps(&[q, mask]);
+        assert_eq!(out.len(), 1, "the mask has no hook");
+        assert_eq!(out[0].id, "blocks.1.attn.hook_q");
+        assert_eq!(out[0].shape, vec![1, 3, 2, 1]);
+        assert_eq!(out[0].dims, vec!["batch", "pos", "head", "d_head"]);
+        assert_eq!(out[0].values, Values::F32(vec![0., 10., 1., 11., 2., 12.]));
+    }
+}

@@ -1,0 +1,66 @@
+//! A patching sweep laid out for the heatmaps (terminal, HTML, SVG): layers down, heads (or
+//! positions) across, one effect per cell, and the ends of the colour scale. The scale runs
+//! from min(0, smallest effect) to max(1, largest effect): 0 (the corrupted run) and 1 (the
+//! clean run) are always on it, so two sweeps' colours mean the same where they overlap, and
+//! effects beyond them (a head that overshoots, or pushes the wrong way) keep their own colour.
+
+use crate::model::patch::{Sweep, What};
+
+/// The grid the heatmaps draw.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PatchGrid {
+    /// "heads" or "positions" (what the columns are).
+    pub across: &'static str,
+    /// "layer 0", "layer 1", …
+    pub rows: Vec<String>,
+    /// "head 0", … or "0 token", … (the clean sentence's tokens).
+    pub cols: Vec<String>,
+    /// Row-major effects, `rows.len() × cols.len()`.
+    pub values: Vec<f32>,
+    /// The colour scale's ends.
+    pub lo: f32,
+    pub hi: f32,
+}
+
+/// The grid of `sweep`, whose positions are labelled with the clean sentence's `tokens`.
+pub fn grid(sweep: &Sweep, tokens: &[String]) -> PatchGrid {
+    let layers = sweep.rows.iter().map(|r| r.layer + 1).max().unwrap_or(0);
+    let count = sweep.rows.len().checked_div(layers).unwrap_or(0);
+    let (across, cols): (_, Vec<String>) = match sweep.what {
+        What::Heads => ("heads", (0..count).map(|h| format!("head {h}")).collect()),
+        What::Resid => {
+            ("positions", (0..count).map(|p| format!("{p} {}", tokens.get(p).map_or("", String::as_str))).collect())
+        }
+    };
+    // `+ 0.0` turns −0 (a patch that changes nothing) into 0, so it is not written "-0.00".
+    let values: Vec<f32> = sweep.rows.iter().map(|r| r.effect as f32 + 0.0).collect();
+    let finite = values.iter().copied().filter(|v| v.is_finite());
+    let lo = finite.clone().fold(0f32, f32::min);
+    let hi = finite.fold(1f32, f32::max);
+    PatchGrid { across, rows: (0..layers).map(|l| format!("layer {l}")).collect(), cols, values, lo, hi }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::patch::{Metric, Row};
+
+    #[test]
+    fn the_scale_always_holds_zero_and_one() {
+        let row = |layer, index, effect| Row { layer, index, metric: 0.0, effect };
+        let sweep = Sweep {
+            what: What::Resid,
+            metric: Metric::OutputDistance,
+            clean: 0.0,
+            corrupted: 1.0,
+            rows: vec![row(0, 0, 0.25), row(0, 1, -0.5), row(1, 0, 0.5), row(1, 1, 0.75)],
+            layer_runs: 0,
+            layer_runs_without_reuse: 0,
+        };
+        let g = grid(&sweep, &["a".into(), "b".into()]);
+        assert_eq!((g.lo, g.hi), (-0.5, 1.0));
+        assert_eq!(g.rows, ["layer 0", "layer 1"]);
+        assert_eq!(g.cols, ["0 a", "1 b"]);
+        assert_eq!(g.values, [0.25, -0.5, 0.5, 0.75]);
+    }
+}

@@ -1,0 +1,170 @@
+//! Activation patching (`--patch`) against hand-written PyTorch hooks on transformers' own
+//! modules (fixtures/oracle/patching, made by fixtures/oracle/patching_oracle.py): GPT-2 and a
+//! Llama with grouped-query attention, BERT with the output-distance metric, a BertForMaskedLM
+//! with the logit difference at its `[MASK]`, and MiniLM. Plus the refusals around it.
+
+use crate::common::*;
+use serde_json::Value;
+
+/// Runs a fixture's command line and returns the JSON document's `patching` object.
+fn patching(args: &[&str]) -> Value {
+    let out = cmd().current_dir(root()).args(args).args(["--steps", "tokens", "--format", "json"]).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["patching"].clone()
+}
+
+#[test]
+fn patching_matches_pytorch_hooks() {
+    let dir = root().join("fixtures/oracle/patching");
+    let (mut n, mut kinds) = (0, std::collections::BTreeSet::new());
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let case: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let args: Vec<&str> = case["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        let p = patching(&args);
+        assert_eq!(p["corrupted_tokens"], case["corrupted_tokens"], "{name}");
+        kinds.insert(p["metric"]["kind"].as_str().unwrap().to_string());
+        // Both sides compute in float32; the difference of two logits (or a distance) is
+        // compared to 1e-4 absolute, as every oracle fixture is.
+        for key in ["clean_metric", "corrupted_metric"] {
+            let (x, y) = (p[key].as_f64().unwrap(), case[key].as_f64().unwrap());
+            assert!((x - y).abs() <= 1e-4, "{name} {key}: {x} vs {y}");
+        }
+        let (ours, want) = (p["rows"].as_array().unwrap(), case["rows"].as_array().unwrap());
+        assert!(!want.is_empty(), "{name}: no rows");
+        assert_eq!(ours.len(), want.len(), "{name}: row count");
+        for (a, b) in ours.iter().zip(want) {
+            let index = if b.get("head").is_some() { "head" } else { "position" };
+            assert_eq!((&a["layer"], &a[index]), (&b["layer"], &b[index]), "{name}");
+            for key in ["metric", "effect"] {
+                let (x, y) = (a[key].as_f64().unwrap(), b[key].as_f64().unwrap());
+                assert!((x - y).abs() <= 1e-4, "{name} {a}: {key} {x} vs {y}");
+            }
+        }
+        n += 1;
+    }
+    assert!(n >= 9, "only {n} patching fixtures");
+    assert_eq!(kinds.into_iter().collect::<Vec<_>>(), ["logit_diff", "output_distance"]);
+}
+
+#[test]
+fn an_encoder_with_sentences_of_different_lengths_is_refused_with_both_tokenizations() {
+    let out = cmd()
+        .current_dir(root())
+        .args(["my shoes are small.", "--model", "fixtures/tiny-bert", "--patch", "my shoes are tiny, really."])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("7 and 17 tokens: [\"[CLS]\" \"my\" \"shoes\" \"are\" \"small\" \".\" \"[SEP]\"] and [")
+            && err.contains("\"##y\" \",\" \"r\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_encoder_metric_needs_a_mask_and_a_masked_lm_head() {
+    // tiny-bert has no masked-LM head; tiny-bert-mlm has one, but the sentence has no [MASK].
+    for (model, clean, corrupted) in [
+        ("fixtures/tiny-bert", "my shoes are small.", "my shoes are big."),
+        ("fixtures/tiny-bert-mlm", "my shoes are small.", "my shoes are big."),
+    ] {
+        let out = cmd()
+            .current_dir(root())
+            .args([clean, "--model", model, "--patch", corrupted, "--metric", "small", "big"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.starts_with("attn-trace: --metric: an encoder's metric is the output's distance"), "{err}");
+    }
+    // A sentence pair has no corrupted counterpart (the corrupted input is one sentence).
+    let out = cmd()
+        .current_dir(root())
+        .args(["my shoes", "are small", "--model", "fixtures/tiny-bert", "--patch", "my feet are big"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        out.stdout.is_empty() && err.starts_with("attn-trace: --patch: the corrupted input is one sentence"),
+        "{err}"
+    );
+    // Without --metric the masked-LM checkpoint measures the output's distance: the clean
+    // run is at distance 0 from itself.
+    let p = patching(&["my [MASK] is small.", "--model", "fixtures/tiny-bert-mlm", "--patch", "my [MASK] is big."]);
+    assert_eq!(p["metric"]["kind"], "output_distance");
+    assert_eq!(p["clean_metric"].as_f64(), Some(0.0));
+    assert!(p["corrupted_metric"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn the_heatmap_html_and_svg_draw_the_sweep() {
+    // The same sweep as JSON, as a terminal heatmap, and in the --html and --svg files: every
+    // effect appears in each, rounded to --precision, in its layer's row.
+    let tmp = tempfile::tempdir().unwrap();
+    let (html, svg) = (tmp.path().join("p.html"), tmp.path().join("p.svg"));
+    let base = [
+        "my shoes are small, my feet are",
+        "--model",
+        "fixtures/decoders/llama-gqa",
+        "--patch",
+        "my shoes are big, my feet are",
+        "--metric",
+        " big",
+        " small",
+    ];
+    let p = patching(&base);
+    let effects: Vec<(u64, f64)> = p["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["layer"].as_u64().unwrap(), r["effect"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(effects.len(), 8);
+    let out = cmd()
+        .current_dir(root())
+        .args(base)
+        .args(["--format", "heatmap", "--color", "never", "--precision", "3", "--width", "200"])
+        .args(["--html", html.to_str().unwrap(), "--svg", svg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let at = text.find("patching effect · layers × heads").expect("no patching grid in the heatmap");
+    let grid = &text[at..];
+    for l in 0..2u64 {
+        let line = grid.lines().find(|x| x.starts_with(&format!("layer {l} "))).unwrap();
+        // "layer 1 ░░-0.246 ██ 1.747 …": the shade (without colour) sits before the value.
+        let got: Vec<&str> = line
+            .split_whitespace()
+            .skip(2)
+            .map(|w| w.trim_start_matches(['░', '▒', '▓', '█']))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let want: Vec<String> = effects.iter().filter(|e| e.0 == l).map(|e| format!("{:.3}", e.1)).collect();
+        assert_eq!(got, want, "{line}");
+    }
+    let lo = effects.iter().map(|e| e.1).fold(0.0, f64::min);
+    assert!(grid.contains(&format!("scale {lo:.3} ")), "{grid}");
+    let html = std::fs::read_to_string(&html).unwrap();
+    let section = &html[html.find("<section id=\"patching\">").expect("no patching section")..];
+    let section = &section[..section.find("</section>").unwrap()];
+    assert_eq!(section.matches("<td ").count(), 8);
+    for (_, e) in &effects {
+        assert!(section.contains(&format!(">{e:.3}</td>")), "{e}");
+    }
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert_eq!(svg.matches("<rect class=\"effect\"").count(), 8);
+    for (l, e) in &effects {
+        assert!(svg.contains(&format!("layer {l} · head")) && svg.contains(&format!("effect {e:.4}")), "{e}");
+    }
+}
