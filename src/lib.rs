@@ -12,9 +12,11 @@
 //! [`render`] (one file per format) and [`export`] (trace files) → [`output`] (the only
 //! place that writes). [`config`] (the model description) and [`trace`] (the data, the step
 //! catalogue, the schema) are the vocabulary every stage shares. [`diff`] is a sub-command
-//! built on the same trace and export modules.
+//! built on the same trace and export modules. [`command`] is the whole command as a
+//! function of its arguments, shared by the binary and the Python wheel.
 
 pub mod cli;
+pub mod command;
 pub mod config;
 pub mod diff;
 pub mod error;
@@ -35,6 +37,7 @@ use settings::Settings;
 use sources::{Loaded, Source};
 use std::io::Write;
 use trace::{Recorder, Selection, Trace};
+use views::Views;
 
 /// A computed run: the trace and what it was computed from.
 pub struct Traced {
@@ -192,32 +195,75 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
         return Ok(());
     }
     let settings = Settings::from_cli(cli, env)?;
-    let (loaded, source, plan) = prepare(&settings)?;
+    if settings.output.format == cli::Format::Jsonl {
+        return stream(&settings, out);
+    }
+    let notes = |n: &[String]| output::notes(n, settings.quiet);
+    let done = finish(&settings, &notes, false)?;
+    output::stdout(&done.trace, &done.views, &settings.output, done.check.as_ref(), out)?;
+    done.checked
+}
+
+/// `--format jsonl`: each step is written as it is computed.
+fn stream(settings: &Settings, out: &mut dyn Write) -> Result<()> {
+    let (loaded, source, plan) = prepare(settings)?;
     let params = source.params(&loaded)?;
     // Notes only once the parameters exist, so that a refusal stays one line.
     output::notes(&loaded.notes, settings.quiet);
     if let Some(path) = &settings.outputs.save_weights {
         output::save_weights(&params, path)?;
     }
-    let rec = recorder(&loaded, plan.record.clone(), &settings);
+    let rec = recorder(&loaded, plan.record.clone(), settings);
     let forward =
         |rec: &mut Recorder| model::forward(&loaded.cfg, &params, &loaded.input, rec).context("computing the trace");
-    if settings.output.format == cli::Format::Jsonl {
-        // Streams: each step is written as it is computed.
-        let keep = settings.outputs.save_trace.is_some();
-        let (trace, last) = output::stream(rec, keep, forward, out)?;
-        return testing(&settings, &loaded, &last, &trace)?.1;
+    let keep = settings.outputs.save_trace.is_some();
+    let (trace, last) = output::stream(rec, keep, forward, out)?;
+    testing(settings, &loaded, &last, &trace)?.1
+}
+
+/// A run computed, its files written, before anything goes to stdout: what [`run`] prints,
+/// and what the Python API's `trace` returns.
+pub struct Finished {
+    /// The shown steps.
+    pub trace: Trace,
+    pub views: Views,
+    /// `--check`'s report, and its verdict (an `Err` to end the run with after the output).
+    pub check: Option<serde_json::Value>,
+    pub checked: Result<()>,
+    /// With `maps`: every recorded head's attention map, for an HTML page drawn later (the
+    /// Python API's notebook view), whatever `--steps` shows.
+    pub maps: Option<views::maps::Maps>,
+    /// The notes the run gave (also passed to `notes` as soon as the parameters exist).
+    pub notes: Vec<String>,
+}
+
+/// Computes the run `settings` describe, up to its output: the parameters, the trace, the
+/// views, `--patch`, the files (`--save-weights`, `--html`, `--svg`, `--save-trace`) and
+/// `--check`. `notes` is called once the parameters exist, so that a refusal stays one line.
+pub fn finish(settings: &Settings, notes: &dyn Fn(&[String]), maps: bool) -> Result<Finished> {
+    let (loaded, source, mut plan) = prepare(settings)?;
+    let params = source.params(&loaded)?;
+    notes(&loaded.notes);
+    if let Some(path) = &settings.outputs.save_weights {
+        output::save_weights(&params, path)?;
     }
-    let mut rec = rec;
-    let last = forward(&mut rec)?;
+    if maps {
+        // As `--html` would: the drawn maps need the weights whatever `--steps` shows.
+        if let Some(steps) = plan.record.steps.as_mut() {
+            steps.insert("attn.weights".to_string());
+        }
+    }
+    let mut rec = recorder(&loaded, plan.record.clone(), settings);
+    let last = model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
     let (mut trace, _) = rec.finish();
     name_predictions(&mut trace, &loaded);
+    let o = &settings.output.views;
+    let all_maps = maps.then(|| views::maps::maps(&trace, o.merge_pieces, o.average_heads));
     let (trace, mut views) = views::derive(trace, &plan, &settings.output)?;
     if let Some(corrupted) = &settings.analysis.patch {
-        views.patching = Some(patching(&settings, &loaded, &params, corrupted)?);
+        views.patching = Some(patching(settings, &loaded, &params, corrupted)?);
     }
     output::view_files(&trace, &views, &settings.output)?;
-    let (check, checked) = testing(&settings, &loaded, &last, &trace)?;
-    output::stdout(&trace, &views, &settings.output, check.as_ref(), out)?;
-    checked
+    let (check, checked) = testing(settings, &loaded, &last, &trace)?;
+    Ok(Finished { trace, views, check, checked, maps: all_maps, notes: loaded.notes })
 }

@@ -21,7 +21,15 @@ use std::io::Write;
 
 /// Runs a diff and writes its report; `Ok(true)` when within tolerance.
 pub fn run(cli: DiffCli, out: &mut dyn Write) -> Result<bool> {
-    for (flag, v) in [("--atol", cli.atol), ("--rtol", cli.rtol)] {
+    let tol = tolerance(cli.atol, cli.rtol)?;
+    let a = load::load(&cli.a)?;
+    let b = load::load(&cli.b)?;
+    write_report(&a, &b, tol, cli.format, out)
+}
+
+/// `--atol` and `--rtol`, checked.
+pub fn tolerance(atol: f64, rtol: f64) -> Result<Tol> {
+    for (flag, v) in [("--atol", atol), ("--rtol", rtol)] {
         if !v.is_finite() || v < 0.0 {
             return Err(usage(
                 flag,
@@ -30,14 +38,23 @@ pub fn run(cli: DiffCli, out: &mut dyn Write) -> Result<bool> {
             ));
         }
     }
-    let a = load::load(&cli.a)?;
-    let b = load::load(&cli.b)?;
-    let tol = Tol { atol: cli.atol, rtol: cli.rtol };
-    let results = compare::compare(&a, &b, tol);
+    Ok(Tol { atol, rtol })
+}
+
+/// Compares two loaded sides and writes the report in `format`; `Ok(true)` when within
+/// tolerance (the Python API's `diff` calls this with sides it loaded itself).
+pub fn write_report(
+    a: &load::Loaded,
+    b: &load::Loaded,
+    tol: Tol,
+    format: DiffFormat,
+    out: &mut dyn Write,
+) -> Result<bool> {
+    let results = compare::compare(a, b, tol);
     if results.is_empty() {
         return Err(usage(
             format!("diff {} {}", a.path, b.path),
-            format!("the traces have no step in common (A has {}; B has {})", summary(&a), summary(&b)),
+            format!("the traces have no step in common (A has {}; B has {})", summary(a), summary(b)),
             "name tensors by step id, e.g. layers.0.attn.weights (README: Traces as test material)",
         ));
     }
@@ -46,9 +63,9 @@ pub fn run(cli: DiffCli, out: &mut dyn Write) -> Result<bool> {
         ids.sort_by_key(|id| (names::rank(id), id.clone()));
         ids
     };
-    let rep = report::Report { only_a: only(&a, &b), only_b: only(&b, &a), a: &a, b: &b, tol, results };
+    let rep = report::Report { only_a: only(a, b), only_b: only(b, a), a, b, tol, results };
     let mut w = std::io::BufWriter::new(out);
-    let written = match cli.format {
+    let written = match format {
         DiffFormat::Table => report::write_text(&rep, &mut w),
         DiffFormat::Json => report::write_json(&rep, &mut w),
     };

@@ -50,6 +50,7 @@ fn summary(trace: &Trace) -> String {
         },
         (None, InitConfig::Torch { seed, .. }) => format!("torch init, seed {seed}"),
         (None, InitConfig::File { path }) => format!("weights {path}"),
+        (None, InitConfig::Given) => "weights given in memory".to_string(),
     };
     format!(
         "attn-trace: {}, d_model {}, {} (d_k {} d_v {}), d_ff {}, {}, {} positions{}, {}-norm, {}, {init}{changed}",

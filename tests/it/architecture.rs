@@ -23,6 +23,7 @@ const STAGES: &[(&str, u8)] = &[
     ("export", 5),
     ("output", 6),
     ("diff", 7),
+    ("command", 8),
 ];
 
 /// Within the vocabulary, the order in which its modules may import each other.
