@@ -93,6 +93,8 @@ pub enum InitConfig {
     },
     /// Loaded from a weights file.
     File { path: String },
+    /// Handed over in memory (the Python API's `weights=` dict).
+    Given,
 }
 
 /// What a real model adds to the configuration.

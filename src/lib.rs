@@ -12,9 +12,11 @@
 //! [`render`] (one file per format) and [`export`] (trace files) → [`output`] (the only
 //! place that writes). [`config`] (the model description) and [`trace`] (the data, the step
 //! catalogue, the schema) are the vocabulary every stage shares. [`diff`] is a sub-command
-//! built on the same trace and export modules.
+//! built on the same trace and export modules. [`command`] is the whole command as a
+//! function of its arguments, shared by the binary and the Python wheel.
 
 pub mod cli;
+pub mod command;
 pub mod config;
 pub mod diff;
 pub mod error;
@@ -35,6 +37,7 @@ use settings::Settings;
 use sources::{Loaded, Source};
 use std::io::Write;
 use trace::{Recorder, Selection, Trace};
+use views::Views;
 
 /// A computed run: the trace and what it was computed from.
 pub struct Traced {
@@ -242,7 +245,20 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     }
     let mut clock = output::Clock::new(cli.timings);
     let settings = Settings::from_cli(cli, env)?;
-    let (loaded, source, plan) = prepare(&settings)?;
+    if settings.output.format == cli::Format::Jsonl {
+        return stream(&settings, out, &mut clock);
+    }
+    let notes = |n: &[String]| output::notes(n, settings.quiet);
+    let done = finish_timed(&settings, &notes, false, &mut clock)?;
+    output::stdout(&done.trace, &done.views, &settings.output, done.check.as_ref(), out)?;
+    clock.lap("render and write");
+    clock.report();
+    done.checked
+}
+
+/// `--format jsonl`: each step is written as it is computed.
+fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut output::Clock) -> Result<()> {
+    let (loaded, source, plan) = prepare(settings)?;
     clock.lap("open");
     let params = source.params(&loaded)?;
     // Notes only once the parameters exist, so that a refusal stays one line.
@@ -251,80 +267,96 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
         output::save_weights(&params, path)?;
     }
     clock.lap("parameters");
-    let rec = recorder(&loaded, plan.record.clone(), &settings);
+    let rec = recorder(&loaded, plan.record.clone(), settings);
     let forward =
         |rec: &mut Recorder| model::forward(&loaded.cfg, &params, &loaded.input, rec).context("computing the trace");
-    if settings.output.format == cli::Format::Jsonl {
-        // Streams: each step is written as it is computed.
-        let keep = settings.outputs.save_trace.is_some();
-        let (trace, last) = output::stream(rec, keep, forward, out)?;
-        clock.lap("forward pass and streaming");
-        let checked = testing(&settings, &loaded, &last, &trace)?.1;
-        clock.report();
-        return checked;
+    let keep = settings.outputs.save_trace.is_some();
+    let (trace, last) = output::stream(rec, keep, forward, out)?;
+    clock.lap("forward pass and streaming");
+    let checked = testing(settings, &loaded, &last, &trace)?.1;
+    clock.report();
+    checked
+}
+
+/// A run computed, its files written, before anything goes to stdout: what [`run`] prints,
+/// and what the Python API's `trace` returns.
+pub struct Finished {
+    /// The shown steps.
+    pub trace: Trace,
+    pub views: Views,
+    /// `--check`'s report, and its verdict (an `Err` to end the run with after the output).
+    pub check: Option<serde_json::Value>,
+    pub checked: Result<()>,
+    /// With `maps`: every recorded head's attention map, for an HTML page drawn later (the
+    /// Python API's notebook view), whatever `--steps` shows.
+    pub maps: Option<views::maps::Maps>,
+    /// The notes the run gave (also passed to `notes` as soon as the parameters exist).
+    pub notes: Vec<String>,
+}
+
+/// Computes the run `settings` describe, up to its output: the parameters, the trace, the
+/// views, `--patch`, the files (`--save-weights`, `--html`, `--svg`, `--save-trace`) and
+/// `--check`. `notes` is called once the parameters exist, so that a refusal stays one line.
+pub fn finish(settings: &Settings, notes: &dyn Fn(&[String]), maps: bool) -> Result<Finished> {
+    finish_timed(settings, notes, maps, &mut output::Clock::new(false))
+}
+
+fn finish_timed(
+    settings: &Settings,
+    notes: &dyn Fn(&[String]),
+    maps: bool,
+    clock: &mut output::Clock,
+) -> Result<Finished> {
+    let (loaded, source, mut plan) = prepare(settings)?;
+    if maps {
+        keep_for_maps(settings, &loaded, &mut plan)?;
     }
-    let mut rec = rec;
+    clock.lap("open");
+    let params = source.params(&loaded)?;
+    notes(&loaded.notes);
+    if let Some(path) = &settings.outputs.save_weights {
+        output::save_weights(&params, path)?;
+    }
+    clock.lap("parameters");
+    let mut rec = recorder(&loaded, plan.record.clone(), settings);
     let reduced = plan.reduce_summary.then(|| reduce_summary(&mut rec, &loaded));
-    let last = forward(&mut rec)?;
+    let last = model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
     clock.lap("forward pass");
     let (mut trace, _) = rec.finish();
-    name_predictions(&mut trace, &loaded, own_vocab(&settings));
+    name_predictions(&mut trace, &loaded, own_vocab(settings));
+    let o = &settings.output.views;
+    let all_maps = maps.then(|| views::maps::maps(&trace, o.merge_pieces, o.average_heads));
     let (trace, mut views) = views::derive(trace, &plan, &settings.output)?;
     if let Some(links) = reduced {
         views.summary = Some(std::mem::take(&mut *links.lock().map_err(|_| anyhow::anyhow!("summary lock"))?));
     }
     clock.lap("views");
     if settings.output.params {
-        views.params = Some(param_steps(&params, &plan.show)?);
+        views.params = Some(views::params::steps(&params, &plan.show)?);
     }
     if let Some(corrupted) = &settings.analysis.patch {
-        let (sweep, corrupted) = patching(&settings, &loaded, &params, corrupted)?;
+        let (sweep, corrupted) = patching(settings, &loaded, &params, corrupted)?;
         views.attach_patching(sweep, corrupted, &trace.tokens);
         clock.lap("patching sweep");
     }
     output::view_files(&trace, &views, &settings.output)?;
-    let (check, checked) = testing(&settings, &loaded, &last, &trace)?;
-    output::stdout(&trace, &views, &settings.output, check.as_ref(), out)?;
-    clock.lap("render and write");
-    clock.report();
-    checked
+    let (check, checked) = testing(settings, &loaded, &last, &trace)?;
+    Ok(Finished { trace, views, check, checked, maps: all_maps, notes: loaded.notes })
 }
 
-/// `--params`: the projections and FFN linears of the shown layers as tensors named by their
-/// weight-file names, titled with the names tutorials give them (the embedding tables are
-/// steps of the trace already).
-fn param_steps(params: &sources::params::Params, show: &trace::Selection) -> Result<Vec<trace::Step>> {
-    let mut out = Vec::new();
-    for (name, t) in params.named() {
-        let (layer, local) = trace::split_id(&name);
-        if layer.is_some_and(|l| show.layer.as_ref().is_some_and(|ls| !ls.contains(&l))) {
-            continue;
-        }
-        let alias = match local.trim_end_matches(".weight").trim_end_matches(".bias") {
-            "attn.q_proj" => "W_Q",
-            "attn.k_proj" => "W_K",
-            "attn.v_proj" => "W_V",
-            "attn.out_proj" => "W_O",
-            "ffn.linear1" | "ffn.up" => "W_1",
-            "ffn.linear2" => "W_2",
-            "ffn.gate" => "W_gate",
-            _ => "",
-        };
-        let alias = match (alias, name.ends_with(".bias")) {
-            ("", _) => continue,
-            (a, true) => format!("b{}", &a[1..]),
-            (a, false) => a.to_string(),
-        };
-        let dims: &'static [&'static str] = if t.dims().len() == 2 { &["out", "in"] } else { &["out"] };
-        out.push(trace::Step {
-            id: format!("{alias} = {name}"),
-            layer,
-            name: local.to_string(),
-            dims: dims.to_vec(),
-            shape: t.dims().to_vec(),
-            heads: None,
-            values: trace::Values::F32(t.flatten_all()?.to_vec1::<f32>()?),
-        });
+/// The Python API's trace keeps every shown step and draws every head's map later: the
+/// summary table's narrowing (record only the weights, reduce them as they come) is undone,
+/// the weights are recorded as `--html` would record them, and the memory is checked again.
+fn keep_for_maps(settings: &Settings, loaded: &Loaded, plan: &mut Plan) -> Result<()> {
+    if plan.reduce_summary {
+        plan.reduce_summary = false;
+        plan.streamed = false;
+        plan.record = plan.show.clone();
     }
-    Ok(out)
+    if let Some(steps) = plan.record.steps.as_mut() {
+        steps.insert("attn.weights".to_string());
+    }
+    let record = (&plan.record, plan.streamed);
+    let n = loaded.tokens.len();
+    settings::limits::check(&loaded.cfg, n, record, settings.max_memory, settings.memory_available)
 }

@@ -23,6 +23,7 @@ use select::Selector;
 use std::io::Write;
 
 /// The step lists of the command line, parsed before any file is read.
+#[derive(Default)]
 struct Lists {
     only: Option<Selector>,
     skip: Option<Selector>,
@@ -30,8 +31,9 @@ struct Lists {
     require: Option<Option<Selector>>,
 }
 
-fn lists(cli: &DiffCli) -> Result<Lists> {
-    for (flag, v) in [("--atol", cli.atol), ("--rtol", cli.rtol)] {
+/// `--atol` and `--rtol`, checked, with the default `--mask-floor` (−1e4).
+pub fn tolerance(atol: f64, rtol: f64) -> Result<Tol> {
+    for (flag, v) in [("--atol", atol), ("--rtol", rtol)] {
         if !v.is_finite() || v < 0.0 {
             return Err(usage(
                 flag,
@@ -40,6 +42,12 @@ fn lists(cli: &DiffCli) -> Result<Lists> {
             ));
         }
     }
+    Ok(Tol { atol, rtol, mask_floor: -1e4 })
+}
+
+/// The tolerance and step lists of the command line, checked.
+fn lists(cli: &DiffCli) -> Result<(Tol, Lists)> {
+    let tol = tolerance(cli.atol, cli.rtol)?;
     if !cli.mask_floor.is_finite() || cli.mask_floor >= 0.0 {
         return Err(usage(
             "--mask-floor",
@@ -53,7 +61,8 @@ fn lists(cli: &DiffCli) -> Result<Lists> {
         Some("all") => Some(None),
         Some(list) => Some(Some(Selector::parse("--require", list)?)),
     };
-    Ok(Lists { only: parse("--only", &cli.only)?, skip: parse("--skip", &cli.skip)?, require })
+    let lists = Lists { only: parse("--only", &cli.only)?, skip: parse("--skip", &cli.skip)?, require };
+    Ok((Tol { mask_floor: cli.mask_floor, ..tol }, lists))
 }
 
 /// Keeps the steps `--only` and `--skip` choose.
@@ -65,16 +74,39 @@ fn choose(l: &mut load::Loaded, lists: &Lists) {
 
 /// Runs a diff and writes its report; `Ok(true)` when within tolerance.
 pub fn run(cli: DiffCli, out: &mut dyn Write) -> Result<bool> {
-    let lists = lists(&cli)?;
+    let (tol, lists) = lists(&cli)?;
     let (mut a, mut b) = (load::load(&cli.a)?, load::load(&cli.b)?);
     choose(&mut a, &lists);
     choose(&mut b, &lists);
-    let tol = Tol { atol: cli.atol, rtol: cli.rtol, mask_floor: cli.mask_floor };
-    let results = compare::compare(&a, &b, tol);
+    report(&a, &b, tol, &lists, cli.format, out)
+}
+
+/// Compares two loaded sides (every step, nothing required) and writes the report in
+/// `format`; `Ok(true)` when within tolerance (the Python API's `diff` calls this with sides
+/// it loaded itself).
+pub fn write_report(
+    a: &load::Loaded,
+    b: &load::Loaded,
+    tol: Tol,
+    format: DiffFormat,
+    out: &mut dyn Write,
+) -> Result<bool> {
+    report(a, b, tol, &Lists::default(), format, out)
+}
+
+fn report(
+    a: &load::Loaded,
+    b: &load::Loaded,
+    tol: Tol,
+    lists: &Lists,
+    format: DiffFormat,
+    out: &mut dyn Write,
+) -> Result<bool> {
+    let results = compare::compare(a, b, tol);
     if results.is_empty() {
         return Err(usage(
             format!("diff {} {}", a.path, b.path),
-            format!("the traces have no step in common (A has {}; B has {})", summary(&a), summary(&b)),
+            format!("the traces have no step in common (A has {}; B has {})", summary(a), summary(b)),
             "name tensors by step id, e.g. layers.0.attn.weights (README: Traces as test material)",
         ));
     }
@@ -83,16 +115,16 @@ pub fn run(cli: DiffCli, out: &mut dyn Write) -> Result<bool> {
         ids.sort_by_key(|id| (names::rank(id), id.clone()));
         ids
     };
-    let (only_a, only_b) = (only(&a, &b), only(&b, &a));
-    let missing = required(&lists, &b, &only_b)?;
+    let (only_a, only_b) = (only(a, b), only(b, a));
+    let missing = required(lists, b, &only_b)?;
     let hint = results
         .iter()
         .find(|r| r.diverges())
-        .and_then(|r| hints::hint(&r.id, &a.steps[&r.id], &b.steps[&r.id], &b, tol));
-    let did_you_mean = [did_you_mean(&a, &b), did_you_mean(&b, &a)];
-    let rep = report::Report { only_a, only_b, a: &a, b: &b, tol, results, missing, hint, did_you_mean };
+        .and_then(|r| hints::hint(&r.id, &a.steps[&r.id], &b.steps[&r.id], b, tol));
+    let did_you_mean = [did_you_mean(a, b), did_you_mean(b, a)];
+    let rep = report::Report { only_a, only_b, a, b, tol, results, missing, hint, did_you_mean };
     let mut w = std::io::BufWriter::new(out);
-    let written = match cli.format {
+    let written = match format {
         DiffFormat::Table => report::write_text(&rep, &mut w),
         DiffFormat::Json => report::write_json(&rep, &mut w),
     };

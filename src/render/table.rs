@@ -62,6 +62,7 @@ fn summary(trace: &Trace) -> String {
         // meaning into which word attends to which.
         (None, InitConfig::Torch { seed, .. }) => format!("random untrained weights, seed {seed}"),
         (None, InitConfig::File { path }) => format!("weights {path}"),
+        (None, InitConfig::Given) => "weights given in memory".to_string(),
     };
     format!(
         "attn-trace: {}, d_model {}, {} (d_k {} d_v {}), {}, {} positions{}, {}, {init}{changed}",

@@ -21,7 +21,7 @@ use anyhow::Result;
 use std::path::PathBuf;
 
 pub use analysis::Analysis;
-pub use recipe::Recipe;
+pub use recipe::{Given, Recipe, Weights};
 pub use shape::Shape;
 
 /// Where the sentence comes from.
@@ -66,8 +66,8 @@ pub struct Toy {
     pub tokenizer: ToyTokenizer,
     /// `--input FILE`: a raw `[pos, d_model]` matrix instead of embeddings.
     pub matrix: Option<PathBuf>,
-    /// `--weights FILE`: parameters from a file instead of seeded draws.
-    pub weights: Option<PathBuf>,
+    /// `--weights FILE` (or the Python API's `weights=` dict): parameters instead of seeded draws.
+    pub weights: Option<Weights>,
     /// How seeded parameters are drawn (ignored with `--weights`).
     pub recipe: Recipe,
 }
@@ -276,7 +276,7 @@ fn toy(cli: &Cli) -> Result<ModelChoice> {
     Ok(ModelChoice::Toy(Box::new(Toy {
         tokenizer,
         matrix: cli.input.clone(),
-        weights: cli.weights.clone(),
+        weights: cli.weights.clone().map(Weights::File),
         recipe: recipe::recipe(cli)?,
     })))
 }

@@ -1,6 +1,7 @@
 //! The seeded-initialisation recipe (`--seed`, `--init`, `--reseed`, `--linear-init`,
 //! `--rand-layout`, `--draw-order`, `--skip-draws`): parsed here, drawn by `sources::seeded`,
-//! and described in the JSON document's `config.init`.
+//! and described in the JSON document's `config.init`; and [`Weights`], the parameters given
+//! instead (`--weights FILE`, or the Python API's dict).
 
 use crate::cli::{self, Cli};
 use crate::config::InitConfig;
@@ -197,3 +198,16 @@ fn linear_init(arg: cli::LinearInitArg) -> LinearInit {
         cli::LinearInitArg::EncoderLayer => LinearInit::EncoderLayer,
     }
 }
+
+/// Where given parameters come from.
+#[derive(Debug, Clone)]
+pub enum Weights {
+    /// `--weights FILE`: safetensors or JSON, read by the sources stage.
+    File(std::path::PathBuf),
+    /// Handed over in memory (the Python API's `weights=` dict of arrays), named as in weight
+    /// files: name → (shape, row-major values). Shared, so that cloning settings copies none.
+    Given(std::sync::Arc<Given>),
+}
+
+/// Named tensors given in memory: name → (shape, row-major f32 values).
+pub type Given = std::collections::BTreeMap<String, (Vec<usize>, Vec<f32>)>;

@@ -32,6 +32,30 @@ pub fn parse(bytes: &[u8], is_json: bool, what: &str) -> Result<NamedTensors> {
     Ok(named)
 }
 
+/// Named tensors handed over in memory (the Python API's `weights=` dict); `what` names them
+/// in messages.
+pub fn given(given: &crate::settings::Given, what: &str) -> Result<NamedTensors> {
+    let mut out = NamedTensors::new();
+    for (name, (shape, values)) in given {
+        if shape.iter().product::<usize>() != values.len() {
+            return Err(usage(
+                what,
+                format!("tensor {name} has shape {shape:?} but {} values", values.len()),
+                "pass arrays whose values fill their shape",
+            ));
+        }
+        out.insert(name.clone(), Tensor::from_vec(values.clone(), shape.as_slice(), &Device::Cpu)?);
+    }
+    if out.is_empty() {
+        return Err(usage(
+            what,
+            "no tensors were given",
+            "pass a dict of named arrays, e.g. {\"embed.token.weight\": …}",
+        ));
+    }
+    Ok(out)
+}
+
 /// Names of tensors holding NaN or an infinity: allowed (the trace shows what they do), but
 /// worth a note, since they are rarely meant.
 pub fn non_finite(named: &NamedTensors) -> Vec<String> {

@@ -93,6 +93,7 @@ impl Source {
             Source::File(named) => {
                 let what = match &cfg.init {
                     crate::config::InitConfig::File { path } => format!("--weights {path}"),
+                    crate::config::InitConfig::Given => "weights".to_string(),
                     _ => "--weights".to_string(),
                 };
                 file::params(named, cfg, &what)

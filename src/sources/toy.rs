@@ -8,7 +8,7 @@ use super::tokenize::{self, TokenizerOptions};
 use super::{agree, Input, Loaded, Source};
 use crate::config::{Activation, InitConfig, LmHead, ModelConfig, Norm, Parts, Positions, Rope};
 use crate::error::usage;
-use crate::settings::{Settings, Shape, Toy};
+use crate::settings::{Settings, Shape, Toy, Weights};
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 
@@ -20,8 +20,11 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
     let matrix = toy.matrix.as_deref().map(read_matrix).transpose()?;
     let tok_opts = tokenizer_options(toy)?;
     let (tokens, ids, vocab_size) = tokens(&matrix, sentence.as_deref(), &tok_opts)?;
-    let weights_name = toy.weights.as_ref().map(|p| format!("--weights {}", p.display()));
-    let named = toy.weights.as_deref().map(file::read).transpose()?;
+    let (weights_name, named) = match &toy.weights {
+        None => (None, None),
+        Some(Weights::File(p)) => (Some(format!("--weights {}", p.display())), Some(file::read(p)?)),
+        Some(Weights::Given(g)) => (Some("weights".to_string()), Some(file::given(g, "weights")?)),
+    };
     let mut notes = Vec::new();
     if let Some(nm) = &named {
         let bad = file::non_finite(nm);
@@ -61,7 +64,8 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
         textbook::check_encoder_layer(&cfg, &toy.recipe)?;
     }
     cfg.init = match &toy.weights {
-        Some(p) => InitConfig::File { path: p.display().to_string() },
+        Some(Weights::File(p)) => InitConfig::File { path: p.display().to_string() },
+        Some(Weights::Given(_)) => InitConfig::Given,
         None => toy.recipe.describe(),
     };
     let input = match (matrix, ids) {

@@ -6,6 +6,7 @@
 pub mod analysis;
 pub mod focus;
 pub mod maps;
+pub mod params;
 pub mod patching;
 pub mod summary;
 

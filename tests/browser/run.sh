@@ -30,3 +30,10 @@ mkdir -p "$art"
 target/debug/attn-trace "my shoes are small, my feet are big." --heads 2 --layers 2 --focus shoes \
   --html "$art/trace.html" --format json >"$art/trace.json"
 EXPECT_FOCUS=1 "$venv/bin/python" tests/browser/check_html.py "$art/trace.html" "$art/trace.json" "$art/html.png"
+# The example notebook's output, as Jupyter shows it (tests/python.sh ran the notebook and
+# left it here): its two pages, each in its own frame, must not clash.
+if [[ -f $art/notebook-output.html ]]; then
+  "$venv/bin/python" tests/browser/check_notebook.py "$art/notebook-output.html" "$art/notebook.png"
+else
+  echo "browser: no $art/notebook-output.html, so the notebook's output is not checked (run tests/python.sh first)"
+fi

@@ -1,0 +1,245 @@
+"""attn-trace from Python: trace a transformer step by step, every intermediate tensor named.
+
+    >>> import attn_trace
+    >>> t = attn_trace.trace("my shoes are small", heads=2)
+    >>> t.steps["layers.0.attn.weights"].shape
+    (2, 4, 4)
+
+``trace`` takes the command's options as keyword arguments (``--d-model 8`` is ``d_model=8``,
+``--causal`` is ``causal=True``, ``--steps weights,context`` is ``steps=["weights",
+"context"]``) and runs the same Rust library as the ``attn-trace`` command, in this process:
+the same checks, the same numbers, the same one-line messages (raised as ``Error``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Optional
+
+import numpy as np
+
+from . import _native
+
+__all__ = ["Error", "Trace", "trace", "diff", "schema", "__version__"]
+__version__ = _native.__version__
+
+
+class Error(Exception):
+    """A run the command would refuse or fail: ``str(e)`` is the command's one-line message
+    (without its ``attn-trace:`` prefix) and ``e.code`` its exit code: 2 for a usage error
+    (a bad option, value or input file), 1 for any other failure."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+# Options that only decide how the command prints: the API returns the trace instead.
+_PRINTING = {
+    "format": "use .to_json(), .save(path) or the attn-trace command for tables",
+    "completions": "run attn-trace --completions SHELL",
+    "man": "run attn-trace --man",
+}
+
+_OPTIONS: Optional[dict] = None
+
+
+def _options() -> dict:
+    global _OPTIONS
+    if _OPTIONS is None:
+        _OPTIONS = dict(_native.options())
+    return _OPTIONS
+
+
+def _text(key: str, v: Any) -> str:
+    if isinstance(v, bool) or v is None or isinstance(v, (dict, set)):
+        raise TypeError(f"attn_trace.trace: {key}={v!r} is not a value for --{key.replace('_', '-')}")
+    if isinstance(v, os.PathLike):
+        return os.fspath(v)
+    return str(v)
+
+
+def _argv(sentence: Optional[str], pair: Optional[str], model: Any, options: dict) -> list:
+    """The command line that the keyword arguments stand for."""
+    known = _options()
+    argv = ["attn-trace", "--format=json"]
+    if model is not None:
+        argv.append("--model=" + _text("model", model))
+    for key, value in options.items():
+        if key in _PRINTING:
+            raise TypeError(f"attn_trace.trace: {key}= is not an option here ({_PRINTING[key]})")
+        kind = known.get(key)
+        if kind is None or key in ("model", "weights"):
+            raise TypeError(
+                f"attn_trace.trace got an unexpected keyword argument {key!r} "
+                "(the options are attn-trace's flags, with _ for -: see attn-trace --help)"
+            )
+        flag = "--" + key.replace("_", "-")
+        if value is None or value is False and kind == "flag":
+            continue
+        if kind == "flag":
+            if value is not True:
+                raise TypeError(f"attn_trace.trace: {key}= takes True or False, not {value!r}")
+            argv.append(flag)
+        elif kind == "append":
+            items = [value] if isinstance(value, str) else list(value)
+            argv.extend(f"{flag}={_text(key, v)}" for v in items)
+        elif kind == "pair":
+            items = list(value)
+            if len(items) != 2 or isinstance(value, str):
+                raise TypeError(f"attn_trace.trace: {key}= takes two values, e.g. ({' Paris'!r}, {' London'!r})")
+            argv.extend([flag, _text(key, items[0]), _text(key, items[1])])
+        elif isinstance(value, (list, tuple)):
+            argv.append(f"{flag}=" + ",".join(_text(key, v) for v in value))
+        else:
+            argv.append(f"{flag}={_text(key, value)}")
+    if sentence is not None or pair is not None:
+        if sentence is None:
+            raise Error("pair: it is the second sentence of a pair (pass a sentence too)", 2)
+        argv += ["--", _text("sentence", sentence)] + ([_text("pair", pair)] if pair is not None else [])
+    return argv
+
+
+def _given(weights: Mapping) -> list:
+    """A dict of arrays (numpy, torch, anything with __array__) as float32 C-order arrays."""
+    out = []
+    for name, value in weights.items():
+        if hasattr(value, "detach"):  # a torch tensor that may require grad or live on a GPU
+            value = value.detach().cpu()
+        out.append((str(name), np.ascontiguousarray(np.asarray(value, dtype=np.float32))))
+    return out
+
+
+class Trace:
+    """One traced run: ``tokens``, ``config`` (the JSON document's config), ``steps`` (step id
+    to a numpy array in the step's shape, read-only views of the trace), ``to_json()``,
+    ``save(path)``, and in notebooks the ``--html`` page inline (``_repr_html_``) and
+    ``heatmap(layer, head)``."""
+
+    def __init__(self, native: Any):
+        self._native = native
+        self._steps: Optional[Mapping] = None
+        self._config: Optional[dict] = None
+
+    @property
+    def tokens(self) -> list:
+        return self._native.tokens
+
+    @property
+    def token_ids(self) -> Optional[list]:
+        return self._native.token_ids
+
+    @property
+    def notes(self) -> list:
+        """What the command would print as notes on stderr."""
+        return self._native.notes
+
+    @property
+    def config(self) -> dict:
+        if self._config is None:
+            self._config = json.loads(self._native.config_json())
+        return self._config
+
+    @property
+    def steps(self) -> Mapping:
+        if self._steps is None:
+            steps = {}
+            for sid, value in self._native.step_values():
+                if isinstance(value, tuple):  # strings: (shape, list)
+                    shape, items = value
+                    value = np.array(items, dtype=object).reshape(shape)
+                steps[sid] = value
+            self._steps = MappingProxyType(steps)
+        return self._steps
+
+    @property
+    def dims(self) -> Mapping:
+        """Step id to its dimension names, e.g. ("head", "query_pos", "key_pos")."""
+        return MappingProxyType({i[0]: tuple(i[3]) for i in self._native.step_info()})
+
+    def heads(self, step: str) -> list:
+        """Which heads a per-head step holds (all of them unless ``head=`` narrowed it)."""
+        for sid, _, _, dims, heads in self._native.step_info():
+            if sid == step:
+                if heads is not None:
+                    return list(heads)
+                return list(range(self.steps[sid].shape[0])) if dims and dims[0] == "head" else []
+        raise KeyError(step)
+
+    def to_json(self) -> str:
+        """The JSON document, byte for byte what ``attn-trace … --format json`` prints."""
+        return self._native.to_json()
+
+    def save(self, path: "str | os.PathLike") -> None:
+        """Writes the trace in the format the extension names: .json, .html, .safetensors,
+        .npz (written whole or not at all)."""
+        self._native.save(os.fspath(path))
+
+    def html(self) -> Optional[str]:
+        """The ``--html`` page (a whole document), or None without attention weights."""
+        return self._native.html()
+
+    def _repr_html_(self) -> Optional[str]:
+        from ._notebook import inline
+
+        page = self._native.html()
+        return None if page is None else inline(page)
+
+    def heatmap(self, layer: int = 0, head: int = 0):
+        """One head's attention weights as a matplotlib figure (needs matplotlib)."""
+        from ._notebook import heatmap
+
+        return heatmap(self, layer, head)
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (
+            f"<attn_trace.Trace: {len(self.tokens)} tokens, {c.get('layers')} layers, "
+            f"{c.get('heads')} heads, {len(self._native.step_info())} steps>"
+        )
+
+
+def trace(sentence: Optional[str] = None, model: Any = None, *, pair: Optional[str] = None,
+          weights: Any = None, **options: Any) -> Trace:
+    """Traces ``sentence`` (with ``model``, a Hugging Face folder, a GGUF file or
+    ``ollama:NAME``; the toy model of the flags without). Options are the command's flags as
+    keyword arguments. ``weights`` is a weights file's path or a dict of arrays named as in
+    weight files (``embed.token.weight``, ``layers.0.attn.q_proj.weight``, …). Raises ``Error``
+    with the command's message for anything the command refuses."""
+    given = None
+    if isinstance(weights, Mapping):
+        given = _given(weights)
+        # The command line says --weights, so every check of the flag applies; the arrays
+        # replace the file.
+        options = {**options, "weights": "(weights dict)"}
+    elif weights is not None:
+        options = {**options, "weights": weights}
+    argv = _argv(sentence, pair, model, {k: v for k, v in options.items() if k != "weights"})
+    if "weights" in options:
+        argv.insert(2, "--weights=" + _text("weights", options["weights"]))
+    t = Trace(_native.trace(argv, given))
+    if not options.get("quiet"):
+        for note in t.notes:
+            warnings.warn(f"attn-trace: {note}", stacklevel=2)
+    return t
+
+
+def diff(a: Any, b: Any, atol: float = 1e-5, rtol: float = 1e-5) -> dict:
+    """Compares two traces (each a Trace or a trace file's path) step by step: the report of
+    ``attn-trace diff A B --format json`` as a dict; ``report["within_tolerance"]`` is the verdict."""
+    for t in (a, b):
+        if not isinstance(t, (Trace, str, os.PathLike)):
+            raise TypeError(f"attn_trace.diff compares Traces or trace files, not {type(t).__name__}")
+    side = lambda t: t._native if isinstance(t, Trace) else os.fspath(t)  # noqa: E731
+    text, _ok = _native.diff(side(a), side(b), float(atol), float(rtol))
+    return json.loads(text)
+
+
+def schema() -> dict:
+    """The JSON Schema of the trace document (``attn-trace schema``)."""
+    return json.loads(_native.schema())

@@ -1,0 +1,103 @@
+//! The command as a function: arguments in, exit code out (0 ok, 1 failure, 2 usage). The
+//! binary (`main.rs`) and the Python wheel's `attn-trace` command both call [`main`], so the
+//! two are one program; [`error_line`] and [`clap_line`] are also the Python API's messages.
+
+use crate::error::{exit, exit_code, is_broken_pipe};
+use clap::Parser;
+use std::ffi::OsString;
+
+/// Runs one command line (`args[0]` is the program's name) and returns its exit code.
+pub fn main(args: Vec<OsString>) -> u8 {
+    // `diff` and `schema` are subcommands in all but clap's eyes: the main command's first
+    // positional argument is the sentence, so the first word picks them here, and a sentence
+    // that is literally "diff" or "schema" is traced with `attn-trace -- diff`.
+    match args.get(1).and_then(|a| a.to_str()) {
+        Some("diff") => return diff(&args[2..]),
+        Some("schema") => return schema(&args[2..]),
+        _ => {}
+    }
+    let cli = match crate::cli::Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(e, "attn-trace --help"),
+    };
+    let env = crate::cli::Env::read();
+    report(crate::run(cli, &env, &mut std::io::stdout().lock()).map(|()| true))
+}
+
+/// The exit code of a run's result, with its one-line error on stderr: `Ok(true)` is 0,
+/// `Ok(false)` (a diff outside tolerance) is 1, errors are 1 or 2 (usage). A closed output
+/// pipe (`attn-trace … | head -1`) is not a failure: the reader left.
+fn report(result: anyhow::Result<bool>) -> u8 {
+    match result {
+        Ok(true) => exit::OK,
+        Ok(false) => exit::FAILURE,
+        Err(e) if is_broken_pipe(&e) => exit::OK,
+        Err(e) => {
+            eprintln!("attn-trace: {}", error_line(&e));
+            exit_code(&e)
+        }
+    }
+}
+
+/// Most characters an error line may have: the longest real message (an unknown step, with
+/// the list of valid ones) is about 1,000.
+const MAX_ERROR: usize = 2000;
+
+/// An error as one visible line: newlines folded, control characters escaped (an input
+/// file's name or text must not drive the terminal), at most [`MAX_ERROR`] characters.
+pub fn error_line(e: &anyhow::Error) -> String {
+    let msg = format!("{e:#}");
+    let line = crate::render::text::printable(&msg.replace('\n', " ")).into_owned();
+    match line.char_indices().nth(MAX_ERROR) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line,
+    }
+}
+
+/// `attn-trace diff A B`: exit 0 within tolerance, 1 outside it, 2 for unusable input.
+fn diff(rest: &[OsString]) -> u8 {
+    use crate::diff::cli::DiffCli;
+    let cli = match DiffCli::try_parse_from(std::iter::once("attn-trace diff".into()).chain(rest.iter().cloned())) {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(e, "attn-trace diff --help"),
+    };
+    report(crate::diff::run(cli, &mut std::io::stdout().lock()))
+}
+
+/// `attn-trace schema`: the JSON Schema of the trace document.
+fn schema(rest: &[OsString]) -> u8 {
+    use crate::trace::schema::SchemaCli;
+    if let Err(e) = SchemaCli::try_parse_from(std::iter::once("attn-trace schema".into()).chain(rest.iter().cloned())) {
+        return clap_exit(e, "attn-trace schema --help");
+    }
+    let written = crate::trace::schema::write(&mut std::io::stdout().lock());
+    report(written.map(|()| true).map_err(|e| anyhow::Error::new(e).context("schema")))
+}
+
+/// A subcommand's clap outcome that is not a parse: help and version succeed, the rest is
+/// one usage line.
+fn clap_exit(e: clap::Error, help: &str) -> u8 {
+    if !e.use_stderr() {
+        // --help and --version print to stdout and succeed, unless stdout cannot be written
+        // (`--help > /dev/full`): that is a failure like any other write error.
+        let printed = e.print().map_err(|io| anyhow::Error::new(io).context("writing the help"));
+        return report(printed.map(|()| true));
+    }
+    eprintln!("attn-trace: {}", clap_line(&e, help));
+    exit::USAGE
+}
+
+/// Folds clap's multi-line usage error into the one line every attn-trace error is:
+/// "error: invalid value 'xml' for '--format <FORMAT>' [possible values: table, json]",
+/// pointing at `help` for more.
+pub fn clap_line(e: &clap::Error, help: &str) -> String {
+    let text = e.render().to_string();
+    let kept: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .collect();
+    let joined = kept.join(" ");
+    let msg = joined.strip_prefix("error: ").unwrap_or(&joined);
+    format!("{msg} (see {help})")
+}
