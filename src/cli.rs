@@ -248,10 +248,13 @@ pub struct Cli {
     /// a notebook cell that ran twice. Comma list of POINT=N.
     #[arg(long, value_name = "LIST", help_heading = "Parameters")]
     pub skip_draws: Option<String>,
-    /// Load every parameter from a safetensors or .json file (it fixes the dimensions).
+    /// Load every parameter from a safetensors or .json file. It fixes the dimensions; a file
+    /// written by --save-weights also gives every setting and the input, so flags and the
+    /// sentence may be left out (a flag that contradicts the file is an error).
     #[arg(long, value_name = "FILE", help_heading = "Parameters")]
     pub weights: Option<PathBuf>,
-    /// Write every parameter of the run to a safetensors file.
+    /// Write every parameter of the run to a safetensors file, with the settings and the input
+    /// (sentence, tokens, ids) in its metadata.
     #[arg(long, value_name = "FILE", help_heading = "Parameters")]
     pub save_weights: Option<PathBuf>,
 

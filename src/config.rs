@@ -92,7 +92,13 @@ pub enum InitConfig {
         skip_draws: std::collections::BTreeMap<&'static str, u64>,
     },
     /// Loaded from a weights file.
-    File { path: String },
+    File {
+        path: String,
+        /// The toy weights file's stored type when it is not f32 (`f16`, `bf16`, `f64`): the
+        /// arithmetic is f32 on the converted values. (A real model's is `model.stored_dtype`.)
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stored_dtype: Option<String>,
+    },
 }
 
 /// What a real model adds to the configuration.
@@ -320,7 +326,7 @@ impl ModelConfig {
             eps: 1e-5,
             raw_input: false,
             model: None,
-            init: InitConfig::File { path: String::new() },
+            init: InitConfig::File { path: String::new(), stored_dtype: None },
             interventions: Interventions::default(),
             parts: Parts::default(),
         }

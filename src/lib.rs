@@ -78,7 +78,7 @@ pub fn trace(settings: &Settings) -> Result<Traced> {
     let (loaded, source, plan) = prepare(settings)?;
     let params = source.params(&loaded)?;
     if let Some(path) = &settings.outputs.save_weights {
-        output::save_weights(&params, path)?;
+        output::save_weights(&params, &loaded, path)?;
     }
     let mut rec = recorder(&loaded, plan.show.clone(), settings);
     let output = model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
@@ -235,7 +235,7 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     // Notes only once the parameters exist, so that a refusal stays one line.
     output::notes(&loaded.notes, settings.quiet);
     if let Some(path) = &settings.outputs.save_weights {
-        output::save_weights(&params, path)?;
+        output::save_weights(&params, &loaded, path)?;
     }
     clock.lap("parameters");
     let rec = recorder(&loaded, plan.record.clone(), &settings);

@@ -11,6 +11,7 @@ use crate::error::usage;
 use crate::render;
 use crate::settings::{Output, Settings};
 use crate::sources::params::Params;
+use crate::sources::{Input, Loaded};
 use crate::trace::{Recorder, Step, Trace};
 use crate::views::Views;
 use anyhow::{anyhow, Result};
@@ -57,9 +58,15 @@ pub fn write_file(flag: &str, path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// `--save-weights`: the parameters as safetensors.
-pub fn save_weights(params: &Params, path: &Path) -> Result<()> {
-    write_file("--save-weights", path, &crate::sources::file::encode(params)?)
+/// `--save-weights`: the parameters as safetensors, with the settings and input of `loaded`'s
+/// run in the metadata (`sources::meta`).
+pub fn save_weights(params: &Params, loaded: &Loaded, path: &Path) -> Result<()> {
+    let ids = match &loaded.input {
+        Input::Ids { ids, .. } => Some(ids.as_slice()),
+        Input::Matrix(_) => None,
+    };
+    let meta = crate::sources::meta::describe(&loaded.cfg, loaded.sentence.as_deref(), &loaded.tokens, ids);
+    write_file("--save-weights", path, &crate::sources::file::encode(params, &meta)?)
 }
 
 /// `--save-trace`: the trace's steps as safetensors or npz.

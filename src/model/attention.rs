@@ -137,7 +137,7 @@ mod tests {
             eps: 1e-5,
             raw_input: true,
             model: None,
-            init: InitConfig::File { path: String::new() },
+            init: InitConfig::File { path: String::new(), stored_dtype: None },
             interventions: Default::default(),
             parts: Default::default(),
         };

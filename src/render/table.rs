@@ -49,7 +49,10 @@ fn summary(trace: &Trace) -> String {
             None => format!("{} model {}", m.model_type, m.path),
         },
         (None, InitConfig::Torch { seed, .. }) => format!("torch init, seed {seed}"),
-        (None, InitConfig::File { path }) => format!("weights {path}"),
+        (None, InitConfig::File { path, stored_dtype: Some(dt) }) => {
+            format!("weights {path} ({dt} weights, computed in f32)")
+        }
+        (None, InitConfig::File { path, .. }) => format!("weights {path}"),
     };
     format!(
         "attn-trace: {}, d_model {}, {} (d_k {} d_v {}), d_ff {}, {}, {} positions{}, {}-norm, {}, {init}{changed}",

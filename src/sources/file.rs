@@ -3,6 +3,7 @@
 //! (`{"embed": {"token": {"weight": …}}}`). Keys starting with `__` are notes and are skipped.
 //! Names and layouts are those of [`super::Params`].
 
+use super::meta::Metadata;
 use super::params::{LayerNorm, LayerParams, Layers, Linear, Params};
 use crate::config::{ModelConfig, Positions};
 use crate::error::usage;
@@ -14,13 +15,36 @@ use std::path::Path;
 /// Named tensors as read from a file, f32 on the CPU.
 pub type NamedTensors = BTreeMap<String, Tensor>;
 
+/// A weights file as read: its tensors (f32), its metadata map ([`super::meta`] reads
+/// attn-trace's settings from it) and the types its tensors were stored in when not f32.
+pub struct WeightsFile {
+    pub tensors: NamedTensors,
+    pub metadata: Metadata,
+    /// E.g. `f16`, or `bf16+f16` (sorted); `None` for f32 and for JSON files.
+    pub stored_dtype: Option<String>,
+}
+
 /// Reads a weights file: JSON if its name ends in `.json`, safetensors otherwise.
-pub fn read(path: &Path) -> Result<NamedTensors> {
+pub fn read(path: &Path) -> Result<WeightsFile> {
     let what = format!("--weights {}", path.display());
     let bytes =
         std::fs::read(path).map_err(|e| usage(&what, e, "pass the path of an existing, readable weights file"))?;
     let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
-    parse(&bytes, is_json, &what)
+    let tensors = parse(&bytes, is_json, &what)?;
+    let stored_dtype = if is_json { None } else { stored_dtype(&bytes) };
+    Ok(WeightsFile { tensors, metadata: super::meta::extract(&bytes, is_json), stored_dtype })
+}
+
+/// The safetensors file's tensor types other than f32, sorted and joined by `+`.
+fn stored_dtype(bytes: &[u8]) -> Option<String> {
+    let (_, header) = safetensors::SafeTensors::read_metadata(bytes).ok()?;
+    let kinds: std::collections::BTreeSet<String> = header
+        .tensors()
+        .values()
+        .map(|info| format!("{:?}", info.dtype).to_lowercase())
+        .filter(|d| d != "f32")
+        .collect();
+    (!kinds.is_empty()).then(|| kinds.into_iter().collect::<Vec<_>>().join("+"))
 }
 
 /// Parses a weights file's bytes (JSON or safetensors); the fuzz targets call this directly.
@@ -350,8 +374,24 @@ fn norm(named: &mut NamedTensors, prefix: &str, cfg: &ModelConfig, what: &str) -
     Ok(LayerNorm { weight, bias: Some(bias) })
 }
 
-/// `--save-weights`: every parameter as safetensors bytes (the output stage writes them).
-pub fn encode(params: &Params) -> Result<Vec<u8>> {
+/// `--save-weights`: every parameter as safetensors bytes (the output stage writes them), with
+/// `meta` as the header's `__metadata__`.
+pub fn encode(params: &Params, meta: &Metadata) -> Result<Vec<u8>> {
     let map: HashMap<String, Tensor> = params.named().into_iter().map(|(n, t)| (n, t.clone())).collect();
-    Ok(safetensors::tensor::serialize(&map, None)?)
+    let plain = safetensors::tensor::serialize(&map, None)?;
+    // safetensors takes metadata as a HashMap, whose order changes from run to run: the header
+    // is rewritten with the map inserted, sorted by key (serde_json's Map is a BTreeMap). The
+    // data offsets count from the end of the header, so the tensors' bytes stay as they are.
+    let n = u64::from_le_bytes(plain[..8].try_into()?) as usize;
+    let mut header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&plain[8..8 + n])?;
+    header.insert("__metadata__".into(), serde_json::to_value(meta)?);
+    let mut head = serde_json::to_vec(&header)?;
+    while head.len() % 8 != 0 {
+        head.push(b' ');
+    }
+    let mut out = Vec::with_capacity(8 + head.len() + plain.len() - 8 - n);
+    out.extend_from_slice(&(head.len() as u64).to_le_bytes());
+    out.extend_from_slice(&head);
+    out.extend_from_slice(&plain[8 + n..]);
+    Ok(out)
 }

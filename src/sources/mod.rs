@@ -12,6 +12,7 @@ pub mod file;
 pub mod gguf;
 mod gguf_tokenizer;
 pub mod hf;
+pub mod meta;
 pub mod params;
 pub mod seeded;
 pub mod text;
@@ -91,7 +92,7 @@ impl Source {
             Source::Seeded(recipe) => seeded::draw(cfg, &recipe),
             Source::File(named) => {
                 let what = match &cfg.init {
-                    crate::config::InitConfig::File { path } => format!("--weights {path}"),
+                    crate::config::InitConfig::File { path, .. } => format!("--weights {path}"),
                     _ => "--weights".to_string(),
                 };
                 file::params(named, cfg, &what)
@@ -113,6 +114,16 @@ impl Source {
                 gguf::params(c, g)
             }
         }
+    }
+}
+
+/// The note for weights stored in another type than f32: the trace is f32 arithmetic on the
+/// converted values, so it cannot match a framework computing in the stored type.
+pub(crate) fn stored_note(dtype: &str) -> String {
+    if dtype.contains("f64") {
+        format!("the weights are stored as {dtype} and rounded to f32; the arithmetic is f32")
+    } else {
+        format!("the weights are stored as {dtype}; the arithmetic is f32 on the stored values")
     }
 }
 

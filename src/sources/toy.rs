@@ -3,6 +3,7 @@
 //! `--weights` file, and the matrix's width. Defaults fill what none of them says.
 
 use super::file::{self, FileDims};
+use super::meta::{self, StoredInput};
 use super::tokenize::{self, TokenizerOptions};
 use super::{agree, Input, Loaded, Source};
 use crate::config::{Activation, InitConfig, LmHead, ModelConfig, Norm, Parts, Positions, Rope};
@@ -18,9 +19,30 @@ type Matrix = (usize, usize, Vec<f32>);
 pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<(Loaded, Source)> {
     let matrix = toy.matrix.as_deref().map(read_matrix).transpose()?;
     let tok_opts = tokenizer_options(toy)?;
-    let (tokens, ids, vocab_size) = tokens(&matrix, sentence.as_deref(), &tok_opts)?;
     let weights_name = toy.weights.as_ref().map(|p| format!("--weights {}", p.display()));
-    let named = toy.weights.as_deref().map(file::read).transpose()?;
+    let w = weights_name.clone().unwrap_or_default();
+    let (named, stored, stored_dtype) = match &toy.weights {
+        Some(p) => {
+            let f = file::read(p)?;
+            (Some(f.tensors), meta::read(&f.metadata, &w)?, f.stored_dtype)
+        }
+        None => (None, None, None),
+    };
+    // The file's settings are the flags' defaults; a flag that contradicts them is refused.
+    let shape = match &stored {
+        Some(fs) => meta::merge(&settings.shape, &fs.shape, &w)?,
+        None => settings.shape.clone(),
+    };
+    let (tokens, ids, vocab_size, sentence) = match (&stored, &matrix, sentence) {
+        (Some(fs), None, None) => {
+            let ids = stored_ids(&fs.input, &w)?;
+            (fs.input.tokens.clone(), Some(ids), 0, fs.input.sentence.clone())
+        }
+        (_, _, sentence) => {
+            let (tokens, ids, vocab_size) = tokens(&matrix, sentence.as_deref(), &tok_opts)?;
+            (tokens, ids, vocab_size, sentence)
+        }
+    };
     let mut notes = Vec::new();
     if let Some(nm) = &named {
         let bad = file::non_finite(nm);
@@ -28,12 +50,14 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
             notes.push(format!("the weights hold NaN or infinite values in {}", bad.join(", ")));
         }
     }
+    if let Some(dt) = &stored_dtype {
+        notes.push(super::stored_note(dt));
+    }
     let fd = match (&named, &weights_name) {
         (Some(nm), Some(w)) => Some(file::infer(nm, w)?),
         _ => None,
     };
-    let w = weights_name.unwrap_or_default();
-    let mut cfg = dims(&settings.shape, fd.as_ref(), matrix.as_ref(), &w)?;
+    let mut cfg = dims(&shape, fd.as_ref(), matrix.as_ref(), &w)?;
     let n = tokens.len();
     if cfg.positions == Positions::Learned && n > cfg.max_len {
         return Err(usage(
@@ -57,7 +81,7 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
         ));
     }
     cfg.init = match &toy.weights {
-        Some(p) => InitConfig::File { path: p.display().to_string() },
+        Some(p) => InitConfig::File { path: p.display().to_string(), stored_dtype },
         None => toy.recipe.describe(),
     };
     let input = match (matrix, ids) {
@@ -70,6 +94,17 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
         None => Source::Seeded(toy.recipe.clone()),
     };
     Ok((Loaded { sentence, tokens, input, cfg, hf: None, notes, tokenizer: None }, source))
+}
+
+/// The token ids a weights file was saved with, for a run that gives no sentence of its own.
+fn stored_ids(input: &StoredInput, w: &str) -> Result<Vec<u32>> {
+    input.ids.clone().ok_or_else(|| {
+        usage(
+            "sentence",
+            format!("none was given, and {w} was saved from a raw --input matrix, which it does not hold"),
+            "pass the matrix again with --input FILE, or a sentence",
+        )
+    })
 }
 
 fn tokenizer_options(toy: &Toy) -> Result<TokenizerOptions> {
@@ -170,7 +205,7 @@ fn dims(s: &Shape, fd: Option<&FileDims>, matrix: Option<&Matrix>, w: &str) -> R
         eps: s.eps.unwrap_or(1e-5),
         raw_input: matrix.is_some(),
         model: None,
-        init: InitConfig::File { path: String::new() },
+        init: InitConfig::File { path: String::new(), stored_dtype: None },
         interventions: Default::default(),
         parts,
     })

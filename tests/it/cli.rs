@@ -68,7 +68,7 @@ const BAD: &[(&[&str], &str)] = &[
     (&["a b", "--input", "/nonexistent/x.json"], "--input /nonexistent/x.json"),
 ];
 
-fn assert_usage_error(args: &[&str], fragment: &str) {
+pub fn assert_usage_error(args: &[&str], fragment: &str) {
     let out = cmd().args(args).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "attn-trace {args:?}: exit code; stderr: {stderr}");
@@ -113,12 +113,12 @@ fn bad_weight_files() {
         (vec!["a b", "--weights", &not_json], "not valid JSON"),
         (vec!["a b", "--weights", &missing], "tensor embed.token.weight"),
         (vec!["my shoes are small", "--weights", g, "--d-model", "8"], "--d-model 8 contradicts"),
-        (vec!["my shoes are small", "--weights", g, "--heads", "3"], "cannot split evenly"),
+        (vec!["my shoes are small", "--weights", g, "--heads", "3"], "--heads 3 contradicts --weights"),
         (vec!["my shoes are small", "--weights", g, "--heads", "2", "--layers", "2"], "--layers 2 contradicts"),
         (vec!["my shoes are small big feet", "--weights", g, "--heads", "2"], "token id 4 is out of range"),
         (
             vec!["my shoes are small", "--weights", g, "--heads", "2", "--positions", "none"],
-            "has a learned position table",
+            "--positions none contradicts",
         ),
         (vec!["my shoes are small", "--weights", g, "--heads", "2", "--attn-bias"], "no projection biases"),
     ];

@@ -19,3 +19,5 @@ mod seeds;
 mod students;
 mod transformer_lens;
 mod views;
+mod warnings;
+mod weights_meta;

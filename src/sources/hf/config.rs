@@ -46,6 +46,9 @@ pub struct HfConfig {
     pub type_vocab_size: usize,
     #[serde(default)]
     pub position_embedding_type: Option<String>,
+    /// transformers' BertModel masks later tokens when this is set (`get_extended_attention_mask`).
+    #[serde(default)]
+    pub is_decoder: bool,
 }
 
 impl HfConfig {
