@@ -111,9 +111,17 @@ pub struct Cli {
     /// Read the sentence from a file (UTF-8; surrounding white space is trimmed).
     #[arg(long, value_name = "FILE", conflicts_with = "sentence", help_heading = "Tokens")]
     pub file: Option<std::path::PathBuf>,
-    /// With --model: a second sentence, traced as a pair with BERT's token types.
+    /// A second sentence: with a BERT model, the second sentence of a pair (token types 1);
+    /// with the toy model or a decoder, the next sentence of a batch (each traced on its own).
     #[arg(value_name = "PAIR")]
     pub pair: Option<String>,
+    /// More sentences of a batch (not with BERT, whose two sentences are a pair: use --batch).
+    #[arg(value_name = "MORE")]
+    pub more: Vec<String>,
+    /// Trace every line of FILE as its own sentence (UTF-8, one per line; an empty line is an
+    /// error): one trace per sentence.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["sentence", "file"], help_heading = "Tokens")]
+    pub batch: Option<std::path::PathBuf>,
 
     // ---- real models ----
     /// A Hugging Face model folder (config.json, weights, tokenizer.json), or ORG/NAME

@@ -229,6 +229,9 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     }
     let mut clock = output::Clock::new(cli.timings);
     let settings = Settings::from_cli(cli, env)?;
+    if let Some(batch) = sources::batch::sentences(&settings)? {
+        return run_batch(&settings, &batch, out);
+    }
     let (loaded, source, plan) = prepare(&settings)?;
     clock.lap("open");
     let params = source.params(&loaded)?;
@@ -272,4 +275,30 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     clock.lap("render and write");
     clock.report();
     checked
+}
+
+/// A batch: every sentence traced on its own with the same settings, rendered, and written
+/// together once all are computed, so an error in any leaves stdout empty. Notes are printed
+/// once each, however many sentences give them.
+fn run_batch(settings: &Settings, batch: &[sources::batch::Entry], out: &mut dyn Write) -> Result<()> {
+    settings::outputs::check_batch(settings)?;
+    let mut items = Vec::with_capacity(batch.len());
+    let mut notes: Vec<String> = Vec::new();
+    for (i, entry) in batch.iter().enumerate() {
+        let one = settings.for_sentence(&entry.sentence);
+        let mut traced = || -> Result<Vec<u8>> {
+            let (loaded, source, plan) = prepare(&one)?;
+            let params = source.params(&loaded)?;
+            notes.extend(loaded.notes.iter().filter(|n| !notes.contains(n)).cloned().collect::<Vec<_>>());
+            let mut rec = recorder(&loaded, plan.record.clone(), &one);
+            model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
+            let (mut trace, _) = rec.finish();
+            name_predictions(&mut trace, &loaded);
+            let (trace, views) = views::derive(trace, &plan, &one.output)?;
+            output::batch_item(&trace, &views, &one.output, (i, batch.len()))
+        };
+        items.push(traced().with_context(|| entry.label.clone())?);
+    }
+    output::notes(&notes, settings.quiet);
+    output::batch(&items, settings.output.format, out)
 }

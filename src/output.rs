@@ -93,6 +93,30 @@ pub fn view_files(trace: &Trace, views: &Views, out: &Output) -> Result<()> {
     Ok(())
 }
 
+/// One trace of a batch, rendered as a single run would be (`--format jsonl` as a whole
+/// JSON document, which the batch writes on one line), with a title above tables.
+pub fn batch_item(trace: &Trace, views: &Views, out: &Output, (index, count): (usize, usize)) -> Result<Vec<u8>> {
+    let mut out = out.clone();
+    if out.format == crate::cli::Format::Jsonl {
+        out.format = crate::cli::Format::Json;
+    }
+    let mut buf = Vec::new();
+    if out.format != crate::cli::Format::Json {
+        let sentence = trace.sentence.as_deref().unwrap_or_default();
+        buf.extend_from_slice(render::batch::title(index, count, sentence).as_bytes());
+    }
+    render::render(trace, views, &out, None, &mut buf)?;
+    Ok(buf)
+}
+
+/// A batch's rendered traces on `w`, once every one is computed (an error leaves stdout empty).
+pub fn batch(items: &[Vec<u8>], format: crate::cli::Format, w: &mut dyn Write) -> Result<()> {
+    let mut w = io::BufWriter::with_capacity(1 << 16, w);
+    render::batch::write(items, format, &mut w)?;
+    w.flush()?;
+    Ok(())
+}
+
 /// The rendered trace on `out`. Nothing is written before the whole trace has been computed,
 /// so an error leaves stdout empty.
 pub fn stdout(

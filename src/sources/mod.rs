@@ -8,6 +8,7 @@
 //! or mapped from a checkpoint ([`hf`]). Nothing here prints: notes travel in
 //! [`Loaded::notes`] to the output stage.
 
+pub mod batch;
 pub mod file;
 pub mod gguf;
 mod gguf_tokenizer;
