@@ -118,6 +118,13 @@ pub struct Cli {
     /// More sentences of a batch (not with BERT, whose two sentences are a pair: use --batch).
     #[arg(value_name = "MORE")]
     pub more: Vec<String>,
+    /// With --model: pad the tokens to N with the model's pad token (its eos token if it has
+    /// none) and hide the pads from every query, as transformers' attention_mask does.
+    #[arg(long, value_name = "N", help_heading = "Tokens")]
+    pub pad_to: Option<usize>,
+    /// With --pad-to: where the pad tokens go [default: right].
+    #[arg(long, value_enum, help_heading = "Tokens")]
+    pub padding: Option<PaddingArg>,
     /// Trace every line of FILE as its own sentence (UTF-8, one per line; an empty line is an
     /// error): one trace per sentence.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["sentence", "file"], help_heading = "Tokens")]
@@ -387,6 +394,12 @@ pub struct Cli {
     /// of its output from the clean run's.
     #[arg(long, num_args = 2, value_names = ["A", "B"], allow_hyphen_values = true, help_heading = "Interventions")]
     pub metric: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PaddingArg {
+    Left,
+    Right,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -269,6 +269,10 @@ pub struct Parts {
     /// BERT's masked-LM head (`cls.predictions`): predictions at `[MASK]` positions.
     #[serde(skip_serializing_if = "is_false")]
     pub masked_lm: bool,
+    /// `--pad-to`: the input was padded as transformers pads a batch, and padded keys are
+    /// hidden from every query (transformers' `attention_mask`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub padding: Option<Padding>,
     /// The layers' parameters are read from the checkpoint one layer at a time (real
     /// decoders): the memory estimate counts one layer's, not all. Not part of the JSON.
     #[serde(skip)]
@@ -294,6 +298,19 @@ impl Rope {
         let inv_freq = (0..d / 2).map(|i| (1.0 / (theta as f32).powf((2 * i) as f32 / d as f32)) as f64).collect();
         Rope { theta, scaling: None, inv_freq }
     }
+}
+
+/// How the input was padded (`config.padding`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Padding {
+    /// `left` or `right`: where the pad tokens went.
+    pub side: &'static str,
+    /// The padded length (`--pad-to`).
+    pub length: usize,
+    /// The id of the pad token (the config's `pad_token_id`, else its `eos_token_id`).
+    pub pad_id: u32,
+    /// transformers' `attention_mask`: 1 for the sentence's tokens, 0 for pads.
+    pub attention_mask: Vec<u8>,
 }
 
 /// The unembedding.

@@ -41,7 +41,12 @@ pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -
 fn summary(trace: &Trace) -> String {
     let c = &trace.config;
     let plural = |n: usize, w: &str| if n == 1 { format!("{n} {w}") } else { format!("{n} {w}s") };
-    let changed = if c.interventions.is_empty() { String::new() } else { format!(", {}", c.interventions.describe()) };
+    let mut changed =
+        if c.interventions.is_empty() { String::new() } else { format!(", {}", c.interventions.describe()) };
+    if let Some(p) = &c.parts.padding {
+        let pads = p.attention_mask.iter().filter(|m| **m == 0).count();
+        changed.push_str(&format!(", padded on the {} to {} ({pads} pads hidden)", p.side, p.length));
+    }
     let init = match (&c.model, &c.init) {
         // Stored in another type (bf16, a GGUF's quantizations): the arithmetic is still f32.
         (Some(m), _) => match &m.stored_dtype {

@@ -166,6 +166,8 @@ pub struct Settings {
     pub quiet: bool,
     /// Interventions and analyses (`--ablate`, `--knockout`, `--lens`, `--stats`, `--rollout`).
     pub analysis: Analysis,
+    /// `--pad-to N` and `--padding`: (N, pads on the left).
+    pub padding: Option<(usize, bool)>,
 }
 
 /// Resolves `--color`: `always` and `never` are what they say; `auto` colours only a
@@ -280,6 +282,7 @@ impl Settings {
             memory_available: env.memory_available,
             quiet: cli.quiet,
             analysis: analysis::options(&cli)?,
+            padding: outputs::padding(&cli)?,
         })
     }
 

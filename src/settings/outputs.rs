@@ -122,3 +122,29 @@ pub fn check_batch(s: &super::Settings) -> Result<()> {
     }
     Ok(())
 }
+
+/// `--pad-to N` and `--padding left|right`: a real model's padding, and only where the run
+/// has one input to pad.
+pub fn padding(cli: &Cli) -> Result<Option<(usize, bool)>> {
+    let Some(n) = super::nonzero("--pad-to", cli.pad_to)? else {
+        if cli.padding.is_some() {
+            return Err(usage("--padding", "it says where --pad-to puts the pad tokens", "add --pad-to N"));
+        }
+        return Ok(None);
+    };
+    if cli.model.is_none() {
+        return Err(usage(
+            "--pad-to",
+            "the toy vocabularies have no pad token",
+            "pass --model DIR (a BERT or a decoder), or drop --pad-to",
+        ));
+    }
+    for (flag, given) in
+        [("--check", cli.check), ("--patch", cli.patch.is_some()), ("--induction", cli.induction.is_some())]
+    {
+        if given {
+            return Err(usage(flag, "it does not take a padded input", format!("drop {flag} or --pad-to")));
+        }
+    }
+    Ok(Some((n, cli.padding == Some(crate::cli::PaddingArg::Left))))
+}

@@ -257,6 +257,7 @@ fn parts(
         final_norm: s.final_norm || fd.is_some_and(|f| f.final_norm),
         lm_head: lm_head.map(|tied| LmHead { tied }),
         masked_lm: false,
+        padding: None,
         layer_at_a_time: false,
     })
 }

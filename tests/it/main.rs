@@ -13,6 +13,7 @@ mod golden;
 mod hostile;
 mod interventions;
 mod oracle;
+mod padding;
 mod patching;
 mod props;
 mod reference;

@@ -57,11 +57,14 @@ fn open_bert(
     let activation = restated_flags(s, &c.hidden_act, &w)?;
     let pair = settings.pair.as_deref();
     let sentence = bert_text(sentence, pair)?;
-    let enc = model.encode(&sentence, pair, truncate, special)?;
+    let mut enc = model.encode(&sentence, pair, truncate, special)?;
     let masked_lm = masked_lm(&model, &enc.tokens, &w)?;
     let mut notes: Vec<String> = truncation_note(enc.truncated, max_len).into_iter().collect();
     let stored_dtype = model.weights.stored_dtype();
     notes.extend(bert_notes(c, s.causal, stored_dtype.as_deref(), &w));
+    // BertConfig's pad_token_id defaults to 0.
+    let pad = |p| super::pad(&mut enc, p, c.pad_token_id.unwrap_or(0), &model.tokenizer, max_len);
+    let padding = settings.padding.map(pad).transpose()?;
     let cfg = ModelConfig {
         d_model,
         heads,
@@ -91,7 +94,7 @@ fn open_bert(
         }),
         init: InitConfig::File { path: dir.join("model.safetensors").display().to_string(), stored_dtype: None },
         interventions: Default::default(),
-        parts: crate::config::Parts { masked_lm, ..Default::default() },
+        parts: crate::config::Parts { masked_lm, padding, ..Default::default() },
     };
     let loaded = Loaded {
         sentence: Some(match pair {
@@ -224,7 +227,7 @@ pub fn decoder_loaded(
     if let Some(dt) = &facts.stored_dtype {
         notes.push(crate::sources::stored_note(dt));
     }
-    let cfg = ModelConfig {
+    let mut cfg = ModelConfig {
         d_model,
         heads,
         d_k: d_head,
@@ -255,6 +258,9 @@ pub fn decoder_loaded(
         interventions: Default::default(),
         parts: c.parts(w)?,
     };
+    if let Some(p) = settings.padding {
+        cfg.parts.padding = Some(super::pad(&mut enc, p, super::decoder_pad_id(c, w)?, &tokenizer, max_len)?);
+    }
     Ok(Loaded {
         sentence: Some(sentence),
         tokens: enc.tokens,
