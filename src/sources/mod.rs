@@ -72,7 +72,8 @@ pub enum Source {
 /// Reads the inputs the settings name and fixes the model's configuration.
 pub fn open(settings: &Settings) -> Result<(Loaded, Source)> {
     let sentence = text::sentence(&settings.text)?;
-    let (loaded, source) = match &settings.model {
+    let lines = sentence.as_deref().map_or(0, |s| s.lines().filter(|l| !l.trim().is_empty()).count());
+    let (mut loaded, source) = match &settings.model {
         ModelChoice::Toy(toy) => toy::open(settings, toy, sentence)?,
         ModelChoice::Pretrained { spec, truncate, special } if spec.starts_with("ollama:") => {
             gguf::open(settings, spec, &gguf::ollama(spec)?, (*truncate, *special), sentence)?
@@ -82,6 +83,12 @@ pub fn open(settings: &Settings) -> Result<(Loaded, Source)> {
             None => hf::open(settings, spec, (*truncate, *special), sentence)?,
         },
     };
+    if lines > 1 {
+        // A file of sentences is easily mistaken for a batch.
+        loaded
+            .notes
+            .push(format!("the input has {lines} lines, traced as one sequence (--batch FILE traces each line)"));
+    }
     Ok((loaded, source))
 }
 

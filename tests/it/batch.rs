@@ -97,3 +97,17 @@ fn bad_batches_are_one_line_errors() {
     }
     assert!(!w.exists(), "nothing is written");
 }
+
+#[test]
+fn a_file_of_several_lines_is_one_sequence_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = batch_file(&dir, "my shoes are small\nmy feet are big\n");
+    let out = cmd().args(["--file", &file, "--format", "json"]).output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the input has 2 lines, traced as one sequence (--batch FILE traces each line)"), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["input"]["tokens"].as_array().unwrap().len(), 8);
+    let out = cmd().args(["--file", &file, "--quiet"]).output().unwrap();
+    assert!(out.stderr.is_empty());
+}
