@@ -74,6 +74,6 @@ for layer in range(n_layers):
     x = record(L + "add_norm2.out", layer_norm(record(L + "add_norm2.sum", h + ffn_out), "norm2"))
 record("output", x)
 
-# Masked scores are -inf. Python's json writes them as -Infinity, which is not JSON; attn-trace
-# writes non-finite numbers as the strings "-inf", "inf" and "nan", and so does this file.
-sys.stdout.write(json.dumps(trace).replace("-Infinity", '"-inf"'))
+# Masked scores are -inf, which Python's json writes as -Infinity (not strict JSON);
+# attn-trace diff reads it as Python means it.
+json.dump(trace, sys.stdout)

@@ -230,7 +230,7 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     let mut clock = output::Clock::new(cli.timings);
     let settings = Settings::from_cli(cli, env)?;
     if let Some(batch) = sources::batch::sentences(&settings)? {
-        return run_batch(&settings, &batch, out);
+        return run_batch(&settings, &batch, clock, out);
     }
     let (loaded, source, plan) = prepare(&settings)?;
     clock.lap("open");
@@ -277,10 +277,16 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     checked
 }
 
-/// A batch: every sentence traced on its own with the same settings, rendered, and written
-/// together once all are computed, so an error in any leaves stdout empty. Notes are printed
-/// once each, however many sentences give them.
-fn run_batch(settings: &Settings, batch: &[sources::batch::Entry], out: &mut dyn Write) -> Result<()> {
+/// A batch: every sentence traced on its own with the same settings (the summary table
+/// reduced as a single run reduces it), rendered, and written together once all are
+/// computed, so an error in any leaves stdout empty. Notes are printed once each, however
+/// many sentences give them.
+fn run_batch(
+    settings: &Settings,
+    batch: &[sources::batch::Entry],
+    mut clock: output::Clock,
+    out: &mut dyn Write,
+) -> Result<()> {
     settings::outputs::check_batch(settings)?;
     let mut items = Vec::with_capacity(batch.len());
     let mut notes: Vec<String> = Vec::new();
@@ -291,14 +297,22 @@ fn run_batch(settings: &Settings, batch: &[sources::batch::Entry], out: &mut dyn
             let params = source.params(&loaded)?;
             notes.extend(loaded.notes.iter().filter(|n| !notes.contains(n)).cloned().collect::<Vec<_>>());
             let mut rec = recorder(&loaded, plan.record.clone(), &one);
+            let reduced = plan.reduce_summary.then(|| reduce_summary(&mut rec, &loaded));
             model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
             let (mut trace, _) = rec.finish();
             name_predictions(&mut trace, &loaded);
-            let (trace, views) = views::derive(trace, &plan, &one.output)?;
+            let (trace, mut views) = views::derive(trace, &plan, &one.output)?;
+            if let Some(links) = reduced {
+                views.summary = Some(std::mem::take(&mut *links.lock().map_err(|_| anyhow::anyhow!("summary lock"))?));
+            }
             output::batch_item(&trace, &views, &one.output, (i, batch.len()))
         };
         items.push(traced().with_context(|| entry.label.clone())?);
     }
+    clock.lap("traces");
     output::notes(&notes, settings.quiet);
-    output::batch(&items, settings.output.format, out)
+    output::batch(&items, settings.output.format, out)?;
+    clock.lap("render and write");
+    clock.report();
+    Ok(())
 }

@@ -53,6 +53,21 @@ fn each_item_is_the_single_run_of_its_sentence() {
 }
 
 #[test]
+fn a_real_model_summary_is_the_single_runs() {
+    // Without --steps a real model's table is a summary, reduced while the model runs.
+    let dir = tempfile::tempdir().unwrap();
+    let file = batch_file(&dir, &SENTENCES.join("\n"));
+    for model in ["fixtures/tiny-bert", "fixtures/decoders/gpt2"] {
+        let table = String::from_utf8(stdout(&["--batch", &file, "--model", model])).unwrap();
+        for (i, s) in SENTENCES.iter().enumerate() {
+            let single = String::from_utf8(stdout(&[s, "--model", model])).unwrap();
+            assert!(single.contains("strongest links"), "{model}: a summary");
+            assert!(table.contains(&format!("== sentence {} of 3: {s} ==\n\n{single}", i + 1)), "{model} {i}");
+        }
+    }
+}
+
+#[test]
 fn positional_sentences_are_a_batch_except_a_bert_pair() {
     let dir = tempfile::tempdir().unwrap();
     let file = batch_file(&dir, &SENTENCES.join("\n"));
