@@ -78,23 +78,27 @@ pub enum InitArg {
 pub enum LinearInitArg {
     /// Like nn.Linear: Kaiming-uniform weight in ±1/√in, then bias.
     Kaiming,
-    /// Like a raw torch.rand matrix, uniform in [0, 1) (seeds 003 and 004).
+    /// Like a raw torch.rand matrix, uniform in [0, 1), as hand-written walkthroughs draw
+    /// their weights (Raschka's "Life is short, eat dessert first" post).
     Rand,
+    /// As nn.TransformerEncoderLayer draws its own (xavier in-projection, zero attention
+    /// biases), every layer a copy of the first, as nn.TransformerEncoder makes them.
+    EncoderLayer,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LayoutArg {
-    /// torch.rand(d_out, d_in), used as W·x (seed 003).
+    /// torch.rand(d_out, d_in), used as W·x (stored as nn.Linear stores weights).
     OutIn,
-    /// torch.rand(d_in, d_out), used as x·W (seed 004).
+    /// torch.rand(d_in, d_out), used as x·W (as in "Life is short, eat dessert first").
     InOut,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum VocabOrderArg {
-    /// Ids in order of first appearance (seed 000).
+    /// Ids in order of first appearance ("my" 0, "shoes" 1, "are" 2, …).
     FirstSeen,
-    /// Ids in sorted order, upper case first (seeds 003, 004).
+    /// Ids in sorted order, upper case first, as Python's sorted(set(words)) numbers them.
     Sorted,
 }
 
@@ -218,6 +222,28 @@ pub struct Cli {
     /// Leave out the FFN's biases.
     #[arg(long, help_heading = "Model")]
     pub no_ffn_bias: bool,
+    /// Give only the q, k and v projections a bias (a textbook's qkv_bias=True).
+    #[arg(long, help_heading = "Textbook attention")]
+    pub qkv_bias: bool,
+    /// Give the output projection a bias (a textbook MultiHeadAttention's out_proj has one).
+    #[arg(long, help_heading = "Textbook attention")]
+    pub out_proj_bias: bool,
+    /// Trace self-attention alone, as a textbook's MultiHeadAttention(d_in, d_out, …) module:
+    /// each layer ends at attn.out, with no residual sum, norm or FFN.
+    #[arg(long, help_heading = "Textbook attention")]
+    pub attention_only: bool,
+    /// With --attention-only: the output width, split into heads for q, k, v [default: d_model].
+    #[arg(long, value_name = "N", help_heading = "Textbook attention")]
+    pub d_out: Option<usize>,
+    /// With --attention-only: no output projection; attn.out is the heads side by side (the
+    /// tutorials' MultiHeadAttentionWrapper).
+    #[arg(long, help_heading = "Textbook attention")]
+    pub no_out_proj: bool,
+    /// Build the heads as separate single-head modules, each with its own q, k, v nn.Linear
+    /// created head by head (MultiHeadAttentionWrapper), instead of fused projections. Same
+    /// arithmetic; seeded weights are drawn in that order.
+    #[arg(long, help_heading = "Textbook attention")]
+    pub separate_heads: bool,
     /// LayerNorm epsilon [default: 1e-5; a model's own with --model].
     #[arg(long, value_name = "X", allow_negative_numbers = true, help_heading = "Model")]
     pub eps: Option<f64>,
@@ -280,18 +306,19 @@ pub struct Cli {
     /// Steps to show: ids, names or aliases, comma separated (e.g. weights,context).
     #[arg(long, value_name = "LIST", help_heading = "Output")]
     pub steps: Option<String>,
-    /// Show only this layer's steps.
-    #[arg(long, value_name = "N", help_heading = "Output")]
-    pub layer: Option<usize>,
-    /// Show only this head of per-head steps.
-    #[arg(long, value_name = "N", help_heading = "Output")]
-    pub head: Option<usize>,
+    /// Show only these layers' steps: a number, a list or a range (0,3 or 1-4).
+    #[arg(long, value_name = "LIST", help_heading = "Output")]
+    pub layer: Option<String>,
+    /// Show only these heads of per-head steps: a number, a list or a range (0,3 or 1-4).
+    #[arg(long, value_name = "LIST", help_heading = "Output")]
+    pub head: Option<String>,
     /// Digits after the decimal point in tables.
     #[arg(long, value_name = "N", default_value_t = 4, help_heading = "Output")]
     pub precision: usize,
-    /// Table width in columns; wider tensors are split into column blocks.
-    #[arg(long, value_name = "N", default_value_t = 80, help_heading = "Output")]
-    pub width: usize,
+    /// Table width in columns; wider tensors are split into column blocks [default: the
+    /// terminal's width when printing to one, else 80].
+    #[arg(long, value_name = "N", help_heading = "Output")]
+    pub width: Option<usize>,
     /// Colour in views that use it (auto: only on a terminal, and never with NO_COLOR set).
     #[arg(long, value_enum, default_value = "auto", help_heading = "Output")]
     pub color: ColorArg,
@@ -321,6 +348,10 @@ pub struct Cli {
     /// With --focus: write every dot product and sum out term by term, with its numbers.
     #[arg(long, help_heading = "Views")]
     pub explain: bool,
+    /// Also print the parameters as tables, as tutorials print them: W_Q, W_K, W_V, W_O and
+    /// the FFN's weights and biases of the shown layers (tables only).
+    #[arg(long, help_heading = "Views")]
+    pub params: bool,
     /// Attention between words: a "##" word piece joins the token before it (sum over a
     /// word's key pieces, mean over its query pieces).
     #[arg(long, help_heading = "Views")]
@@ -424,6 +455,8 @@ pub struct Env {
     pub stdout_is_terminal: bool,
     /// `COLORTERM` is `truecolor` or `24bit`.
     pub truecolor: bool,
+    /// The terminal's width in columns, when stdout is a terminal that says.
+    pub terminal_width: Option<usize>,
     /// The machine's available memory in bytes (`MemAvailable` of /proc/meminfo), if known:
     /// a run is refused above it as above `--max-memory`, rather than killed part way.
     pub memory_available: Option<u128>,
@@ -438,9 +471,25 @@ impl Env {
             no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
             stdout_is_terminal: std::io::stdout().is_terminal(),
             truecolor: matches!(colorterm.as_str(), "truecolor" | "24bit"),
+            terminal_width: std::io::stdout().is_terminal().then(terminal_width).flatten(),
             memory_available: memory_available(),
         }
     }
+}
+
+/// Standard output's terminal width (the `TIOCGWINSZ` ioctl), if it reports one.
+#[cfg(unix)]
+fn terminal_width() -> Option<usize> {
+    let mut size = libc::winsize { ws_row: 0, ws_col: 0, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: TIOCGWINSZ writes one `winsize` into the pointer it is given, which is valid
+    // and exclusively borrowed for the call; a failed call leaves it untouched.
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    (ok && size.ws_col > 0).then_some(size.ws_col as usize)
+}
+
+#[cfg(not(unix))]
+fn terminal_width() -> Option<usize> {
+    None
 }
 
 /// What this process can still allocate (Linux), in bytes: the least of the machine's

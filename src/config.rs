@@ -203,30 +203,6 @@ impl Interventions {
     pub fn is_empty(&self) -> bool {
         self.ablate.is_empty() && self.knockout.is_empty() && self.induction.is_none()
     }
-
-    /// One line for the table header, e.g. "ablated 0.1, 1.2 (zero); knocked out 0.1:5->2".
-    pub fn describe(&self) -> String {
-        let mut parts = Vec::new();
-        if !self.ablate.is_empty() {
-            let heads: Vec<String> = self.ablate.iter().map(|(l, h)| format!("{l}.{h}")).collect();
-            parts.push(format!("ablated {} ({})", heads.join(" "), self.ablate_mode.unwrap_or("zero")));
-        }
-        if !self.knockout.is_empty() {
-            let edges: Vec<String> = self
-                .knockout
-                .iter()
-                .map(|k| match k.head {
-                    Some(h) => format!("{}.{h}:{}->{}", k.layer, k.query, k.key),
-                    None => format!("{}:{}->{}", k.layer, k.query, k.key),
-                })
-                .collect();
-            parts.push(format!("knocked out {}", edges.join(" ")));
-        }
-        if let Some(n) = self.induction {
-            parts.push(format!("input: {n} random tokens repeated twice"));
-        }
-        parts.join("; ")
-    }
 }
 
 fn is_false(b: &bool) -> bool {
@@ -260,9 +236,27 @@ pub struct Parts {
     /// q, k, v biased, o not).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attn_out_bias: Option<bool>,
-    /// A norm after the last layer (GPT-2 `ln_f`, Llama `norm`): `final_norm.out`.
+    /// A norm after the last layer (GPT-2 `ln_f`, Llama `norm`, `nn.TransformerEncoder`'s
+    /// `norm=`): `final_norm.out`.
     #[serde(skip_serializing_if = "is_false")]
     pub final_norm: bool,
+    /// Self-attention alone, as textbooks write `MultiHeadAttention(d_in, d_out, …)`: each
+    /// layer ends at `attn.out`, with no residual sum, norm or FFN.
+    #[serde(skip_serializing_if = "is_false")]
+    pub attention_only: bool,
+    /// No output projection: `attn.out` is the heads' concatenation (the tutorials'
+    /// `MultiHeadAttentionWrapper`). Attention-only blocks only.
+    #[serde(skip_serializing_if = "is_false")]
+    pub no_out_proj: bool,
+    /// The width of `attn.out` when it is not d_model (an attention-only block's d_out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub d_out: Option<usize>,
+    /// The heads were built as separate single-head modules (each with its own q, k, v
+    /// `nn.Linear`, constructed head by head) and concatenated, rather than as fused
+    /// projections split into heads. The arithmetic is the same; seeded weights are drawn
+    /// head by head in construction order.
+    #[serde(skip_serializing_if = "is_false")]
+    pub separate_heads: bool,
     /// A language-model head: `logits` and the next-token predictions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lm_head: Option<LmHead>,
@@ -372,6 +366,21 @@ impl ModelConfig {
     /// Width of the value projection: fewer heads with grouped-query attention.
     pub fn kv_v_width(&self) -> usize {
         self.kv_heads() * self.d_v
+    }
+
+    /// Width of `attn.out`: d_model, an attention-only block's d_out, or the concatenated
+    /// heads without an output projection.
+    pub fn out_width(&self) -> usize {
+        match (self.parts.no_out_proj, self.parts.d_out) {
+            (true, _) => self.v_width(),
+            (false, Some(d)) => d,
+            (false, None) => self.d_model,
+        }
+    }
+
+    /// Whether the output projection has a bias: as the q/k/v projections unless said.
+    pub fn out_bias(&self) -> bool {
+        self.parts.attn_out_bias.unwrap_or(self.attn_bias)
     }
 }
 

@@ -83,16 +83,29 @@ pub fn trace(settings: &Settings) -> Result<Traced> {
     let mut rec = recorder(&loaded, plan.show.clone(), settings);
     let output = model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
     let (mut trace, _) = rec.finish();
-    name_predictions(&mut trace, &loaded);
+    name_predictions(&mut trace, &loaded, own_vocab(settings));
     Ok(Traced { trace, output, loaded, plan })
 }
 
 /// Gives each predicted id its token string, from the model's tokenizer.
-fn name_predictions(trace: &mut Trace, loaded: &Loaded) {
-    let Some(tok) = &loaded.tokenizer else { return };
+/// Whether the toy model's vocabulary is the sentence's own words (no `--vocab` file).
+fn own_vocab(settings: &Settings) -> bool {
+    matches!(&settings.model, settings::ModelChoice::Toy(t) if t.tokenizer.vocab.is_none())
+}
+
+fn name_predictions(trace: &mut Trace, loaded: &Loaded, own_vocab: bool) {
+    // A sentence's own vocabulary is its words: name an id by the token that has it (with a
+    // --vocab file an unknown word shares the unknown token's id, so ids stay numbers).
+    let toy: std::collections::BTreeMap<u32, String> = match (&loaded.tokenizer, &trace.token_ids) {
+        (None, Some(ids)) if own_vocab => ids.iter().copied().zip(trace.tokens.iter().cloned()).collect(),
+        _ => Default::default(),
+    };
     let lens = trace.lens.iter_mut().flatten().flatten();
     for p in trace.predictions.iter_mut().flatten().flatten().chain(lens.flatten()) {
-        p.token = tok.id_to_token(p.id);
+        p.token = match &loaded.tokenizer {
+            Some(tok) => tok.id_to_token(p.id),
+            None => toy.get(&p.id).cloned(),
+        };
     }
 }
 
@@ -258,12 +271,15 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     let last = forward(&mut rec)?;
     clock.lap("forward pass");
     let (mut trace, _) = rec.finish();
-    name_predictions(&mut trace, &loaded);
+    name_predictions(&mut trace, &loaded, own_vocab(&settings));
     let (trace, mut views) = views::derive(trace, &plan, &settings.output)?;
     if let Some(links) = reduced {
         views.summary = Some(std::mem::take(&mut *links.lock().map_err(|_| anyhow::anyhow!("summary lock"))?));
     }
     clock.lap("views");
+    if settings.output.params {
+        views.params = Some(param_steps(&params, &plan.show)?);
+    }
     if let Some(corrupted) = &settings.analysis.patch {
         let (sweep, corrupted) = patching(&settings, &loaded, &params, corrupted)?;
         views.attach_patching(sweep, corrupted, &trace.tokens);
@@ -300,10 +316,13 @@ fn run_batch(
             let reduced = plan.reduce_summary.then(|| reduce_summary(&mut rec, &loaded));
             model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
             let (mut trace, _) = rec.finish();
-            name_predictions(&mut trace, &loaded);
+            name_predictions(&mut trace, &loaded, own_vocab(&one));
             let (trace, mut views) = views::derive(trace, &plan, &one.output)?;
             if let Some(links) = reduced {
                 views.summary = Some(std::mem::take(&mut *links.lock().map_err(|_| anyhow::anyhow!("summary lock"))?));
+            }
+            if one.output.params {
+                views.params = Some(param_steps(&params, &plan.show)?);
             }
             output::batch_item(&trace, &views, &one.output, (i, batch.len()))
         };
@@ -315,4 +334,43 @@ fn run_batch(
     clock.lap("render and write");
     clock.report();
     Ok(())
+}
+
+/// `--params`: the projections and FFN linears of the shown layers as tensors named by their
+/// weight-file names, titled with the names tutorials give them (the embedding tables are
+/// steps of the trace already).
+fn param_steps(params: &sources::params::Params, show: &trace::Selection) -> Result<Vec<trace::Step>> {
+    let mut out = Vec::new();
+    for (name, t) in params.named() {
+        let (layer, local) = trace::split_id(&name);
+        if layer.is_some_and(|l| show.layer.as_ref().is_some_and(|ls| !ls.contains(&l))) {
+            continue;
+        }
+        let alias = match local.trim_end_matches(".weight").trim_end_matches(".bias") {
+            "attn.q_proj" => "W_Q",
+            "attn.k_proj" => "W_K",
+            "attn.v_proj" => "W_V",
+            "attn.out_proj" => "W_O",
+            "ffn.linear1" | "ffn.up" => "W_1",
+            "ffn.linear2" => "W_2",
+            "ffn.gate" => "W_gate",
+            _ => "",
+        };
+        let alias = match (alias, name.ends_with(".bias")) {
+            ("", _) => continue,
+            (a, true) => format!("b{}", &a[1..]),
+            (a, false) => a.to_string(),
+        };
+        let dims: &'static [&'static str] = if t.dims().len() == 2 { &["out", "in"] } else { &["out"] };
+        out.push(trace::Step {
+            id: format!("{alias} = {name}"),
+            layer,
+            name: local.to_string(),
+            dims: dims.to_vec(),
+            shape: t.dims().to_vec(),
+            heads: None,
+            values: trace::Values::F32(t.flatten_all()?.to_vec1::<f32>()?),
+        });
+    }
+    Ok(out)
 }

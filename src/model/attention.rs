@@ -1,7 +1,10 @@
 //! Multi-head scaled dot-product attention (Vaswani et al. 2017, §3.2), step by step:
 //! `attn.q/k/v`, with rotary positions `attn.q_rot/k_rot`, `attn.raw_scores`, `attn.mask`,
 //! `attn.scores`, `attn.weights`, `attn.context`, `attn.concat`, `attn.out`. Grouped-query
-//! attention has fewer key/value heads than query heads; each is shared by a group.
+//! attention has fewer key/value heads than query heads; each is shared by a group. Heads
+//! built as separate single-head modules (`config.separate_heads`) compute the same numbers:
+//! their projections are the fused ones' row blocks, and `torch.cat` of their outputs is
+//! `attn.concat`.
 
 use super::linear;
 use crate::config::ModelConfig;
@@ -66,7 +69,10 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     rec.tensor(&format!("layers.{l}.attn.context"), cfg, &context)?;
     let concat = context.transpose(0, 1)?.contiguous()?.reshape((n, h * d_v))?; // [pos, heads·d_v]
     rec.tensor(&format!("layers.{l}.attn.concat"), cfg, &concat)?;
-    let out = linear(&concat, &p.out_proj)?; // [pos, d_model]
+    let out = match &p.out_proj {
+        Some(o) => linear(&concat, o)?, // [pos, d_model or d_out]
+        None => concat,                 // [pos, heads·d_v]: the wrapper's torch.cat of heads
+    };
     rec.tensor(&format!("layers.{l}.attn.out"), cfg, &out)?;
     Ok(out)
 }
@@ -117,7 +123,7 @@ fn repeat_kv(t: &Tensor, times: usize) -> Result<Tensor> {
 mod tests {
     use super::*;
     use crate::config::{Activation, InitConfig, Norm, Positions};
-    use crate::sources::params::{LayerNorm, Linear};
+    use crate::sources::params::{Block, LayerNorm, Linear};
 
     fn eye() -> Linear {
         Linear { weight: Tensor::new(&[[1f32, 0.0], [0.0, 1.0]], &Device::Cpu).unwrap(), bias: None }
@@ -137,12 +143,8 @@ mod tests {
             q_proj: eye(),
             k_proj: eye(),
             v_proj: eye(),
-            out_proj: eye(),
-            norm1: norm.clone(),
-            linear1: eye(),
-            linear2: eye(),
-            norm2: norm,
-            gate: None,
+            out_proj: Some(eye()),
+            block: Some(Block { norm1: norm.clone(), linear1: eye(), linear2: eye(), norm2: norm, gate: None }),
         };
         let cfg = ModelConfig {
             d_model: 2,

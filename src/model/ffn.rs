@@ -4,12 +4,12 @@
 
 use super::linear;
 use crate::config::{Activation, ModelConfig};
-use crate::sources::params::LayerParams;
+use crate::sources::params::Block;
 use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;
 
-pub fn ffn(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
+pub fn ffn(cfg: &ModelConfig, p: &Block, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
     let act = match &p.gate {
         None => {
             let hidden = linear(x, &p.linear1)?; // [pos, d_ff]

@@ -5,6 +5,8 @@
 //! `nn.TransformerEncoderLayer(norm_first=True)`): `norm1.out = LN(x)`,
 //! `add_norm1.sum = x + attn(norm1.out)`, `norm2.out = LN(add_norm1.sum)`,
 //! `add_norm2.sum = add_norm1.sum + ffn(norm2.out)`, which is the layer's output.
+//! An attention-only layer (a textbook's `MultiHeadAttention` module) is the attention
+//! alone: its output is `attn.out`.
 
 use super::norm::norm;
 use super::{attention::attention, ffn::ffn};
@@ -15,29 +17,32 @@ use anyhow::Result;
 use candle_core::Tensor;
 
 pub fn layer(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
+    let Some(b) = &p.block else {
+        return attention(cfg, p, x, l, rec); // [pos, d_out]
+    };
     match cfg.norm {
         Norm::Post => {
             let attn_out = attention(cfg, p, x, l, rec)?; // [pos, d_model]
             let sum1 = (x + &attn_out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm1.sum"), cfg, &sum1)?;
-            let out1 = norm(&sum1, &p.norm1, cfg)?; // [pos, d_model]
+            let out1 = norm(&sum1, &b.norm1, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm1.out"), cfg, &out1)?;
-            let ffn_out = ffn(cfg, p, &out1, l, rec)?; // [pos, d_model]
+            let ffn_out = ffn(cfg, b, &out1, l, rec)?; // [pos, d_model]
             let sum2 = (&out1 + &ffn_out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm2.sum"), cfg, &sum2)?;
-            let out2 = norm(&sum2, &p.norm2, cfg)?; // [pos, d_model]
+            let out2 = norm(&sum2, &b.norm2, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm2.out"), cfg, &out2)?;
             Ok(out2)
         }
         Norm::Pre => {
-            let normed1 = norm(x, &p.norm1, cfg)?; // [pos, d_model]
+            let normed1 = norm(x, &b.norm1, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.norm1.out"), cfg, &normed1)?;
             let attn_out = attention(cfg, p, &normed1, l, rec)?; // [pos, d_model]
             let sum1 = (x + &attn_out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm1.sum"), cfg, &sum1)?;
-            let normed2 = norm(&sum1, &p.norm2, cfg)?; // [pos, d_model]
+            let normed2 = norm(&sum1, &b.norm2, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.norm2.out"), cfg, &normed2)?;
-            let ffn_out = ffn(cfg, p, &normed2, l, rec)?; // [pos, d_model]
+            let ffn_out = ffn(cfg, b, &normed2, l, rec)?; // [pos, d_model]
             let sum2 = (&sum1 + &ffn_out)?; // [pos, d_model]: the layer's output
             rec.tensor(&format!("layers.{l}.add_norm2.sum"), cfg, &sum2)?;
             Ok(sum2)

@@ -9,7 +9,9 @@
 //! derived f64s likewise, `"-inf"` for a masked score):
 //! `{"token", "position", "layer", "scale", "key_tokens", "heads": [{"head", "query",
 //! "keys", "products", "raw_scores", "scaled", "mask"?, "scores", "max_score", "shifted",
-//! "exp", "exp_sum", "weights", "values", "weighted_values", "context"}]}`.
+//! "exp", "exp_sum", "weights", "values", "weighted_values", "context", "top_key",
+//! "top_terms"}]}`: `top_key` is the key with the largest score, `top_terms` the dimensions
+//! of its q·k, largest term first.
 
 use super::numbers::{f32_json, f64_json};
 use super::table;
@@ -32,8 +34,44 @@ fn mul(a: f64, b: f64, p: usize) -> String {
 }
 
 pub fn write(f: &Focus, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+    if let Some(r) = &f.pieces {
+        let pieces: Vec<&str> = f.keys[r.clone()].iter().map(String::as_str).collect();
+        let others: Vec<String> = (r.start + 1..r.end).map(|p| p.to_string()).collect();
+        writeln!(w)?;
+        lines(
+            &format!(
+                "The tokenizer splits this word into {} pieces, {} (positions {}–{}): this walks \
+                 through the first, {:?}. --focus {} for the others; --merge-pieces shows \
+                 attention between whole words.",
+                r.len(),
+                pieces.join(" "),
+                r.start,
+                r.end - 1,
+                f.token,
+                others.join(", ")
+            ),
+            out,
+            w,
+        )?;
+    }
     for h in &f.heads {
         write_head(f, h, out, w)?;
+    }
+    if let (Some(n), Some(h)) = (f.chosen_from, f.heads.first()) {
+        let peak = h.weights.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        writeln!(w)?;
+        lines(
+            &format!(
+                "Head {} of {n} is shown: its largest weight from {:?}, {}, is the highest of \
+                 the {n} heads. --head N shows head N, --head 0-{} every head.",
+                h.head,
+                f.token,
+                num(peak as f64, out.precision),
+                n - 1
+            ),
+            out,
+            w,
+        )?;
     }
     Ok(())
 }
@@ -70,6 +108,7 @@ fn write_head(f: &Focus, h: &FocusHead, out: &Output, w: &mut dyn Write) -> io::
                 h.query.iter().zip(&h.keys[j]).map(|(&a, &b)| mul(a as f64, b as f64, p)).collect();
             lines(&format!("   q·k_{j} = {} = {}", terms.join(" + "), num(h.raw_scores[j] as f64, p)), out, w)?;
         }
+        why_top(h, &key, out, w)?;
     }
     lines(&format!("2. scaled: × {} ({})", num(f.scale, p.max(4)), scale_note(f, h)), out, w)?;
     match &h.masked {
@@ -103,6 +142,35 @@ fn write_head(f: &Focus, h: &FocusHead, out: &Output, w: &mut dyn Write) -> io::
         }
     }
     Ok(())
+}
+
+/// Which terms of q·k make the largest score: the top key's products, largest first (the
+/// first five, then the rest summed).
+fn why_top(h: &FocusHead, key: &dyn Fn(usize) -> String, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+    let (p, j) = (out.precision, h.top_key);
+    let terms = &h.products[j];
+    let shown: Vec<String> = h
+        .top_terms
+        .iter()
+        .take(5)
+        .map(|&d| format!("[{d}] {} = {}", mul(h.query[d] as f64, h.keys[j][d] as f64, p), num(terms[d], p)))
+        .collect();
+    let rest: Vec<usize> = h.top_terms.iter().skip(5).copied().collect();
+    let tail = if rest.is_empty() {
+        String::new()
+    } else {
+        format!("; the other {} sum to {}", rest.len(), num(rest.iter().map(|&d| terms[d]).sum(), p))
+    };
+    lines(
+        &format!(
+            "   why key {} scores highest (q·k = {}): its terms q[d]×k[d], largest first: {}{tail}",
+            key(j).split_once(' ').map_or(key(j), |(pos, word)| format!("{pos} ({word})")),
+            num(h.raw_scores[j] as f64, p),
+            shown.join(", ")
+        ),
+        out,
+        w,
+    )
 }
 
 /// Step 4's table: per key the score at each stage, the exp and the weight, then the sums;
@@ -235,7 +303,8 @@ pub fn to_json(f: &Focus) -> String {
         o += &format!(", \"shifted\": {}, \"exp\": {}", f64s(&h.shifted), f64s(&h.exps));
         o += &format!(", \"exp_sum\": {}, \"weights\": {}", f64_json(h.exp_sum), f32s(&h.weights));
         o += &format!(", \"values\": {}, \"weighted_values\": {}", rows(&h.values, f32s), rows(&h.weighted, f64s));
-        o += &format!(", \"context\": {}}}", f32s(&h.context));
+        o += &format!(", \"context\": {}", f32s(&h.context));
+        o += &format!(", \"top_key\": {}, \"top_terms\": {:?}}}", h.top_key, h.top_terms);
         heads.push(o);
     }
     format!(

@@ -58,21 +58,7 @@ pub fn render(
             if let Some(maps) = derived {
                 maps::write_tables(maps, out.precision, out.width, w)?;
             }
-            predictions::write(trace, out.width, w)?;
-            analysis::write_lens(trace, out.width, w)?;
-            if let Some(s) = &views.stats {
-                analysis::write_stats(s, out.precision, out.width, w)?;
-            }
-            if let Some(r) = &views.rollout {
-                analysis::write_rollout(trace, r, out.precision, out.width, w)?;
-            }
-            if let Some(p) = &views.patching {
-                analysis::write_patching(trace, p, out.precision, out.width, w)?;
-            }
-            if let Some(f) = &views.focus {
-                focus::write(f, out, w)?;
-            }
-            Ok(())
+            write_after_tables(trace, views, out, w)
         }
         Format::Json => {
             let mut extra = Vec::new();
@@ -105,4 +91,27 @@ pub fn render(
         Format::Heatmap => heatmap::write(trace, views, out, w),
         Format::Jsonl => jsonl::write(trace, w),
     }
+}
+
+/// What follows the tables: predictions, the lens, statistics, rollout, patching, the
+/// parameters and the focus walkthrough.
+fn write_after_tables(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Write) -> std::io::Result<()> {
+    predictions::write(trace, out.width, w)?;
+    analysis::write_lens(trace, out.width, w)?;
+    if let Some(s) = &views.stats {
+        analysis::write_stats(s, out.precision, out.width, w)?;
+    }
+    if let Some(r) = &views.rollout {
+        analysis::write_rollout(trace, r, out.precision, out.width, w)?;
+    }
+    if let Some(p) = &views.patching {
+        analysis::write_patching(trace, p, out.precision, out.width, w)?;
+    }
+    if let Some(p) = &views.params {
+        table::write_params(p, out.precision, out.width, w)?;
+    }
+    if let Some(f) = &views.focus {
+        focus::write(f, out, w)?;
+    }
+    Ok(())
 }

@@ -3,7 +3,7 @@
 //! token. Tensors wider than `--width` are split into column blocks, never wrapped mid-row.
 
 use super::text::{cut, wrap, wrap_parts};
-use crate::config::InitConfig;
+use crate::config::{InitConfig, Interventions};
 use crate::trace::{Step, Trace, Values};
 use comfy_table::{presets, CellAlignment, Table, TableComponent};
 use std::io::{self, Write};
@@ -37,12 +37,25 @@ pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -
     Ok(())
 }
 
+/// `--params`: each parameter as a table (`[out, in]` as `nn.Linear` stores it; rows and
+/// columns numbered), under a heading that says how they are applied.
+pub fn write_params(params: &[Step], precision: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
+    writeln!(w, "\nparameters · as nn.Linear stores them, [out × in]: q = x·W_Qᵀ + b_Q, and so on")?;
+    for p in params {
+        write_tensor(p, &[], precision, width, w)?;
+    }
+    Ok(())
+}
+
 /// One line saying what was traced, from the config the JSON document also carries.
 fn summary(trace: &Trace) -> String {
     let c = &trace.config;
     let plural = |n: usize, w: &str| if n == 1 { format!("{n} {w}") } else { format!("{n} {w}s") };
-    let mut changed =
-        if c.interventions.is_empty() { String::new() } else { format!(", {}", c.interventions.describe()) };
+    let mut changed = if c.interventions.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", describe_interventions(&c.interventions))
+    };
     if let Some(p) = &c.parts.padding {
         let pads = p.attention_mask.iter().filter(|m| **m == 0).count();
         changed.push_str(&format!(", padded on the {} to {} ({pads} pads hidden)", p.side, p.length));
@@ -53,26 +66,41 @@ fn summary(trace: &Trace) -> String {
             Some(dt) => format!("{} model {} ({dt} weights, computed in f32)", m.model_type, m.path),
             None => format!("{} model {}", m.model_type, m.path),
         },
-        (None, InitConfig::Torch { seed, .. }) => format!("torch init, seed {seed}"),
+        // Seeded weights are as a model is before training: say so, so that nobody reads
+        // meaning into which word attends to which.
+        (None, InitConfig::Torch { seed, .. }) => format!("random untrained weights, seed {seed}"),
         (None, InitConfig::File { path, stored_dtype: Some(dt) }) => {
             format!("weights {path} ({dt} weights, computed in f32)")
         }
         (None, InitConfig::File { path, .. }) => format!("weights {path}"),
     };
     format!(
-        "attn-trace: {}, d_model {}, {} (d_k {} d_v {}), d_ff {}, {}, {} positions{}, {}-norm, {}, {init}{changed}",
+        "attn-trace: {}, d_model {}, {} (d_k {} d_v {}), {}, {} positions{}, {}, {init}{changed}",
         plural(trace.tokens.len(), "token"),
         c.d_model,
         plural(c.heads, "head"),
         c.d_k,
         c.d_v,
-        c.d_ff,
-        plural(c.layers, "layer"),
+        block(c).0,
         c.positions.name(),
         if c.causal { ", causal" } else { "" },
-        c.norm.name(),
-        c.activation.name(),
+        block(c).1,
     )
+}
+
+/// The header's words for the layer's form: (size, parts), e.g. ("d_ff 8, 1 layer",
+/// "post-norm, relu"), or an attention-only module's output width and projection.
+fn block(c: &crate::config::ModelConfig) -> (String, String) {
+    let layers = if c.layers == 1 { "1 layer".to_string() } else { format!("{} layers", c.layers) };
+    let heads = if c.parts.separate_heads { ", separate head modules" } else { "" };
+    if !c.parts.attention_only {
+        return (
+            format!("d_ff {}, {layers}", c.d_ff),
+            format!("{}-norm, {}{heads}", c.norm.name(), c.activation.name()),
+        );
+    }
+    let proj = if c.parts.no_out_proj { "no output projection" } else { "output projection" };
+    (format!("d_out {}, {layers}", c.out_width()), format!("attention only, {proj}{heads}"))
 }
 
 /// A table with column rules but no outer frame: the frame would cost two columns, and
@@ -222,7 +250,11 @@ fn write_tensor(step: &Step, labels: &[String], precision: usize, width: usize, 
             for line in wrap_parts(&title, width) {
                 writeln!(w, "{line}")?;
             }
-            let corner = if by_key { "q \\ k" } else { "pos" };
+            let corner = match step.dims.first() {
+                _ if by_key => "q \\ k",
+                Some(&"out") => "out",
+                _ => "pos",
+            };
             emit(&matrix_block(corner, &row_labels, &col_labels, block, start..end), w)?;
         }
     }
@@ -238,14 +270,25 @@ fn label(labels: &[String], r: usize) -> String {
 
 /// Splits columns into blocks whose table fits `width`: each value column costs its width,
 /// a space either side and the rule before it; the label column has one space after it.
+/// When a split is needed, the blocks are as even as the widths allow (8 columns that need
+/// two blocks become 4 + 4, not 7 + 1).
 fn column_blocks(col_w: &[usize], label_w: usize, width: usize) -> Vec<(usize, usize)> {
+    let greedy = fill_blocks(col_w, label_w, width, usize::MAX);
+    if greedy.len() < 2 {
+        return greedy;
+    }
+    fill_blocks(col_w, label_w, width, col_w.len().div_ceil(greedy.len()))
+}
+
+/// Blocks of at most `most` columns, each as many as fit.
+fn fill_blocks(col_w: &[usize], label_w: usize, width: usize, most: usize) -> Vec<(usize, usize)> {
     let fixed = label_w + 1;
     let mut blocks = Vec::new();
     let mut start = 0;
     while start < col_w.len() {
         let mut used = fixed;
         let mut end = start;
-        while end < col_w.len() && (end == start || used + col_w[end] + 3 <= width) {
+        while end < col_w.len() && (end == start || (used + col_w[end] + 3 <= width && end - start < most)) {
             used += col_w[end] + 3;
             end += 1;
         }
@@ -255,6 +298,30 @@ fn column_blocks(col_w: &[usize], label_w: usize, width: usize) -> Vec<(usize, u
     blocks
 }
 
+/// The interventions in one line for the table header, e.g. "ablated 0.1, 1.2 (zero); knocked out 0.1:5->2".
+fn describe_interventions(i: &Interventions) -> String {
+    let mut parts = Vec::new();
+    if !i.ablate.is_empty() {
+        let heads: Vec<String> = i.ablate.iter().map(|(l, h)| format!("{l}.{h}")).collect();
+        parts.push(format!("ablated {} ({})", heads.join(" "), i.ablate_mode.unwrap_or("zero")));
+    }
+    if !i.knockout.is_empty() {
+        let edges: Vec<String> = i
+            .knockout
+            .iter()
+            .map(|k| match k.head {
+                Some(h) => format!("{}.{h}:{}->{}", k.layer, k.query, k.key),
+                None => format!("{}:{}->{}", k.layer, k.query, k.key),
+            })
+            .collect();
+        parts.push(format!("knocked out {}", edges.join(" ")));
+    }
+    if let Some(n) = i.induction {
+        parts.push(format!("input: {n} random tokens repeated twice"));
+    }
+    parts.join("; ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,8 +329,11 @@ mod tests {
     #[test]
     fn blocks_fit_the_width() {
         // label 6 → fixed 7; each 7-wide column costs 10: 80 fits 7 columns.
+        // Sixteen need three blocks of at most 7: evened out as 6 + 6 + 4.
         let b = column_blocks(&[7; 16], 6, 80);
-        assert_eq!(b, vec![(0, 7), (7, 14), (14, 16)]);
+        assert_eq!(b, vec![(0, 6), (6, 12), (12, 16)]);
+        // An 8×8 table with a minus sign in every column needs two blocks: 4 + 4, not 7 + 1.
+        assert_eq!(column_blocks(&[7; 8], 7, 80), vec![(0, 4), (4, 8)]);
         // An 8×8 attention matrix: labels "0 shoes" (7), values 6 wide → 8 + 8·9 = 80.
         assert_eq!(column_blocks(&[6; 8], 7, 80), vec![(0, 8)]);
         assert_eq!(column_blocks(&[200], 6, 80), vec![(0, 1)]);

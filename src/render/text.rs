@@ -75,9 +75,11 @@ pub fn wrap_words(text: &str, width: usize, indent: &str) -> Vec<String> {
     lines
 }
 
-/// Splits `cols` equal `slot`-wide columns after a `fixed`-wide label into blocks that fit.
+/// Splits `cols` equal `slot`-wide columns after a `fixed`-wide label into blocks that fit,
+/// as even as they can be (8 columns in two blocks are 4 + 4, not 7 + 1).
 pub fn blocks(cols: usize, slot: usize, fixed: usize, width: usize) -> Vec<(usize, usize)> {
-    let per = (width.saturating_sub(fixed) / slot.max(1)).max(1);
+    let fit = (width.saturating_sub(fixed) / slot.max(1)).max(1);
+    let per = cols.div_ceil(cols.div_ceil(fit).max(1)).max(1);
     (0..cols).step_by(per).map(|s| (s, (s + per).min(cols))).collect()
 }
 

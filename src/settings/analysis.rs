@@ -94,7 +94,11 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
         ));
     }
     if cli.rollout && cli.head.is_some() {
-        return Err(usage("--rollout", "it averages every head, and --head keeps one", "drop --head or --rollout"));
+        return Err(usage(
+            "--rollout",
+            "it averages every head, and --head keeps only some",
+            "drop --head or --rollout",
+        ));
     }
     Ok(Analysis {
         ablate,

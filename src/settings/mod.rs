@@ -12,16 +12,17 @@ pub mod limits;
 pub mod outputs;
 pub mod plan;
 pub mod recipe;
+pub mod shape;
 pub mod views;
 
 use crate::cli::{self, Cli, Env};
-use crate::config::{Activation, Norm, Positions};
 use crate::error::usage;
 use anyhow::Result;
 use std::path::PathBuf;
 
 pub use analysis::Analysis;
 pub use recipe::Recipe;
+pub use shape::Shape;
 
 /// Where the sentence comes from.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,42 +88,47 @@ pub enum ModelChoice {
     },
 }
 
-/// The shape flags as typed (each `None` when not given): for the toy model they choose, for a
-/// real model they may only restate what the checkpoint says.
-#[derive(Debug, Clone, Default)]
-pub struct Shape {
-    pub d_model: Option<usize>,
-    pub heads: Option<usize>,
-    pub d_k: Option<usize>,
-    pub d_v: Option<usize>,
-    pub d_ff: Option<usize>,
-    pub layers: Option<usize>,
-    pub max_len: Option<usize>,
-    pub positions: Option<Positions>,
-    pub norm: Option<Norm>,
-    pub activation: Option<Activation>,
-    pub causal: bool,
-    pub scale: Option<f64>,
-    pub eps: Option<f64>,
-    pub attn_bias: bool,
-    pub no_ffn_bias: bool,
-    /// The toy decoder's parts (`--rms-norm`, `--rope-theta`, `--gated`, `--kv-heads`,
-    /// `--final-norm`, `--lm-head`).
-    pub rms_norm: bool,
-    pub rope_theta: Option<f64>,
-    pub gated: bool,
-    pub kv_heads: Option<usize>,
-    pub final_norm: bool,
-    /// `Some(tied)` for an LM head.
-    pub lm_head: Option<bool>,
-}
-
-/// `--steps`, `--layer`, `--head` as typed; [`plan::Plan`] checks them against the model.
+/// `--steps`, `--layer`, `--head` as typed (the lists parsed, in increasing order);
+/// [`plan::Plan`] checks them against the model.
 #[derive(Debug, Clone, Default)]
 pub struct Select {
     pub steps: Option<String>,
-    pub layer: Option<usize>,
-    pub head: Option<usize>,
+    pub layer: Option<Vec<usize>>,
+    pub head: Option<Vec<usize>>,
+}
+
+/// `--layer` and `--head`: `3`, `0,3`, `1-4` or a mix (`0,2-3`), as a sorted list without
+/// repeats.
+pub(crate) fn index_list(flag: &str, given: &str) -> Result<Vec<usize>> {
+    let bad = |why: String| {
+        usage(
+            format!("{flag} {}", crate::error::quote(given)),
+            why,
+            format!("pass a number, a list or a range, e.g. {flag} 0,3 or {flag} 1-4"),
+        )
+    };
+    let number = |s: &str| {
+        s.trim().parse::<usize>().map_err(|_| bad(format!("{} is not a number", crate::error::quote(s.trim()))))
+    };
+    let mut out = Vec::new();
+    for item in given.split(',') {
+        match item.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (number(a)?, number(b)?);
+                if a > b {
+                    return Err(bad(format!("the range {a}-{b} runs backwards")));
+                }
+                if b - a > 1 << 16 {
+                    return Err(bad(format!("the range {a}-{b} is too long")));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(number(item)?),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
 }
 
 /// How the trace is shown.
@@ -142,6 +148,8 @@ pub struct Output {
     /// `--stats` and `--rollout`: derived views to show.
     pub stats: bool,
     pub rollout: bool,
+    /// `--params`: the parameters as tables after the trace.
+    pub params: bool,
 }
 
 /// Everything one run needs to know, checked. Plain data: `Clone`, no open files.
@@ -188,36 +196,6 @@ pub(crate) fn nonzero(flag: &str, v: Option<usize>) -> Result<Option<usize>> {
     }
 }
 
-impl From<cli::PositionsArg> for Positions {
-    fn from(p: cli::PositionsArg) -> Self {
-        match p {
-            cli::PositionsArg::Learned => Positions::Learned,
-            cli::PositionsArg::Sinusoidal => Positions::Sinusoidal,
-            cli::PositionsArg::None => Positions::None,
-            cli::PositionsArg::Rope => Positions::Rotary,
-        }
-    }
-}
-
-impl From<cli::NormArg> for Norm {
-    fn from(n: cli::NormArg) -> Self {
-        match n {
-            cli::NormArg::Post => Norm::Post,
-            cli::NormArg::Pre => Norm::Pre,
-        }
-    }
-}
-
-impl From<cli::ActivationArg> for Activation {
-    fn from(a: cli::ActivationArg) -> Self {
-        match a {
-            cli::ActivationArg::Relu => Activation::Relu,
-            cli::ActivationArg::Gelu => Activation::Gelu,
-            cli::ActivationArg::Silu => Activation::Silu,
-        }
-    }
-}
-
 impl Settings {
     /// Checks the command line. Pure: reads no file and prints nothing.
     pub fn from_cli(cli: Cli, env: &Env) -> Result<Settings> {
@@ -226,29 +204,7 @@ impl Settings {
             Some(spec) => pretrained(&cli, spec)?,
             None => toy(&cli)?,
         };
-        let shape = Shape {
-            d_model: nonzero("--d-model", cli.d_model)?,
-            heads: nonzero("--heads", cli.heads)?,
-            d_k: nonzero("--d-k", cli.d_k)?,
-            d_v: nonzero("--d-v", cli.d_v)?,
-            d_ff: nonzero("--d-ff", cli.d_ff)?,
-            layers: nonzero("--layers", cli.layers)?,
-            max_len: nonzero("--max-len", cli.max_len)?,
-            positions: cli.positions.map(Into::into),
-            norm: cli.norm.map(Into::into),
-            activation: cli.activation.map(Into::into),
-            causal: cli.causal,
-            scale: cli.scale,
-            eps: cli.eps,
-            attn_bias: cli.attn_bias,
-            no_ffn_bias: cli.no_ffn_bias,
-            rms_norm: cli.rms_norm,
-            rope_theta: cli.rope_theta,
-            gated: cli.gated,
-            kv_heads: nonzero("--kv-heads", cli.kv_heads)?,
-            final_norm: cli.final_norm,
-            lm_head: cli.lm_head.map(|h| h == cli::LmHeadArg::Tied),
-        };
+        let shape = shape::shape(&cli)?;
         let max_memory = limits::parse_size(&cli.max_memory)?;
         let views = views::options(&cli, env)?;
         let outputs = outputs::options(&cli)?;
@@ -265,16 +221,21 @@ impl Settings {
             more: cli.more.clone(),
             model,
             shape,
-            select: Select { steps: cli.steps.clone(), layer: cli.layer, head: cli.head },
+            select: Select {
+                steps: cli.steps.clone(),
+                layer: cli.layer.as_deref().map(|l| index_list("--layer", l)).transpose()?,
+                head: cli.head.as_deref().map(|h| index_list("--head", h)).transpose()?,
+            },
             output: Output {
                 format: cli.format,
                 precision: cli.precision,
-                width: cli.width,
+                width: table_width(cli.width, env),
                 summary: cli.model.is_some() && cli.format == cli::Format::Table && cli.steps.is_none(),
                 color: use_color(cli.color, env),
                 views,
                 top_k: cli.top_k,
                 stats: cli.stats,
+                params: cli.params,
                 rollout: cli.rollout,
             },
             outputs,
@@ -342,6 +303,12 @@ fn pretrained(cli: &Cli, spec: &str) -> Result<ModelChoice> {
         ("--kv-heads", cli.kv_heads.is_some()),
         ("--final-norm", cli.final_norm),
         ("--lm-head", cli.lm_head.is_some()),
+        ("--qkv-bias", cli.qkv_bias),
+        ("--out-proj-bias", cli.out_proj_bias),
+        ("--attention-only", cli.attention_only),
+        ("--d-out", cli.d_out.is_some()),
+        ("--no-out-proj", cli.no_out_proj),
+        ("--separate-heads", cli.separate_heads),
     ] {
         if given {
             return Err(usage(
@@ -354,10 +321,27 @@ fn pretrained(cli: &Cli, spec: &str) -> Result<ModelChoice> {
     Ok(ModelChoice::Pretrained { spec: spec.to_string(), truncate: cli.truncate, special: !cli.no_special_tokens })
 }
 
+/// `--width`, else the terminal's width when printing to one (at least 40, the narrowest
+/// table), else 80: output that is not on a terminal never depends on it.
+fn table_width(flag: Option<usize>, env: &Env) -> usize {
+    match (flag, env.stdout_is_terminal, env.terminal_width) {
+        (Some(w), _, _) => w,
+        (None, true, Some(cols)) => cols.max(40),
+        _ => 80,
+    }
+}
+
 /// Checks the flags every run shares: output shape, numbers that must be finite.
 fn check_output_flags(cli: &Cli) -> Result<()> {
-    if cli.width < 40 {
-        return Err(usage("--width", format!("{} is too narrow for a table", cli.width), "pass --width 40 or more"));
+    if cli.params && cli.format != cli::Format::Table {
+        return Err(usage(
+            "--params",
+            "it prints the parameters as tables",
+            "use --format table, or write them to a file with --save-weights",
+        ));
+    }
+    if let Some(w) = cli.width.filter(|&w| w < 40) {
+        return Err(usage("--width", format!("{w} is too narrow for a table"), "pass --width 40 or more"));
     }
     if cli.precision > 12 {
         return Err(usage(

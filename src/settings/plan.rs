@@ -21,6 +21,8 @@ pub struct Plan {
     pub show: Selection,
     /// `--focus`: the position of the token whose attention is walked through.
     pub focus: Option<usize>,
+    /// When the focus word was split into word pieces: their positions (the focus is the first).
+    pub focus_pieces: Option<std::ops::Range<usize>>,
     /// Ablations and knockouts, checked against the model and resolved against the tokens.
     pub interventions: Interventions,
     /// The summary table alone reads the weights: each layer's are reduced to its strongest
@@ -34,8 +36,16 @@ pub struct Plan {
 impl Plan {
     /// Checks `--layer`, `--head`, `--steps`, `--focus` and `--check` against the model.
     pub fn new(settings: &Settings, cfg: &ModelConfig, tokens: &[String]) -> Result<Plan> {
-        let show = selection(settings, cfg.layers, cfg.heads)?;
+        let mut show = selection(settings, cfg.layers, cfg.heads)?;
         let focus = settings.output.views.focus.as_deref().map(|f| resolve(f, tokens)).transpose()?;
+        // `--focus` alone asks for the walkthrough: as tables, show it after the tokens, not
+        // after every step of the trace (`--steps` brings the steps back; a page or a picture
+        // still gets every step).
+        let o = &settings.output;
+        let alone = o.views.html.is_none() && o.views.svg.is_none() && !o.summary;
+        if focus.is_some() && show.steps.is_none() && o.format == Format::Table && alone {
+            show.steps = Some(std::iter::once("tokens".to_string()).collect());
+        }
         if settings.outputs.check.is_some() && (cfg.scale - 1.0 / (cfg.d_k as f64).sqrt()).abs() > 1e-12 {
             return Err(usage(
                 "--check",
@@ -43,6 +53,12 @@ impl Plan {
                 "drop --scale or --check",
             ));
         }
+        let focus_pieces = match (settings.output.views.focus.as_deref(), focus) {
+            (Some(word), Some(pos)) => {
+                super::views::split_word(word, tokens).into_iter().find(|r| r.start == pos && r.len() > 1)
+            }
+            _ => None,
+        };
         let a = &settings.analysis;
         let v = &settings.output.views;
         // The summary table shows only what the weights say: every other step of a real
@@ -72,35 +88,31 @@ impl Plan {
         }
         drawing_fits(settings, cfg, tokens.len())?;
         let interventions = interventions(settings, cfg, tokens)?;
-        Ok(Plan { record, show, focus, interventions, reduce_summary, streamed })
+        Ok(Plan { record, show, focus, focus_pieces, interventions, reduce_summary, streamed })
     }
 }
 
 /// `--steps`, `--layer` and `--head`, checked against the model's sizes.
 fn selection(settings: &Settings, layers: usize, heads: usize) -> Result<Selection> {
     let s = &settings.select;
-    if let Some(l) = s.layer {
-        if l >= layers {
-            return Err(usage(
-                "--layer",
-                format!("layer {l} does not exist; the model has {layers}"),
-                format!("pass --layer 0 to {}", layers - 1),
-            ));
-        }
+    if let Some(&l) = s.layer.iter().flatten().find(|&&l| l >= layers) {
+        return Err(usage(
+            "--layer",
+            format!("layer {l} does not exist; the model has {layers}"),
+            format!("pass layers from 0 to {}", layers - 1),
+        ));
     }
-    if let Some(h) = s.head {
-        if h >= heads {
-            return Err(usage(
-                "--head",
-                format!("head {h} does not exist; the model has {heads}"),
-                format!("pass --head 0 to {}", heads - 1),
-            ));
-        }
+    if let Some(&h) = s.head.iter().flatten().find(|&&h| h >= heads) {
+        return Err(usage(
+            "--head",
+            format!("head {h} does not exist; the model has {heads}"),
+            format!("pass heads from 0 to {}", heads - 1),
+        ));
     }
     Ok(Selection {
         steps: s.steps.as_deref().map(|list| steps::parse(list, layers)).transpose()?,
-        layer: s.layer,
-        head: s.head,
+        layer: s.layer.clone(),
+        head: s.head.clone(),
     })
 }
 
@@ -136,8 +148,8 @@ const HTML_BYTES_PER_CELL: f64 = 80.0 * 3.0;
 /// (an SVG of 3,000 tokens is gigabytes), before anything is computed.
 fn drawing_fits(settings: &Settings, cfg: &ModelConfig, n: usize) -> Result<()> {
     let v = &settings.output.views;
-    let layers = if settings.select.layer.is_some() { 1 } else { cfg.layers };
-    let heads = if settings.select.head.is_some() || v.average_heads { 1 } else { cfg.heads };
+    let layers = settings.select.layer.as_ref().map_or(cfg.layers, Vec::len);
+    let heads = if v.average_heads { 1 } else { settings.select.head.as_ref().map_or(cfg.heads, Vec::len) };
     let cells = (layers as f64) * (heads as f64) * (n as f64) * (n as f64);
     let per_cell = if v.svg.is_some() { SVG_BYTES_PER_CELL } else { 0.0 }
         + if v.html.is_some() { HTML_BYTES_PER_CELL } else { 0.0 };

@@ -14,6 +14,11 @@ pub enum LinearInit {
     Kaiming,
     /// `torch.rand` for each weight, then `torch.rand(out)` for each bias.
     Rand,
+    /// As `nn.TransformerEncoderLayer` initialises itself: the attention's `out_proj`
+    /// (`nn.Linear`), then a xavier-uniform fused in-projection `[3·d_model, d_model]`, the
+    /// attention biases zeroed, then `linear1`, `linear2`; and every layer a copy of the first,
+    /// as `nn.TransformerEncoder` deep-copies the layer it is given.
+    EncoderLayer,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +84,7 @@ impl Recipe {
             linear: match r.linear {
                 LinearInit::Kaiming => "kaiming",
                 LinearInit::Rand => "rand",
+                LinearInit::EncoderLayer => "encoder-layer",
             },
             rand_layout: match r.layout {
                 RandLayout::OutIn => "out-in",
@@ -175,14 +181,19 @@ pub(super) fn recipe(cli: &Cli) -> Result<Recipe> {
             cli::InitArg::TorchGeneric => Kernel::Generic,
         },
         reseed,
-        linear: match cli.linear_init {
-            cli::LinearInitArg::Kaiming => LinearInit::Kaiming,
-            cli::LinearInitArg::Rand => LinearInit::Rand,
-        },
+        linear: linear_init(cli.linear_init),
         layout: match cli.rand_layout {
             cli::LayoutArg::OutIn => RandLayout::OutIn,
             cli::LayoutArg::InOut => RandLayout::InOut,
         },
         draw_order,
     })
+}
+
+fn linear_init(arg: cli::LinearInitArg) -> LinearInit {
+    match arg {
+        cli::LinearInitArg::Kaiming => LinearInit::Kaiming,
+        cli::LinearInitArg::Rand => LinearInit::Rand,
+        cli::LinearInitArg::EncoderLayer => LinearInit::EncoderLayer,
+    }
 }

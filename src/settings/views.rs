@@ -16,6 +16,9 @@ pub struct ViewOptions {
     pub layer: usize,
     /// `--explain`: write every sum out term by term.
     pub explain: bool,
+    /// A real model's walkthrough as tables without `--head` shows only its strongest head
+    /// (a dozen heads' arithmetic is thousands of lines) and says how to see the others.
+    pub strongest_head: bool,
     pub merge_pieces: bool,
     pub average_heads: bool,
     pub html: Option<PathBuf>,
@@ -59,15 +62,25 @@ pub fn options(cli: &Cli, env: &Env) -> Result<ViewOptions> {
     if cli.average_heads && cli.head.is_some() {
         return Err(usage(
             "--average-heads",
-            "--head keeps a single head, so there is nothing to average",
+            "--head shows the heads it names one by one, not their mean",
             "drop --head or --average-heads",
+        ));
+    }
+    // The walkthrough and the SVG show one layer; an out-of-range --layer is refused by the plan.
+    let layers = cli.layer.as_deref().map(|l| super::index_list("--layer", l)).transpose()?.unwrap_or(vec![0]);
+    if layers.len() > 1 && (cli.focus.is_some() || cli.svg.is_some()) {
+        let flag = if cli.focus.is_some() { "--focus" } else { "--svg" };
+        return Err(usage(
+            flag,
+            format!("it shows one layer, and --layer names {}", layers.len()),
+            "pass a single --layer N",
         ));
     }
     Ok(ViewOptions {
         focus: cli.focus.clone(),
-        // An out-of-range --layer is refused by the plan.
-        layer: cli.layer.unwrap_or(0),
+        layer: layers[0],
         explain: cli.explain,
+        strongest_head: cli.model.is_some() && cli.head.is_none() && cli.format == Format::Table,
         merge_pieces: cli.merge_pieces,
         average_heads: cli.average_heads,
         html: cli.html.clone(),
@@ -116,6 +129,8 @@ pub fn resolve_for(flag: &str, given: &str, tokens: &[String]) -> Result<usize> 
     } else {
         by_word()
     };
+    // A word the tokenizer split ("embeddings" → em ##bed ##ding ##s) is found by its first piece.
+    let found = if found.is_empty() { split_word(given, tokens).iter().map(|r| r.start).collect() } else { found };
     match found.as_slice() {
         [one] => Ok(*one),
         [] => Err(usage(
@@ -139,9 +154,50 @@ pub fn resolve_for(flag: &str, given: &str, tokens: &[String]) -> Result<usize> 
     }
 }
 
+/// Where `word` is spelled by two or more consecutive word pieces: a first piece, then pieces
+/// that continue a word (WordPiece's `##…`; after a byte-level or SentencePiece first piece
+/// with its leading-space mark, pieces without one), compared ignoring case.
+pub fn split_word(word: &str, tokens: &[String]) -> Vec<std::ops::Range<usize>> {
+    let word = word.to_lowercase();
+    let marked = |t: &str| t.starts_with(['Ġ', '▁']);
+    let mut found = Vec::new();
+    for i in 0..tokens.len() {
+        let mut spelled = tokens[i].trim_start_matches(['Ġ', '▁']).to_lowercase();
+        for j in i + 1..tokens.len() {
+            let t = &tokens[j];
+            let piece = match t.strip_prefix("##") {
+                Some(rest) => rest.to_lowercase(),
+                None if marked(&tokens[i]) && !marked(t) => t.to_lowercase(),
+                None => break,
+            };
+            spelled.push_str(&piece);
+            if spelled == word {
+                found.push(i..j + 1);
+                break;
+            }
+            if !word.starts_with(&spelled) {
+                break;
+            }
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
-    use super::resolve;
+    use super::{resolve, split_word};
+
+    #[test]
+    fn a_word_split_into_pieces_is_found_by_its_first_piece() {
+        let t: Vec<String> = ["[CLS]", "the", "em", "##bed", "##ding", "##s", "[SEP]"].map(String::from).to_vec();
+        assert_eq!(split_word("embeddings", &t).first(), Some(&(2..6)));
+        assert_eq!(resolve("Embeddings", &t).unwrap(), 2);
+        assert_eq!(split_word("embed", &t).first(), Some(&(2..4)));
+        assert!(split_word("embedx", &t).is_empty());
+        let bpe: Vec<String> = ["The", "Ġemb", "ed", "dings", "Ġare"].map(String::from).to_vec();
+        assert_eq!(split_word("embeddings", &bpe).first(), Some(&(1..4)));
+        assert!(resolve("embeddingsare", &bpe).is_err());
+    }
 
     fn toks(s: &str) -> Vec<String> {
         s.split(' ').map(String::from).collect()

@@ -3,49 +3,15 @@
 //! (`{"embed": {"token": {"weight": …}}}`). Keys starting with `__` are notes and are skipped.
 //! Names and layouts are those of [`super::Params`].
 
-use super::meta::Metadata;
-use super::params::{LayerNorm, LayerParams, Layers, Linear, Params};
+use super::params::{Block, LayerNorm, LayerParams, Layers, Linear, Params};
 use crate::config::{ModelConfig, Positions};
 use crate::error::usage;
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
-use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::collections::BTreeMap;
 
 /// Named tensors as read from a file, f32 on the CPU.
 pub type NamedTensors = BTreeMap<String, Tensor>;
-
-/// A weights file as read: its tensors (f32), its metadata map ([`super::meta`] reads
-/// attn-trace's settings from it) and the types its tensors were stored in when not f32.
-pub struct WeightsFile {
-    pub tensors: NamedTensors,
-    pub metadata: Metadata,
-    /// E.g. `f16`, or `bf16+f16` (sorted); `None` for f32 and for JSON files.
-    pub stored_dtype: Option<String>,
-}
-
-/// Reads a weights file: JSON if its name ends in `.json`, safetensors otherwise.
-pub fn read(path: &Path) -> Result<WeightsFile> {
-    let what = format!("--weights {}", path.display());
-    let bytes =
-        std::fs::read(path).map_err(|e| usage(&what, e, "pass the path of an existing, readable weights file"))?;
-    let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
-    let tensors = parse(&bytes, is_json, &what)?;
-    let stored_dtype = if is_json { None } else { stored_dtype(&bytes) };
-    Ok(WeightsFile { tensors, metadata: super::meta::extract(&bytes, is_json), stored_dtype })
-}
-
-/// The safetensors file's tensor types other than f32, sorted and joined by `+`.
-fn stored_dtype(bytes: &[u8]) -> Option<String> {
-    let (_, header) = safetensors::SafeTensors::read_metadata(bytes).ok()?;
-    let kinds: std::collections::BTreeSet<String> = header
-        .tensors()
-        .values()
-        .map(|info| format!("{:?}", info.dtype).to_lowercase())
-        .filter(|d| d != "f32")
-        .collect();
-    (!kinds.is_empty()).then(|| kinds.into_iter().collect::<Vec<_>>().join("+"))
-}
 
 /// Parses a weights file's bytes (JSON or safetensors); the fuzz targets call this directly.
 pub fn parse(bytes: &[u8], is_json: bool, what: &str) -> Result<NamedTensors> {
@@ -211,12 +177,21 @@ pub struct FileDims {
     pub k_width: usize,
     /// Decoder parts the file holds: a gated FFN, a final norm, its own LM head.
     pub gated: bool,
+    /// A final norm, named `final_norm.*` or, as `nn.TransformerEncoder(norm=…)` names it,
+    /// `norm.*`.
     pub final_norm: bool,
     pub lm_head: bool,
-    pub d_ff: usize,
+    /// `None`: no FFN (`layers.0.ffn.linear1.weight`), so the layers are attention alone.
+    pub d_ff: Option<usize>,
+    /// Rows of the output projection; `None` when there is none.
+    pub out_width: Option<usize>,
     pub attn_bias: bool,
+    pub out_bias: bool,
     pub ffn_bias: bool,
 }
+
+/// The two names a final norm's tensors may have: attn-trace's, and `nn.TransformerEncoder`'s.
+const FINAL_NORM_NAMES: [&str; 2] = ["final_norm", "norm"];
 
 fn dims_of(named: &NamedTensors, name: &str, what: &str) -> Result<Vec<usize>> {
     named.get(name).map(|t| t.dims().to_vec()).ok_or_else(|| {
@@ -236,7 +211,8 @@ pub fn infer(named: &NamedTensors, what: &str) -> Result<FileDims> {
     }
     let q = dims_of(named, "layers.0.attn.q_proj.weight", what)?;
     let v = dims_of(named, "layers.0.attn.v_proj.weight", what)?;
-    let l1 = dims_of(named, "layers.0.ffn.linear1.weight", what)?;
+    // An attention-only file has no FFN; its other tensors are checked by `params`.
+    let l1 = named.get("layers.0.ffn.linear1.weight").map(|t| t.dims().to_vec()).unwrap_or(vec![1, 1]);
     if q.len() != 2 || v.len() != 2 || l1.len() != 2 {
         return Err(usage(what, "projection weights must be 2-D [out, in]", "store each Linear weight as [out, in]"));
     }
@@ -268,10 +244,14 @@ pub fn infer(named: &NamedTensors, what: &str) -> Result<FileDims> {
         // A missing k_proj is reported by `params`, with every other missing tensor.
         k_width: named.get("layers.0.attn.k_proj.weight").and_then(|t| t.dims().first().copied()).unwrap_or(q[0]),
         gated: named.contains_key("layers.0.ffn.gate.weight"),
-        final_norm: named.contains_key("final_norm.weight"),
+        final_norm: FINAL_NORM_NAMES
+            .iter()
+            .any(|p| named.contains_key(&format!("{p}.weight")) || named.contains_key(&format!("{p}.bias"))),
         lm_head: named.contains_key("lm_head.weight"),
-        d_ff: l1[0],
+        d_ff: named.contains_key("layers.0.ffn.linear1.weight").then_some(l1[0]),
+        out_width: named.get("layers.0.attn.out_proj.weight").and_then(|t| t.dims().first().copied()),
         attn_bias: named.contains_key("layers.0.attn.q_proj.bias"),
+        out_bias: named.contains_key("layers.0.attn.out_proj.bias"),
         ffn_bias: named.contains_key("layers.0.ffn.linear1.bias"),
     })
 }
@@ -300,15 +280,24 @@ pub fn params(mut named: NamedTensors, cfg: &ModelConfig, what: &str) -> Result<
         let q_proj = lin("attn.q_proj", d, cfg.qk_width(), cfg.attn_bias)?;
         let k_proj = lin("attn.k_proj", d, cfg.k_width(), cfg.attn_bias)?;
         let v_proj = lin("attn.v_proj", d, cfg.kv_v_width(), cfg.attn_bias)?;
-        let out_proj = lin("attn.out_proj", cfg.v_width(), d, cfg.attn_bias)?;
-        let gate = if cfg.parts.gated_ffn { Some(lin("ffn.gate", d, cfg.d_ff, cfg.ffn_bias)?) } else { None };
-        let linear1 = lin("ffn.linear1", d, cfg.d_ff, cfg.ffn_bias)?;
-        let linear2 = lin("ffn.linear2", cfg.d_ff, d, cfg.ffn_bias)?;
-        let norm1 = norm(n, &format!("{p}.norm1"), cfg, what)?;
-        let norm2 = norm(n, &format!("{p}.norm2"), cfg, what)?;
-        layers.push(LayerParams { q_proj, k_proj, v_proj, out_proj, norm1, linear1, linear2, norm2, gate });
+        let out_proj = if cfg.parts.no_out_proj {
+            None
+        } else {
+            Some(lin("attn.out_proj", cfg.v_width(), cfg.out_width(), cfg.out_bias())?)
+        };
+        let block = if cfg.parts.attention_only {
+            None
+        } else {
+            let gate = if cfg.parts.gated_ffn { Some(lin("ffn.gate", d, cfg.d_ff, cfg.ffn_bias)?) } else { None };
+            let linear1 = lin("ffn.linear1", d, cfg.d_ff, cfg.ffn_bias)?;
+            let linear2 = lin("ffn.linear2", cfg.d_ff, d, cfg.ffn_bias)?;
+            let norm1 = norm(n, &format!("{p}.norm1"), cfg, what)?;
+            let norm2 = norm(n, &format!("{p}.norm2"), cfg, what)?;
+            Some(Block { norm1, linear1, linear2, norm2, gate })
+        };
+        layers.push(LayerParams { q_proj, k_proj, v_proj, out_proj, block });
     }
-    let final_norm = if cfg.parts.final_norm { Some(norm(n, "final_norm", cfg, what)?) } else { None };
+    let final_norm = if cfg.parts.final_norm { Some(final_norm(n, cfg, what)?) } else { None };
     let lm_head = match &cfg.parts.lm_head {
         Some(h) if !h.tied => {
             Some(Linear { weight: take(n, "lm_head.weight", &[cfg.vocab_size, d], what)?, bias: None })
@@ -355,6 +344,21 @@ fn take(named: &mut NamedTensors, name: &str, shape: &[usize], what: &str) -> Re
     Ok(t)
 }
 
+/// The final norm, under attn-trace's name or `nn.TransformerEncoder`'s (`norm.*`), not both.
+fn final_norm(named: &mut NamedTensors, cfg: &ModelConfig, what: &str) -> Result<LayerNorm> {
+    let has =
+        |named: &NamedTensors, p: &str| ["weight", "bias"].iter().any(|t| named.contains_key(&format!("{p}.{t}")));
+    let [ours, torch] = FINAL_NORM_NAMES;
+    if has(named, ours) && has(named, torch) {
+        return Err(usage(
+            what,
+            format!("the final norm is given twice, as {ours}.* and as {torch}.*"),
+            "keep one of the two names",
+        ));
+    }
+    norm(named, if has(named, torch) { torch } else { ours }, cfg, what)
+}
+
 /// A LayerNorm's parameters, defaulting to PyTorch's initial ones and zeros when absent.
 fn norm(named: &mut NamedTensors, prefix: &str, cfg: &ModelConfig, what: &str) -> Result<LayerNorm> {
     let d = cfg.d_model;
@@ -372,26 +376,4 @@ fn norm(named: &mut NamedTensors, prefix: &str, cfg: &ModelConfig, what: &str) -
     let bias =
         if named.contains_key(&b) { take(named, &b, &[d], what)? } else { Tensor::zeros(d, DType::F32, &Device::Cpu)? };
     Ok(LayerNorm { weight, bias: Some(bias) })
-}
-
-/// `--save-weights`: every parameter as safetensors bytes (the output stage writes them), with
-/// `meta` as the header's `__metadata__`.
-pub fn encode(params: &Params, meta: &Metadata) -> Result<Vec<u8>> {
-    let map: HashMap<String, Tensor> = params.named().into_iter().map(|(n, t)| (n, t.clone())).collect();
-    let plain = safetensors::tensor::serialize(&map, None)?;
-    // safetensors takes metadata as a HashMap, whose order changes from run to run: the header
-    // is rewritten with the map inserted, sorted by key (serde_json's Map is a BTreeMap). The
-    // data offsets count from the end of the header, so the tensors' bytes stay as they are.
-    let n = u64::from_le_bytes(plain[..8].try_into()?) as usize;
-    let mut header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&plain[8..8 + n])?;
-    header.insert("__metadata__".into(), serde_json::to_value(meta)?);
-    let mut head = serde_json::to_vec(&header)?;
-    while head.len() % 8 != 0 {
-        head.push(b' ');
-    }
-    let mut out = Vec::with_capacity(8 + head.len() + plain.len() - 8 - n);
-    out.extend_from_slice(&(head.len() as u64).to_le_bytes());
-    out.extend_from_slice(&head);
-    out.extend_from_slice(&plain[8 + n..]);
-    Ok(out)
 }

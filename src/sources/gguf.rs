@@ -10,7 +10,7 @@
 //! Hugging Face's layout.
 
 use super::hf::decoder::DecoderConfig;
-use super::params::{LayerNorm, LayerParams, Layers, Linear, Params};
+use super::params::{Block, LayerNorm, LayerParams, Layers, Linear, Params};
 use crate::error::usage;
 use anyhow::Result;
 use candle_core::quantized::gguf_file::{Content, Value};
@@ -327,12 +327,14 @@ fn layer(c: &DecoderConfig, g: &Gguf, i: usize) -> Result<LayerParams> {
         q_proj: lin("attn_q", d, h * dh, qh)?,
         k_proj: lin("attn_k", d, kvh * dh, kh)?,
         v_proj: lin("attn_v", d, kvh * dh, 0)?,
-        out_proj: lin("attn_output", h * dh, d, 0)?,
-        norm1: norm("attn_norm")?,
-        linear1: lin("ffn_up", d, ff, 0)?,
-        linear2: lin("ffn_down", ff, d, 0)?,
-        norm2: norm("ffn_norm")?,
-        gate: Some(lin("ffn_gate", d, ff, 0)?),
+        out_proj: Some(lin("attn_output", h * dh, d, 0)?),
+        block: Some(Block {
+            norm1: norm("attn_norm")?,
+            linear1: lin("ffn_up", d, ff, 0)?,
+            linear2: lin("ffn_down", ff, d, 0)?,
+            norm2: norm("ffn_norm")?,
+            gate: Some(lin("ffn_gate", d, ff, 0)?),
+        }),
     })
 }
 

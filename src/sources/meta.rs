@@ -16,6 +16,7 @@ use crate::error::{quote, usage};
 use crate::settings::Shape;
 use anyhow::Result;
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// The `format` value that marks attn-trace's weights metadata.
 pub const FORMAT: &str = "attn-trace-weights";
@@ -66,8 +67,14 @@ pub fn describe(cfg: &ModelConfig, sentence: Option<&str>, tokens: &[String], id
         ("gated_ffn", cfg.parts.gated_ffn),
         ("final_norm", cfg.parts.final_norm),
         ("raw_input", cfg.raw_input),
+        ("attention_only", cfg.parts.attention_only),
+        ("no_out_proj", cfg.parts.no_out_proj),
+        ("separate_heads", cfg.parts.separate_heads),
     ] {
         put(k, v.to_string());
+    }
+    if let Some(d) = cfg.parts.d_out {
+        put("d_out", d.to_string());
     }
     put("positions", cfg.positions.name().into());
     put("norm", cfg.norm.name().into());
@@ -106,7 +113,8 @@ pub fn read(meta: &Metadata, what: &str) -> Result<Option<FileSettings>> {
         heads: Some(r.num("heads")?),
         d_k: Some(r.num("d_k")?),
         d_v: Some(r.num("d_v")?),
-        d_ff: Some(r.num("d_ff")?),
+        // An attention-only model has no FFN: d_ff 0.
+        d_ff: Some(r.num("d_ff")).filter(|_| r.get("d_ff").ok() != Some("0")).transpose()?,
         layers: Some(r.num("layers")?),
         max_len: Some(r.num("max_len")?),
         positions: Some(r.choice(
@@ -130,6 +138,13 @@ pub fn read(meta: &Metadata, what: &str) -> Result<Option<FileSettings>> {
         gated: r.flag("gated_ffn")?,
         kv_heads: Some(r.num("kv_heads")?),
         final_norm: r.flag("final_norm")?,
+        // The textbook forms; the biases are the file's tensors' to say.
+        attention_only: r.flag("attention_only")?,
+        no_out_proj: r.flag("no_out_proj")?,
+        separate_heads: r.flag("separate_heads")?,
+        d_out: r.meta.contains_key("d_out").then(|| r.num("d_out")).transpose()?,
+        qkv_bias: false,
+        out_proj_bias: false,
         lm_head: match r.get("lm_head")? {
             "none" => None,
             "tied" => Some(true),
@@ -228,6 +243,12 @@ pub fn merge(flags: &Shape, file: &Shape, w: &str) -> Result<Shape> {
         rms_norm: switch("--rms-norm", flags.rms_norm, file.rms_norm, w)?,
         gated: switch("--gated", flags.gated, file.gated, w)?,
         final_norm: switch("--final-norm", flags.final_norm, file.final_norm, w)?,
+        attention_only: switch("--attention-only", flags.attention_only, file.attention_only, w)?,
+        no_out_proj: switch("--no-out-proj", flags.no_out_proj, file.no_out_proj, w)?,
+        separate_heads: switch("--separate-heads", flags.separate_heads, file.separate_heads, w)?,
+        d_out: num("--d-out", flags.d_out, file.d_out)?,
+        qkv_bias: flags.qkv_bias,
+        out_proj_bias: flags.out_proj_bias,
         // The file's tensors decide the biases (`toy::biases` checks the flags against them).
         attn_bias: flags.attn_bias,
         no_ffn_bias: flags.no_ffn_bias,
@@ -292,4 +313,59 @@ pub fn extract(bytes: &[u8], is_json: bool) -> Metadata {
         Ok((_, m)) => m.metadata().iter().flatten().map(|(k, v)| (k.clone(), v.clone())).collect(),
         Err(_) => Metadata::new(),
     }
+}
+
+/// A weights file as read: its tensors (f32), its metadata map ([`read`] reads
+/// attn-trace's settings from it) and the types its tensors were stored in when not f32.
+pub struct WeightsFile {
+    pub tensors: super::file::NamedTensors,
+    pub metadata: Metadata,
+    /// E.g. `f16`, or `bf16+f16` (sorted); `None` for f32 and for JSON files.
+    pub stored_dtype: Option<String>,
+}
+
+/// Reads a weights file: JSON if its name ends in `.json`, safetensors otherwise.
+pub fn open(path: &Path) -> Result<WeightsFile> {
+    let what = format!("--weights {}", path.display());
+    let bytes =
+        std::fs::read(path).map_err(|e| usage(&what, e, "pass the path of an existing, readable weights file"))?;
+    let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    let tensors = super::file::parse(&bytes, is_json, &what)?;
+    let stored_dtype = if is_json { None } else { stored_dtype(&bytes) };
+    Ok(WeightsFile { tensors, metadata: extract(&bytes, is_json), stored_dtype })
+}
+
+/// The safetensors file's tensor types other than f32, sorted and joined by `+`.
+fn stored_dtype(bytes: &[u8]) -> Option<String> {
+    let (_, header) = safetensors::SafeTensors::read_metadata(bytes).ok()?;
+    let kinds: std::collections::BTreeSet<String> = header
+        .tensors()
+        .values()
+        .map(|info| format!("{:?}", info.dtype).to_lowercase())
+        .filter(|d| d != "f32")
+        .collect();
+    (!kinds.is_empty()).then(|| kinds.into_iter().collect::<Vec<_>>().join("+"))
+}
+
+/// `--save-weights`: every parameter as safetensors bytes (the output stage writes them), with
+/// `meta` as the header's `__metadata__`.
+pub fn encode(params: &super::params::Params, meta: &Metadata) -> Result<Vec<u8>> {
+    let map: std::collections::HashMap<String, candle_core::Tensor> =
+        params.named().into_iter().map(|(n, t)| (n, t.clone())).collect();
+    let plain = safetensors::tensor::serialize(&map, None)?;
+    // safetensors takes metadata as a HashMap, whose order changes from run to run: the header
+    // is rewritten with the map inserted, sorted by key (serde_json's Map is a BTreeMap). The
+    // data offsets count from the end of the header, so the tensors' bytes stay as they are.
+    let n = u64::from_le_bytes(plain[..8].try_into()?) as usize;
+    let mut header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&plain[8..8 + n])?;
+    header.insert("__metadata__".into(), serde_json::to_value(meta)?);
+    let mut head = serde_json::to_vec(&header)?;
+    while head.len() % 8 != 0 {
+        head.push(b' ');
+    }
+    let mut out = Vec::with_capacity(8 + head.len() + plain.len() - 8 - n);
+    out.extend_from_slice(&(head.len() as u64).to_le_bytes());
+    out.extend_from_slice(&head);
+    out.extend_from_slice(&plain[8 + n..]);
+    Ok(out)
 }

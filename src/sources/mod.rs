@@ -17,6 +17,7 @@ pub mod meta;
 pub mod params;
 pub mod seeded;
 pub mod text;
+mod textbook;
 pub mod tokenize;
 mod toy;
 

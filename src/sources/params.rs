@@ -43,7 +43,15 @@ pub struct LayerParams {
     pub q_proj: Linear,
     pub k_proj: Linear,
     pub v_proj: Linear,
-    pub out_proj: Linear,
+    /// `None`: `attn.out` is the concatenated heads (`--no-out-proj`).
+    pub out_proj: Option<Linear>,
+    /// The norms and FFN around the attention; `None` in an attention-only layer.
+    pub block: Option<Block>,
+}
+
+/// A layer's parts after its attention: two norms and the FFN.
+#[derive(Debug, Clone)]
+pub struct Block {
     pub norm1: LayerNorm,
     /// The FFN's first linear (the up projection of a gated FFN).
     pub linear1: Linear,
@@ -174,13 +182,17 @@ impl Params {
             push_linear(&mut out, format!("{p}.attn.q_proj"), &l.q_proj);
             push_linear(&mut out, format!("{p}.attn.k_proj"), &l.k_proj);
             push_linear(&mut out, format!("{p}.attn.v_proj"), &l.v_proj);
-            push_linear(&mut out, format!("{p}.attn.out_proj"), &l.out_proj);
-            push_norm(&mut out, format!("{p}.norm1"), &l.norm1);
-            push_linear(&mut out, format!("{p}.ffn.linear1"), &l.linear1);
-            push_linear(&mut out, format!("{p}.ffn.linear2"), &l.linear2);
-            push_norm(&mut out, format!("{p}.norm2"), &l.norm2);
-            if let Some(g) = &l.gate {
-                push_linear(&mut out, format!("{p}.ffn.gate"), g);
+            if let Some(o) = &l.out_proj {
+                push_linear(&mut out, format!("{p}.attn.out_proj"), o);
+            }
+            if let Some(b) = &l.block {
+                push_norm(&mut out, format!("{p}.norm1"), &b.norm1);
+                push_linear(&mut out, format!("{p}.ffn.linear1"), &b.linear1);
+                push_linear(&mut out, format!("{p}.ffn.linear2"), &b.linear2);
+                push_norm(&mut out, format!("{p}.norm2"), &b.norm2);
+                if let Some(g) = &b.gate {
+                    push_linear(&mut out, format!("{p}.ffn.gate"), g);
+                }
             }
         }
         if let Some(n) = &self.final_norm {

@@ -4,6 +4,7 @@
 
 use super::file::{self, FileDims};
 use super::meta::{self, StoredInput};
+use super::textbook;
 use super::tokenize::{self, TokenizerOptions};
 use super::{agree, Input, Loaded, Source};
 use crate::config::{Activation, InitConfig, LmHead, ModelConfig, Norm, Parts, Positions, Rope};
@@ -23,7 +24,7 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
     let w = weights_name.clone().unwrap_or_default();
     let (named, stored, stored_dtype) = match &toy.weights {
         Some(p) => {
-            let f = file::read(p)?;
+            let f = meta::open(p)?;
             (Some(f.tensors), meta::read(&f.metadata, &w)?, f.stored_dtype)
         }
         None => (None, None, None),
@@ -43,16 +44,7 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
             (tokens, ids, vocab_size, sentence)
         }
     };
-    let mut notes = Vec::new();
-    if let Some(nm) = &named {
-        let bad = file::non_finite(nm);
-        if !bad.is_empty() {
-            notes.push(format!("the weights hold NaN or infinite values in {}", bad.join(", ")));
-        }
-    }
-    if let Some(dt) = &stored_dtype {
-        notes.push(super::stored_note(dt));
-    }
+    let notes = file_notes(named.as_ref(), stored_dtype.as_deref());
     let fd = match (&named, &weights_name) {
         (Some(nm), Some(w)) => Some(file::infer(nm, w)?),
         _ => None,
@@ -80,6 +72,9 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
             "skip at most 4294967296 draws in all",
         ));
     }
+    if toy.weights.is_none() {
+        textbook::check_encoder_layer(&cfg, &toy.recipe)?;
+    }
     cfg.init = match &toy.weights {
         Some(p) => InitConfig::File { path: p.display().to_string(), stored_dtype },
         None => toy.recipe.describe(),
@@ -94,6 +89,17 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
         None => Source::Seeded(toy.recipe.clone()),
     };
     Ok((Loaded { sentence, tokens, input, cfg, hf: None, notes, tokenizer: None }, source))
+}
+
+/// Notes on a weights file: non-finite values, and a stored type other than f32.
+fn file_notes(named: Option<&file::NamedTensors>, stored_dtype: Option<&str>) -> Vec<String> {
+    let bad = named.map(file::non_finite).unwrap_or_default();
+    let mut notes = Vec::new();
+    if !bad.is_empty() {
+        notes.push(format!("the weights hold NaN or infinite values in {}", bad.join(", ")));
+    }
+    notes.extend(stored_dtype.map(super::stored_note));
+    notes
 }
 
 /// The token ids a weights file was saved with, for a run that gives no sentence of its own.
@@ -170,10 +176,13 @@ fn dims(s: &Shape, fd: Option<&FileDims>, matrix: Option<&Matrix>, w: &str) -> R
         (None, None) => s.d_model.unwrap_or(4),
     };
     let heads = s.heads.unwrap_or(1);
-    let (d_k, d_v) = head_widths(s, fd, d_model, heads, w)?;
-    let d_ff = match fd {
-        Some(f) => agree("--d-ff", s.d_ff, f.d_ff, w)?,
-        None => s.d_ff.unwrap_or(d_model.saturating_mul(2)),
+    let form = textbook::form(s, fd, w)?;
+    // A textbook's MultiHeadAttention(d_in, d_out, …) splits d_out into heads.
+    let (d_k, d_v) = head_widths(s, fd, s.d_out.unwrap_or(d_model), heads, w)?;
+    let d_ff = match fd.map(|f| f.d_ff) {
+        _ if form.attention_only => 0,
+        Some(Some(ff)) => agree("--d-ff", s.d_ff, ff, w)?,
+        _ => s.d_ff.unwrap_or(d_model.saturating_mul(2)),
     };
     let layers = match fd {
         Some(f) => agree("--layers", s.layers, f.layers, w)?,
@@ -185,7 +194,9 @@ fn dims(s: &Shape, fd: Option<&FileDims>, matrix: Option<&Matrix>, w: &str) -> R
         None => s.max_len.unwrap_or(10),
     };
     let (attn_bias, ffn_bias) = biases(s, fd, w)?;
-    let parts = parts(s, fd, (heads, d_k), positions, matrix.is_some(), w)?;
+    let mut parts = parts(s, fd, (heads, d_k), positions, matrix.is_some(), w)?;
+    let sizes = textbook::Sizes { d_model, concat: heads * d_v, layers, qkv_bias: attn_bias };
+    textbook::fill(&mut parts, s, form, sizes, fd, w)?;
     Ok(ModelConfig {
         d_model,
         heads,
@@ -254,6 +265,10 @@ fn parts(
         gated_ffn: s.gated || fd.is_some_and(|f| f.gated),
         window: None,
         attn_out_bias: None,
+        attention_only: false,
+        no_out_proj: false,
+        d_out: None,
+        separate_heads: false,
         final_norm: s.final_norm || fd.is_some_and(|f| f.final_norm),
         lm_head: lm_head.map(|tied| LmHead { tied }),
         masked_lm: false,
@@ -262,7 +277,8 @@ fn parts(
     })
 }
 
-/// d_k and d_v: split from the file's projection widths, or from d_model and the flags.
+/// d_k and d_v: split from the file's projection widths, or from `d_model` (an attention-only
+/// block's d_out when given) and the flags.
 fn head_widths(s: &Shape, fd: Option<&FileDims>, d_model: usize, heads: usize, w: &str) -> Result<(usize, usize)> {
     if let Some(f) = fd {
         let need_div = |width: usize, what: &str| -> Result<usize> {
@@ -284,11 +300,12 @@ fn head_widths(s: &Shape, fd: Option<&FileDims>, d_model: usize, heads: usize, w
     let dk = match s.d_k {
         Some(k) => k,
         None if !d_model.is_multiple_of(heads) => {
+            let what = if s.d_out.is_some() { "d_out" } else { "d_model" };
             return Err(usage(
                 "--heads",
-                format!("d_model {d_model} is not divisible by {heads} heads"),
+                format!("{what} {d_model} is not divisible by {heads} heads"),
                 "pick --heads that divides --d-model, or set the per-head width with --d-k",
-            ))
+            ));
         }
         None => d_model / heads,
     };
@@ -322,9 +339,11 @@ fn positions(flag: Option<Positions>, fd: Option<&FileDims>, matrix: bool, w: &s
 
 /// Biases: a file decides; flags may only agree with it.
 fn biases(s: &Shape, fd: Option<&FileDims>, w: &str) -> Result<(bool, bool)> {
-    let Some(f) = fd else { return Ok((s.attn_bias, !s.no_ffn_bias)) };
-    if s.attn_bias && !f.attn_bias {
-        return Err(usage("--attn-bias", format!("{w} has no projection biases"), "drop --attn-bias"));
+    let qkv = s.attn_bias || s.qkv_bias;
+    let Some(f) = fd else { return Ok((qkv, !s.no_ffn_bias)) };
+    if qkv && !f.attn_bias {
+        let flag = if s.attn_bias { "--attn-bias" } else { "--qkv-bias" };
+        return Err(usage(flag, format!("{w} has no projection biases"), format!("drop {flag}")));
     }
     if s.no_ffn_bias && f.ffn_bias {
         return Err(usage("--no-ffn-bias", format!("{w} has FFN biases"), "drop --no-ffn-bias"));

@@ -129,18 +129,21 @@ impl Trace {
     }
 }
 
-/// Keeps only head `h` of a head-first step (the caller has checked `h` is in range).
-pub(crate) fn narrow_head(step: &mut Step, h: usize) {
+/// Keeps only heads `hs` of a head-first step, in that order (the caller has checked they
+/// are in range).
+pub(crate) fn narrow_heads(step: &mut Step, hs: &[usize]) {
     let per_head: usize = step.shape[1..].iter().product();
-    let range = h * per_head..(h + 1) * per_head;
+    fn pick<T: Clone>(v: &[T], hs: &[usize], n: usize) -> Vec<T> {
+        hs.iter().flat_map(|&h| v[h * n..(h + 1) * n].iter().cloned()).collect()
+    }
     step.values = match &step.values {
-        Values::F32(v) => Values::F32(v[range].to_vec()),
-        Values::Bool(v) => Values::Bool(v[range].to_vec()),
-        Values::Int(v) => Values::Int(v[range].to_vec()),
-        Values::Str(v) => Values::Str(v[range].to_vec()),
+        Values::F32(v) => Values::F32(pick(v, hs, per_head)),
+        Values::Bool(v) => Values::Bool(pick(v, hs, per_head)),
+        Values::Int(v) => Values::Int(pick(v, hs, per_head)),
+        Values::Str(v) => Values::Str(pick(v, hs, per_head)),
     };
-    step.shape[0] = 1;
-    step.heads = Some(vec![h]);
+    step.shape[0] = hs.len();
+    step.heads = Some(hs.to_vec());
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! jsonl`, passes it on to a sink as it is computed. This is run state, not trace data: when
 //! the forward pass ends, [`Recorder::finish`] hands over the plain [`Trace`].
 
-use super::{narrow_head, split_id, steps, Dim, Step, Trace, Values};
+use super::{narrow_heads, split_id, steps, Dim, Step, Trace, Values};
 use crate::config::ModelConfig;
 use anyhow::Result;
 use candle_core::Tensor;
@@ -14,16 +14,16 @@ use std::collections::BTreeSet;
 pub struct Selection {
     /// Canonical ids or names to keep; `None` keeps everything.
     pub steps: Option<BTreeSet<String>>,
-    /// Keep only this layer's `layers.{i}.…` steps.
-    pub layer: Option<usize>,
-    /// Narrow per-head steps to this head.
-    pub head: Option<usize>,
+    /// Keep only these layers' `layers.{i}.…` steps.
+    pub layer: Option<Vec<usize>>,
+    /// Narrow per-head steps to these heads (in increasing order).
+    pub head: Option<Vec<usize>>,
 }
 
 impl Selection {
     pub fn wants(&self, id: &str, layer: Option<usize>, name: &str) -> bool {
-        if let (Some(want), Some(l)) = (self.layer, layer) {
-            if want != l {
+        if let (Some(want), Some(l)) = (&self.layer, layer) {
+            if !want.contains(&l) {
                 return false;
             }
         }
@@ -175,9 +175,9 @@ impl Recorder {
             heads: None,
             values,
         };
-        if let Some(h) = self.selection.head {
+        if let Some(hs) = &self.selection.head {
             if step.is_per_head() {
-                narrow_head(&mut step, h);
+                narrow_heads(&mut step, hs);
             }
         }
         if let Some(f) = self.sink.f.as_mut() {
@@ -203,7 +203,7 @@ mod tests {
 
     #[test]
     fn head_selection_narrows_per_head_steps_only() {
-        let sel = Selection { head: Some(1), ..Default::default() };
+        let sel = Selection { head: Some(vec![1]), ..Default::default() };
         let mut t = recorder(sel, &["a", "b"]);
         t.record("layers.0.attn.q", &["head", "pos", "d_k"], &[2, 2, 1], Values::F32(vec![1., 2., 3., 4.]));
         t.record("embed.sum", &["pos", "d_model"], &[2, 1], Values::F32(vec![5., 6.]));
@@ -236,8 +236,11 @@ mod tests {
 
     #[test]
     fn step_and_layer_selection() {
-        let sel =
-            Selection { steps: Some(["attn.weights".to_string()].into_iter().collect()), layer: Some(1), head: None };
+        let sel = Selection {
+            steps: Some(["attn.weights".to_string()].into_iter().collect()),
+            layer: Some(vec![1]),
+            head: None,
+        };
         assert!(sel.wants("layers.1.attn.weights", Some(1), "attn.weights"));
         assert!(!sel.wants("layers.0.attn.weights", Some(0), "attn.weights"));
         assert!(!sel.wants("layers.1.attn.q", Some(1), "attn.q"));

@@ -135,14 +135,18 @@ fn is_layer(name: &str) -> bool {
 /// A step's dims in a trace of `cfg`: the catalogue's, with `d_k` and `d_v` both written
 /// `d_head` when they are equal (the usual case: TRACE.md's vocabulary).
 /// With grouped-query attention, k and v (and k_rot) have `kv_head` first.
+/// An attention-only block whose output is not d_model wide has `d_out` in `attn.out` and
+/// `output`.
 pub fn dims(name: &str, cfg: &ModelConfig) -> Vec<Dim> {
     let same = cfg.d_k == cfg.d_v;
     let grouped = cfg.kv_heads() != cfg.heads && matches!(name, "attn.k" | "attn.v" | "attn.k_rot");
+    let d_out = cfg.parts.d_out.is_some() && matches!(name, "attn.out" | "output");
     raw_dims(name)
         .iter()
         .map(|&d| match d {
             "d_k" | "d_v" if same => "d_head",
             "head" if grouped => "kv_head",
+            "d_model" if d_out => "d_out",
             d => d,
         })
         .collect()

@@ -26,6 +26,24 @@ pub struct Focus {
     pub heads: Vec<FocusHead>,
     /// Whether q and k are the rotated `attn.q_rot`/`attn.k_rot` (rotary positions).
     pub rotated: bool,
+    /// When the focus word was split into word pieces: their positions (the focus is the first).
+    pub pieces: Option<std::ops::Range<usize>>,
+    /// When only the strongest head is kept ([`Focus::strongest`]): how many heads it was
+    /// chosen from.
+    pub chosen_from: Option<usize>,
+}
+
+impl Focus {
+    /// Keeps only the head whose largest weight from the focus token is the highest (the
+    /// first, on a tie): the head that attends most decidedly.
+    pub fn strongest(mut self) -> Focus {
+        let peak = |h: &FocusHead| h.weights.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let best =
+            (0..self.heads.len()).fold(0, |b, g| if peak(&self.heads[g]) > peak(&self.heads[b]) { g } else { b });
+        self.chosen_from = Some(self.heads.len());
+        self.heads = self.heads.into_iter().nth(best).into_iter().collect();
+        self
+    }
 }
 
 /// The arithmetic of one head for the focus token `i`; vectors are indexed by key position j.
@@ -61,6 +79,12 @@ pub struct FocusHead {
     pub weighted: Vec<Vec<f64>>,
     /// The row of `attn.context`.
     pub context: Vec<f32>,
+    /// The key with the largest visible score (the first, on a tie): the one this head
+    /// attends to most.
+    pub top_key: usize,
+    /// The dimensions d of that key's q·k, ordered by the term q[d]·k[d], largest first: which
+    /// terms make that score the largest (ties in order of d).
+    pub top_terms: Vec<usize>,
 }
 
 /// Derives the walkthrough of token `position` in `layer` from the trace's steps.
@@ -94,7 +118,7 @@ pub fn derive(trace: &Trace, position: usize, layer: usize) -> Result<Focus> {
             Some(Values::Bool(b)) => Some(b[position * n..(position + 1) * n].to_vec()),
             _ => None,
         };
-        let products =
+        let products: Vec<Vec<f64>> =
             keys.iter().map(|kj| query.iter().zip(kj).map(|(&a, &b)| a as f64 * b as f64).collect()).collect();
         // The model scales in f32 (candle's affine), so this reproduces `scores` exactly.
         let scaled = raw_scores.iter().map(|&s| s * scale as f32).collect();
@@ -103,6 +127,8 @@ pub fn derive(trace: &Trace, position: usize, layer: usize) -> Result<Focus> {
         let exps: Vec<f64> = shifted.iter().map(|&z| z.exp()).collect();
         let exp_sum = exps.iter().sum();
         let weighted = (0..n).map(|j| values[j].iter().map(|&x| weights[j] as f64 * x as f64).collect()).collect();
+        let top_key = (0..n).find(|&j| scores[j] == max_score).unwrap_or(0);
+        let top_terms = ranked(&products[top_key]);
         heads.push(FocusHead {
             head,
             query,
@@ -120,10 +146,29 @@ pub fn derive(trace: &Trace, position: usize, layer: usize) -> Result<Focus> {
             values,
             weighted,
             context,
+            top_key,
+            top_terms,
         });
     }
     let token = trace.tokens[position].clone();
-    Ok(Focus { position, token, layer, scale, keys: trace.tokens.clone(), heads, rotated })
+    Ok(Focus {
+        position,
+        token,
+        layer,
+        scale,
+        keys: trace.tokens.clone(),
+        heads,
+        rotated,
+        chosen_from: None,
+        pieces: None,
+    })
+}
+
+/// Indices of `terms`, largest term first; equal terms keep their order.
+fn ranked(terms: &[f64]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..terms.len()).collect();
+    order.sort_by(|&a, &b| terms[b].total_cmp(&terms[a]));
+    order
 }
 
 /// Row `r` of head-group `g` of a `[head, rows, cols]` step.
@@ -173,6 +218,13 @@ mod tests {
         assert_eq!(h.weighted, vec![vec![0.5], vec![4.5]]);
         assert_eq!(h.context, vec![5.0]);
         assert_eq!(h.scaled, h.scores);
+        // Key 1 scores highest; its one term is q·k itself.
+        assert_eq!((h.top_key, h.top_terms.as_slice()), (1, &[0][..]));
+    }
+
+    #[test]
+    fn terms_rank_largest_first() {
+        assert_eq!(ranked(&[0.1, -2.0, 0.5, 0.1]), vec![2, 0, 3, 1]);
     }
 
     #[test]

@@ -22,6 +22,9 @@ use summary::LayerLinks;
 #[derive(Debug, Clone, Default)]
 pub struct Views {
     pub focus: Option<Focus>,
+    /// `--params`: the parameters of the shown layers as 2-D or 1-D tensors named by their
+    /// weight-file names (attached by `run`, which holds them).
+    pub params: Option<Vec<crate::trace::Step>>,
     /// Present when a view draws attention maps (heatmap, --html, --svg) or derives them.
     pub maps: Option<Maps>,
     /// The real-model summary table's numbers (tables without --steps).
@@ -54,6 +57,8 @@ fn draws_maps(out: &Output) -> bool {
 pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Views)> {
     let o = &out.views;
     let focus = plan.focus.map(|p| focus::derive(&trace, p, o.layer)).transpose()?;
+    let focus = focus.map(|f| if o.strongest_head && f.heads.len() > 1 { f.strongest() } else { f });
+    let focus = focus.map(|f| focus::Focus { pieces: plan.focus_pieces.clone(), ..f });
     // Statistics and rollout read the weights before `--steps` narrows what is shown.
     let stats = out.stats.then(|| analysis::stats(&trace));
     let rollout = out.rollout.then(|| analysis::rollout(&trace));
@@ -70,5 +75,5 @@ pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
         other => other,
     };
     let summary = (out.summary && out.format == Format::Table).then(|| summary::summarize(&trace));
-    Ok((trace, Views { focus, maps, summary, stats, rollout, patching: None, patch_grid: None }))
+    Ok((trace, Views { focus, maps, summary, stats, rollout, patching: None, patch_grid: None, params: None }))
 }

@@ -68,7 +68,7 @@ const BAD: &[(&[&str], &str)] = &[
     (&["a b", "--input", "/nonexistent/x.json"], "--input /nonexistent/x.json"),
 ];
 
-pub fn assert_usage_error(args: &[&str], fragment: &str) {
+pub(crate) fn assert_usage_error(args: &[&str], fragment: &str) {
     let out = cmd().args(args).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "attn-trace {args:?}: exit code; stderr: {stderr}");

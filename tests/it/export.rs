@@ -302,6 +302,12 @@ fn every_json_golden_and_fresh_output_fits_the_schema() {
     for args in [
         &[SENTENCE, "--heads", "2", "--causal", "--norm", "pre", "--head", "1"][..],
         &["--input", "fixtures/seeds/002_input.json", "--d-k", "3", "--scale", "0.5", "--attn-bias"][..],
+        // Textbook forms: attention only, d_out, separate heads, an output bias of its own.
+        &[SENTENCE, "--attention-only", "--heads", "2", "--d-out", "6", "--separate-heads", "--out-proj-bias"][..],
+        &[SENTENCE, "--attention-only", "--no-out-proj", "--heads", "2", "--d-k", "3", "--focus", "shoes", "--explain"]
+            [..],
+        &[SENTENCE, "--d-model", "8", "--heads", "2", "--linear-init", "encoder-layer", "--attn-bias", "--final-norm"]
+            [..],
         &["the cats", "played", "--model", tiny.to_str().unwrap(), "--check"][..],
         // Decoders: rotary positions, grouped-query attention, a window, logits, predictions.
         &["my shoes are small", "--model", "fixtures/decoders/mistral", "--steps", "all"][..],

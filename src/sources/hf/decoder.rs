@@ -11,7 +11,7 @@
 use super::checkpoint::Checkpoint;
 use crate::config::{Activation, LmHead, Parts, Rope};
 use crate::error::usage;
-use crate::sources::params::{LayerNorm, LayerParams, Layers, Linear, Params};
+use crate::sources::params::{Block, LayerNorm, LayerParams, Layers, Linear, Params};
 use anyhow::Result;
 
 use serde::Deserialize;
@@ -170,6 +170,7 @@ impl DecoderConfig {
             padding: None,
             masked_lm: false,
             layer_at_a_time: true,
+            ..Default::default()
         })
     }
 
@@ -315,12 +316,14 @@ fn llama_layer(c: &DecoderConfig, ck: &Checkpoint, i: usize) -> Result<LayerPara
         q_proj: lin("self_attn.q_proj", d, qw)?,
         k_proj: lin("self_attn.k_proj", d, kvw)?,
         v_proj: lin("self_attn.v_proj", d, kvw)?,
-        out_proj: lin("self_attn.o_proj", qw, d)?,
-        norm1: norm(ck, &format!("{p}.input_layernorm"), d, false)?,
-        linear1: lin("mlp.up_proj", d, ff)?,
-        linear2: lin("mlp.down_proj", ff, d)?,
-        norm2: norm(ck, &format!("{p}.post_attention_layernorm"), d, false)?,
-        gate: Some(lin("mlp.gate_proj", d, ff)?),
+        out_proj: Some(lin("self_attn.o_proj", qw, d)?),
+        block: Some(Block {
+            norm1: norm(ck, &format!("{p}.input_layernorm"), d, false)?,
+            linear1: lin("mlp.up_proj", d, ff)?,
+            linear2: lin("mlp.down_proj", ff, d)?,
+            norm2: norm(ck, &format!("{p}.post_attention_layernorm"), d, false)?,
+            gate: Some(lin("mlp.gate_proj", d, ff)?),
+        }),
     })
 }
 
@@ -343,12 +346,14 @@ fn gpt2_layer(c: &DecoderConfig, ck: &Checkpoint, p: &str) -> Result<LayerParams
         q_proj: third(0)?,
         k_proj: third(1)?,
         v_proj: third(2)?,
-        out_proj: conv("attn.c_proj", d, d)?,
-        norm1: norm(ck, &format!("{p}.ln_1"), d, true)?,
-        linear1: conv("mlp.c_fc", d, ff)?,
-        linear2: conv("mlp.c_proj", ff, d)?,
-        norm2: norm(ck, &format!("{p}.ln_2"), d, true)?,
-        gate: None,
+        out_proj: Some(conv("attn.c_proj", d, d)?),
+        block: Some(Block {
+            norm1: norm(ck, &format!("{p}.ln_1"), d, true)?,
+            linear1: conv("mlp.c_fc", d, ff)?,
+            linear2: conv("mlp.c_proj", ff, d)?,
+            norm2: norm(ck, &format!("{p}.ln_2"), d, true)?,
+            gate: None,
+        }),
     })
 }
 

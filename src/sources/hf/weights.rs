@@ -4,7 +4,7 @@
 
 use crate::error::usage;
 use crate::sources::hf::config::HfConfig;
-use crate::sources::params::{LayerNorm, LayerParams, Layers, Linear, MlmHead, Params};
+use crate::sources::params::{Block, LayerNorm, LayerParams, Layers, Linear, MlmHead, Params};
 use anyhow::Result;
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
@@ -151,12 +151,14 @@ impl Weights {
                 q_proj: self.linear(&format!("{p}.attention.self.query"), d, d)?,
                 k_proj: self.linear(&format!("{p}.attention.self.key"), d, d)?,
                 v_proj: self.linear(&format!("{p}.attention.self.value"), d, d)?,
-                out_proj: self.linear(&format!("{p}.attention.output.dense"), d, d)?,
-                norm1: self.norm(&format!("{p}.attention.output.LayerNorm"), d)?,
-                linear1: self.linear(&format!("{p}.intermediate.dense"), d, c.intermediate_size)?,
-                linear2: self.linear(&format!("{p}.output.dense"), c.intermediate_size, d)?,
-                norm2: self.norm(&format!("{p}.output.LayerNorm"), d)?,
-                gate: None,
+                out_proj: Some(self.linear(&format!("{p}.attention.output.dense"), d, d)?),
+                block: Some(Block {
+                    norm1: self.norm(&format!("{p}.attention.output.LayerNorm"), d)?,
+                    linear1: self.linear(&format!("{p}.intermediate.dense"), d, c.intermediate_size)?,
+                    linear2: self.linear(&format!("{p}.output.dense"), c.intermediate_size, d)?,
+                    norm2: self.norm(&format!("{p}.output.LayerNorm"), d)?,
+                    gate: None,
+                }),
             });
         }
         let token = match self.whole_table {
