@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks examples/attention.py against attn-trace, as a course's CI would: a numpy encoder
-# layer built from attn-trace's saved weights must match attn-trace's trace (diff exits 0),
-# and a deliberately broken one must not (diff exits 1, naming attn.scores first, with the
-# hint that the scores were not divided by √d_k). Then
+# built from attn-trace's saved weights and their metadata (settings and token ids) must match
+# attn-trace's trace (diff exits 0), and a deliberately broken one must not (diff exits 1,
+# naming attn.scores first, with the hint that the scores were not divided by √d_k). Then
 # checks the README's one-liners that load a --save-trace file in Python.
 # Needs python3 (a venv with numpy and safetensors is made under .cache/) and cargo.
 set -euo pipefail
@@ -18,14 +18,23 @@ T="$(mktemp -d)"
 trap 'rm -rf "$T"' EXIT
 
 S="my shoes are small, my feet are big."
-"$ATTN" "$S" --heads 2 --save-weights "$T/w.safetensors" --format json > "$T/reference.json"
+# The weights file carries the settings and the input: attention.py reads them from its metadata.
+"$ATTN" "$S" --heads 2 --layers 2 --causal --save-weights "$T/w.safetensors" --format json > "$T/reference.json"
 
 echo "== examples/attention.py matches attn-trace"
-"$PY" examples/attention.py "$S" --weights "$T/w.safetensors" --heads 2 > "$T/mine.json"
+"$PY" examples/attention.py --weights "$T/w.safetensors" > "$T/mine.json"
 "$ATTN" diff "$T/mine.json" "$T/reference.json"
 
+echo "== the weights file alone reproduces the reference trace"
+"$ATTN" --weights "$T/w.safetensors" --format json > "$T/again.json"
+"$PY" - "$T" <<'PY'
+import json, sys
+a, b = (json.load(open(f"{sys.argv[1]}/{n}.json")) for n in ("reference", "again"))
+assert a["input"] == b["input"] and a["steps"] == b["steps"], "the file alone gives another trace"
+PY
+
 echo "== a broken implementation does not (diff exits 1)"
-"$PY" examples/attention.py "$S" --weights "$T/w.safetensors" --heads 2 --broken > "$T/broken.json"
+"$PY" examples/attention.py --weights "$T/w.safetensors" --broken > "$T/broken.json"
 status=0
 "$ATTN" diff "$T/broken.json" "$T/reference.json" > "$T/report.txt" || status=$?
 if [[ $status -ne 1 ]] || ! grep -q "^first divergence: layers.0.attn.scores " "$T/report.txt" \

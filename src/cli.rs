@@ -115,9 +115,24 @@ pub struct Cli {
     /// Read the sentence from a file (UTF-8; surrounding white space is trimmed).
     #[arg(long, value_name = "FILE", conflicts_with = "sentence", help_heading = "Tokens")]
     pub file: Option<std::path::PathBuf>,
-    /// With --model: a second sentence, traced as a pair with BERT's token types.
+    /// A second sentence: with a BERT model, the second sentence of a pair (token types 1);
+    /// with the toy model or a decoder, the next sentence of a batch (each traced on its own).
     #[arg(value_name = "PAIR")]
     pub pair: Option<String>,
+    /// More sentences of a batch (not with BERT, whose two sentences are a pair: use --batch).
+    #[arg(value_name = "MORE")]
+    pub more: Vec<String>,
+    /// With --model: pad the tokens to N with the model's pad token (its eos token if it has
+    /// none) and hide the pads from every query, as transformers' attention_mask does.
+    #[arg(long, value_name = "N", help_heading = "Tokens")]
+    pub pad_to: Option<usize>,
+    /// With --pad-to: where the pad tokens go [default: right].
+    #[arg(long, value_enum, help_heading = "Tokens")]
+    pub padding: Option<PaddingArg>,
+    /// Trace every line of FILE as its own sentence (UTF-8, one per line; an empty line is an
+    /// error): one trace per sentence.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["sentence", "file"], help_heading = "Tokens")]
+    pub batch: Option<std::path::PathBuf>,
 
     // ---- real models ----
     /// A Hugging Face model folder (config.json, weights, tokenizer.json), or ORG/NAME
@@ -274,10 +289,13 @@ pub struct Cli {
     /// a notebook cell that ran twice. Comma list of POINT=N.
     #[arg(long, value_name = "LIST", help_heading = "Parameters")]
     pub skip_draws: Option<String>,
-    /// Load every parameter from a safetensors or .json file (it fixes the dimensions).
+    /// Load every parameter from a safetensors or .json file. It fixes the dimensions; a file
+    /// written by --save-weights also gives every setting and the input, so flags and the
+    /// sentence may be left out (a flag that contradicts the file is an error).
     #[arg(long, value_name = "FILE", help_heading = "Parameters")]
     pub weights: Option<PathBuf>,
-    /// Write every parameter of the run to a safetensors file.
+    /// Write every parameter of the run to a safetensors file, with the settings and the input
+    /// (sentence, tokens, ids) in its metadata.
     #[arg(long, value_name = "FILE", help_heading = "Parameters")]
     pub save_weights: Option<PathBuf>,
 
@@ -407,6 +425,12 @@ pub struct Cli {
     /// of its output from the clean run's.
     #[arg(long, num_args = 2, value_names = ["A", "B"], allow_hyphen_values = true, help_heading = "Interventions")]
     pub metric: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PaddingArg {
+    Left,
+    Right,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -92,7 +92,13 @@ pub enum InitConfig {
         skip_draws: std::collections::BTreeMap<&'static str, u64>,
     },
     /// Loaded from a weights file.
-    File { path: String },
+    File {
+        path: String,
+        /// The toy weights file's stored type when it is not f32 (`f16`, `bf16`, `f64`): the
+        /// arithmetic is f32 on the converted values. (A real model's is `model.stored_dtype`.)
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stored_dtype: Option<String>,
+    },
     /// Handed over in memory (the Python API's `weights=` dict).
     Given,
 }
@@ -199,30 +205,6 @@ impl Interventions {
     pub fn is_empty(&self) -> bool {
         self.ablate.is_empty() && self.knockout.is_empty() && self.induction.is_none()
     }
-
-    /// One line for the table header, e.g. "ablated 0.1, 1.2 (zero); knocked out 0.1:5->2".
-    pub fn describe(&self) -> String {
-        let mut parts = Vec::new();
-        if !self.ablate.is_empty() {
-            let heads: Vec<String> = self.ablate.iter().map(|(l, h)| format!("{l}.{h}")).collect();
-            parts.push(format!("ablated {} ({})", heads.join(" "), self.ablate_mode.unwrap_or("zero")));
-        }
-        if !self.knockout.is_empty() {
-            let edges: Vec<String> = self
-                .knockout
-                .iter()
-                .map(|k| match k.head {
-                    Some(h) => format!("{}.{h}:{}->{}", k.layer, k.query, k.key),
-                    None => format!("{}:{}->{}", k.layer, k.query, k.key),
-                })
-                .collect();
-            parts.push(format!("knocked out {}", edges.join(" ")));
-        }
-        if let Some(n) = self.induction {
-            parts.push(format!("input: {n} random tokens repeated twice"));
-        }
-        parts.join("; ")
-    }
 }
 
 fn is_false(b: &bool) -> bool {
@@ -283,6 +265,10 @@ pub struct Parts {
     /// BERT's masked-LM head (`cls.predictions`): predictions at `[MASK]` positions.
     #[serde(skip_serializing_if = "is_false")]
     pub masked_lm: bool,
+    /// `--pad-to`: the input was padded as transformers pads a batch, and padded keys are
+    /// hidden from every query (transformers' `attention_mask`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub padding: Option<Padding>,
     /// The layers' parameters are read from the checkpoint one layer at a time (real
     /// decoders): the memory estimate counts one layer's, not all. Not part of the JSON.
     #[serde(skip)]
@@ -308,6 +294,19 @@ impl Rope {
         let inv_freq = (0..d / 2).map(|i| (1.0 / (theta as f32).powf((2 * i) as f32 / d as f32)) as f64).collect();
         Rope { theta, scaling: None, inv_freq }
     }
+}
+
+/// How the input was padded (`config.padding`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Padding {
+    /// `left` or `right`: where the pad tokens went.
+    pub side: &'static str,
+    /// The padded length (`--pad-to`).
+    pub length: usize,
+    /// The id of the pad token (the config's `pad_token_id`, else its `eos_token_id`).
+    pub pad_id: u32,
+    /// transformers' `attention_mask`: 1 for the sentence's tokens, 0 for pads.
+    pub attention_mask: Vec<u8>,
 }
 
 /// The unembedding.
@@ -340,7 +339,7 @@ impl ModelConfig {
             eps: 1e-5,
             raw_input: false,
             model: None,
-            init: InitConfig::File { path: String::new() },
+            init: InitConfig::File { path: String::new(), stored_dtype: None },
             interventions: Interventions::default(),
             parts: Parts::default(),
         }

@@ -81,7 +81,7 @@ pub fn trace(settings: &Settings) -> Result<Traced> {
     let (loaded, source, plan) = prepare(settings)?;
     let params = source.params(&loaded)?;
     if let Some(path) = &settings.outputs.save_weights {
-        output::save_weights(&params, path)?;
+        output::save_weights(&params, &loaded, path)?;
     }
     let mut rec = recorder(&loaded, plan.show.clone(), settings);
     let output = model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
@@ -209,26 +209,6 @@ fn patching(
     Ok((sweep, enc.get_tokens().to_vec()))
 }
 
-/// The summary table's rows, made from each layer's weights as the model records them; the
-/// weights themselves are dropped at once (`Plan::reduce_summary`).
-fn reduce_summary(
-    rec: &mut Recorder,
-    loaded: &Loaded,
-) -> std::sync::Arc<std::sync::Mutex<Vec<views::summary::LayerLinks>>> {
-    let links = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut reducer = views::summary::Reducer::new(&loaded.tokens, loaded.cfg.parts.lm_head.is_some());
-    let sink = links.clone();
-    rec.stream(
-        Box::new(move |step| {
-            let row = reducer.layer(&step);
-            sink.lock().map_err(|_| std::io::Error::other("summary lock"))?.push(row);
-            Ok(())
-        }),
-        false,
-    );
-    links
-}
-
 /// Runs one command line: check it, compute the trace, write it to `out`.
 pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     // Completions and the man page come from the clap definition itself, so they never drift.
@@ -245,6 +225,9 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     }
     let mut clock = output::Clock::new(cli.timings);
     let settings = Settings::from_cli(cli, env)?;
+    if let Some(batch) = sources::batch::sentences(&settings)? {
+        return run_batch(&settings, &batch, clock, out);
+    }
     if settings.output.format == cli::Format::Jsonl {
         return stream(&settings, out, &mut clock);
     }
@@ -264,7 +247,7 @@ fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut output::Clock) -
     // Notes only once the parameters exist, so that a refusal stays one line.
     output::notes(&loaded.notes, settings.quiet);
     if let Some(path) = &settings.outputs.save_weights {
-        output::save_weights(&params, path)?;
+        output::save_weights(&params, &loaded, path)?;
     }
     clock.lap("parameters");
     let rec = recorder(&loaded, plan.record.clone(), settings);
@@ -315,11 +298,13 @@ fn finish_timed(
     let params = source.params(&loaded)?;
     notes(&loaded.notes);
     if let Some(path) = &settings.outputs.save_weights {
-        output::save_weights(&params, path)?;
+        output::save_weights(&params, &loaded, path)?;
     }
     clock.lap("parameters");
     let mut rec = recorder(&loaded, plan.record.clone(), settings);
-    let reduced = plan.reduce_summary.then(|| reduce_summary(&mut rec, &loaded));
+    let reduced = plan
+        .reduce_summary
+        .then(|| views::summary::reduce_as_recorded(&mut rec, &loaded.tokens, loaded.cfg.parts.lm_head.is_some()));
     let last = model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
     clock.lap("forward pass");
     let (mut trace, _) = rec.finish();
@@ -344,19 +329,55 @@ fn finish_timed(
     Ok(Finished { trace, views, check, checked, maps: all_maps, notes: loaded.notes })
 }
 
-/// The Python API's trace keeps every shown step and draws every head's map later: the
-/// summary table's narrowing (record only the weights, reduce them as they come) is undone,
-/// the weights are recorded as `--html` would record them, and the memory is checked again.
+/// The Python API's trace keeps every shown step and every head's map ([`Plan::for_maps`]);
+/// the memory is checked again for what that records.
 fn keep_for_maps(settings: &Settings, loaded: &Loaded, plan: &mut Plan) -> Result<()> {
-    if plan.reduce_summary {
-        plan.reduce_summary = false;
-        plan.streamed = false;
-        plan.record = plan.show.clone();
-    }
-    if let Some(steps) = plan.record.steps.as_mut() {
-        steps.insert("attn.weights".to_string());
-    }
+    plan.for_maps();
     let record = (&plan.record, plan.streamed);
-    let n = loaded.tokens.len();
-    settings::limits::check(&loaded.cfg, n, record, settings.max_memory, settings.memory_available)
+    settings::limits::check(&loaded.cfg, loaded.tokens.len(), record, settings.max_memory, settings.memory_available)
+}
+
+/// A batch: every sentence traced on its own with the same settings (the summary table
+/// reduced as a single run reduces it), rendered, and written together once all are
+/// computed, so an error in any leaves stdout empty. Notes are printed once each, however
+/// many sentences give them.
+fn run_batch(
+    settings: &Settings,
+    batch: &[sources::batch::Entry],
+    mut clock: output::Clock,
+    out: &mut dyn Write,
+) -> Result<()> {
+    settings::outputs::check_batch(settings)?;
+    let mut items = Vec::with_capacity(batch.len());
+    let mut notes: Vec<String> = Vec::new();
+    for (i, entry) in batch.iter().enumerate() {
+        let one = settings.for_sentence(&entry.sentence);
+        let mut traced = || -> Result<Vec<u8>> {
+            let (loaded, source, plan) = prepare(&one)?;
+            let params = source.params(&loaded)?;
+            notes.extend(loaded.notes.iter().filter(|n| !notes.contains(n)).cloned().collect::<Vec<_>>());
+            let mut rec = recorder(&loaded, plan.record.clone(), &one);
+            let reduced = plan.reduce_summary.then(|| {
+                views::summary::reduce_as_recorded(&mut rec, &loaded.tokens, loaded.cfg.parts.lm_head.is_some())
+            });
+            model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
+            let (mut trace, _) = rec.finish();
+            name_predictions(&mut trace, &loaded, own_vocab(&one));
+            let (trace, mut views) = views::derive(trace, &plan, &one.output)?;
+            if let Some(links) = reduced {
+                views.summary = Some(std::mem::take(&mut *links.lock().map_err(|_| anyhow::anyhow!("summary lock"))?));
+            }
+            if one.output.params {
+                views.params = Some(views::params::steps(&params, &plan.show)?);
+            }
+            output::batch_item(&trace, &views, &one.output, (i, batch.len()))
+        };
+        items.push(traced().with_context(|| entry.label.clone())?);
+    }
+    clock.lap("traces");
+    output::notes(&notes, settings.quiet);
+    output::batch(&items, settings.output.format, out)?;
+    clock.lap("render and write");
+    clock.report();
+    Ok(())
 }

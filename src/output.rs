@@ -11,6 +11,7 @@ use crate::error::usage;
 use crate::render;
 use crate::settings::{Output, Settings};
 use crate::sources::params::Params;
+use crate::sources::{Input, Loaded};
 use crate::trace::{Recorder, Step, Trace};
 use crate::views::Views;
 use anyhow::{anyhow, Result};
@@ -57,9 +58,15 @@ pub fn write_file(flag: &str, path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// `--save-weights`: the parameters as safetensors.
-pub fn save_weights(params: &Params, path: &Path) -> Result<()> {
-    write_file("--save-weights", path, &crate::sources::file::encode(params)?)
+/// `--save-weights`: the parameters as safetensors, with the settings and input of `loaded`'s
+/// run in the metadata (`sources::meta`).
+pub fn save_weights(params: &Params, loaded: &Loaded, path: &Path) -> Result<()> {
+    let ids = match &loaded.input {
+        Input::Ids { ids, .. } => Some(ids.as_slice()),
+        Input::Matrix(_) => None,
+    };
+    let meta = crate::sources::meta::describe(&loaded.cfg, loaded.sentence.as_deref(), &loaded.tokens, ids);
+    write_file("--save-weights", path, &crate::sources::meta::encode(params, &meta)?)
 }
 
 /// `--save-trace`: the trace's steps as safetensors or npz.
@@ -83,6 +90,30 @@ pub fn view_files(trace: &Trace, views: &Views, out: &Output) -> Result<()> {
         render::svg::write(trace, maps, views.patch_grid.as_ref(), out, &mut buf)?;
         write_file("--svg", path, &buf)?;
     }
+    Ok(())
+}
+
+/// One trace of a batch, rendered as a single run would be (`--format jsonl` as a whole
+/// JSON document, which the batch writes on one line), with a title above tables.
+pub fn batch_item(trace: &Trace, views: &Views, out: &Output, (index, count): (usize, usize)) -> Result<Vec<u8>> {
+    let mut out = out.clone();
+    if out.format == crate::cli::Format::Jsonl {
+        out.format = crate::cli::Format::Json;
+    }
+    let mut buf = Vec::new();
+    if out.format != crate::cli::Format::Json {
+        let sentence = trace.sentence.as_deref().unwrap_or_default();
+        buf.extend_from_slice(render::batch::title(index, count, sentence).as_bytes());
+    }
+    render::render(trace, views, &out, None, &mut buf)?;
+    Ok(buf)
+}
+
+/// A batch's rendered traces on `w`, once every one is computed (an error leaves stdout empty).
+pub fn batch(items: &[Vec<u8>], format: crate::cli::Format, w: &mut dyn Write) -> Result<()> {
+    let mut w = io::BufWriter::with_capacity(1 << 16, w);
+    render::batch::write(items, format, &mut w)?;
+    w.flush()?;
     Ok(())
 }
 

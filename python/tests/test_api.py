@@ -183,7 +183,8 @@ def test_weights_dict_equals_the_weights_file(cli, tmp_path):
     assert code == 0, err
     # float64 and __array__ objects are taken as float32, as a file's f64 would be.
     given = {k: (ArrayLike(v) if i % 2 else v.astype(np.float64)) for i, (k, v) in enumerate(named.items())}
-    t = attn_trace.trace(SHOES, weights=given)
+    # A dict carries no settings (a file's metadata does): the head count is given as a flag.
+    t = attn_trace.trace(SHOES, weights=given, heads=2)
     want = doc_steps(out)
     assert list(t.steps) == list(want)
     for sid, step in want.items():

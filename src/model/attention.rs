@@ -45,11 +45,13 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     let raw_scores = q.matmul(&k.t()?)?; // [head, query_pos, key_pos]
     rec.tensor(&format!("layers.{l}.attn.raw_scores"), cfg, &raw_scores)?;
     let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, query_pos, key_pos]
-    let scores = match hidden_keys(cfg, n) {
+    let hidden = hidden_keys(cfg, n);
+    let scores = match &hidden {
         Some(hidden) => {
             // Hidden keys' scores become −inf, so exp gives exactly 0.
             let bias: Vec<f32> = hidden.iter().map(|&m| if m { f32::NEG_INFINITY } else { 0.0 }).collect();
-            rec.record(&format!("layers.{l}.attn.mask"), &steps::dims("attn.mask", cfg), &[n, n], Values::Bool(hidden));
+            let mask = Values::Bool(hidden.clone());
+            rec.record(&format!("layers.{l}.attn.mask"), &steps::dims("attn.mask", cfg), &[n, n], mask);
             scaled.broadcast_add(&Tensor::from_vec(bias, (n, n), &Device::Cpu)?)?
         }
         None => scaled,
@@ -57,6 +59,10 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     let scores = super::intervene::knockout(cfg, l, scores)?; // [head, query_pos, key_pos]
     rec.tensor(&format!("layers.{l}.attn.scores"), cfg, &scores)?;
     let weights = candle_nn::ops::softmax_last_dim(&scores)?; // [head, query_pos, key_pos]
+    let weights = match hidden.as_deref().and_then(|h| unseeing_rows(h, n)) {
+        Some(rows) => zero_rows(&weights, &rows)?, // [head, query_pos, key_pos]
+        None => weights,
+    };
     rec.tensor(&format!("layers.{l}.attn.weights"), cfg, &weights)?;
     let context = weights.matmul(&v)?; // [head, pos, d_v]
     let context = super::intervene::ablate(cfg, l, context)?; // [head, pos, d_v]
@@ -71,16 +77,36 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     Ok(out)
 }
 
-/// `[query, key]` flags, true where a key is hidden: after the query (causal), or `window`
-/// or more positions before it (a sliding window, as Mistral's eager attention in
-/// transformers 4.46: query i sees keys i − window + 1 ..= i). `None` when nothing is hidden.
+/// `[query, key]` flags, true where a key is hidden: after the query (causal), `window` or
+/// more positions before it (a sliding window, as Mistral's eager attention in transformers
+/// 4.46: query i sees keys i − window + 1 ..= i), or a pad (`--pad-to`, transformers'
+/// `attention_mask`). `None` when nothing is hidden.
 fn hidden_keys(cfg: &ModelConfig, n: usize) -> Option<Vec<bool>> {
     let window = cfg.parts.window;
-    if !cfg.causal && window.is_none() {
+    let pads = cfg.parts.padding.as_ref().map(|p| &p.attention_mask);
+    if !cfg.causal && window.is_none() && pads.is_none() {
         return None;
     }
-    let hidden = |q: usize, k: usize| (cfg.causal && k > q) || window.is_some_and(|w| q >= k + w);
+    let pad = |k: usize| pads.is_some_and(|m| m.get(k) == Some(&0));
+    let hidden = |q: usize, k: usize| (cfg.causal && k > q) || window.is_some_and(|w| q >= k + w) || pad(k);
     Some((0..n * n).map(|i| hidden(i / n, i % n)).collect())
+}
+
+/// Queries that see no key at all (a left pad under the causal mask): `[query]` flags, or
+/// `None` when every query sees one. Their softmax would be 0/0, and a NaN there would reach
+/// every real token through the next layer's values (0 · NaN is NaN), so their weights are
+/// set to 0. transformers' eager attention gives such rows arbitrary weights instead (every
+/// score is the same large negative number); they are padding, not part of any sentence.
+fn unseeing_rows(hidden: &[bool], n: usize) -> Option<Vec<u8>> {
+    let rows: Vec<u8> = (0..n).map(|q| hidden[q * n..(q + 1) * n].iter().all(|&h| h) as u8).collect();
+    rows.contains(&1).then_some(rows)
+}
+
+/// `weights` with the flagged query rows set to 0.
+fn zero_rows(weights: &Tensor, rows: &[u8]) -> Result<Tensor> {
+    let (h, n, k) = weights.dims3()?;
+    let flags = Tensor::from_vec(rows.to_vec(), (1, n, 1), &Device::Cpu)?.broadcast_as((h, n, k))?;
+    Ok(flags.where_cond(&weights.zeros_like()?, weights)?)
 }
 
 /// Repeats each key/value head `times` times along the head axis: [kv_head, pos, d] →
@@ -139,7 +165,7 @@ mod tests {
             eps: 1e-5,
             raw_input: true,
             model: None,
-            init: InitConfig::File { path: String::new() },
+            init: InitConfig::File { path: String::new(), stored_dtype: None },
             interventions: Default::default(),
             parts: Default::default(),
         };

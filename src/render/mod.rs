@@ -3,6 +3,7 @@
 
 // One file per format…
 pub mod analysis;
+pub mod batch;
 pub mod focus;
 pub mod heatmap;
 pub mod html;

@@ -3,7 +3,7 @@
 //! token. Tensors wider than `--width` are split into column blocks, never wrapped mid-row.
 
 use super::text::{cut, wrap, wrap_parts};
-use crate::config::InitConfig;
+use crate::config::{InitConfig, Interventions};
 use crate::trace::{Step, Trace, Values};
 use comfy_table::{presets, CellAlignment, Table, TableComponent};
 use std::io::{self, Write};
@@ -51,7 +51,15 @@ pub fn write_params(params: &[Step], precision: usize, width: usize, w: &mut dyn
 fn summary(trace: &Trace) -> String {
     let c = &trace.config;
     let plural = |n: usize, w: &str| if n == 1 { format!("{n} {w}") } else { format!("{n} {w}s") };
-    let changed = if c.interventions.is_empty() { String::new() } else { format!(", {}", c.interventions.describe()) };
+    let mut changed = if c.interventions.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", describe_interventions(&c.interventions))
+    };
+    if let Some(p) = &c.parts.padding {
+        let pads = p.attention_mask.iter().filter(|m| **m == 0).count();
+        changed.push_str(&format!(", padded on the {} to {} ({pads} pads hidden)", p.side, p.length));
+    }
     let init = match (&c.model, &c.init) {
         // Stored in another type (bf16, a GGUF's quantizations): the arithmetic is still f32.
         (Some(m), _) => match &m.stored_dtype {
@@ -61,7 +69,10 @@ fn summary(trace: &Trace) -> String {
         // Seeded weights are as a model is before training: say so, so that nobody reads
         // meaning into which word attends to which.
         (None, InitConfig::Torch { seed, .. }) => format!("random untrained weights, seed {seed}"),
-        (None, InitConfig::File { path }) => format!("weights {path}"),
+        (None, InitConfig::File { path, stored_dtype: Some(dt) }) => {
+            format!("weights {path} ({dt} weights, computed in f32)")
+        }
+        (None, InitConfig::File { path, .. }) => format!("weights {path}"),
         (None, InitConfig::Given) => "weights given in memory".to_string(),
     };
     format!(
@@ -286,6 +297,30 @@ fn fill_blocks(col_w: &[usize], label_w: usize, width: usize, most: usize) -> Ve
         start = end;
     }
     blocks
+}
+
+/// The interventions in one line for the table header, e.g. "ablated 0.1, 1.2 (zero); knocked out 0.1:5->2".
+fn describe_interventions(i: &Interventions) -> String {
+    let mut parts = Vec::new();
+    if !i.ablate.is_empty() {
+        let heads: Vec<String> = i.ablate.iter().map(|(l, h)| format!("{l}.{h}")).collect();
+        parts.push(format!("ablated {} ({})", heads.join(" "), i.ablate_mode.unwrap_or("zero")));
+    }
+    if !i.knockout.is_empty() {
+        let edges: Vec<String> = i
+            .knockout
+            .iter()
+            .map(|k| match k.head {
+                Some(h) => format!("{}.{h}:{}->{}", k.layer, k.query, k.key),
+                None => format!("{}:{}->{}", k.layer, k.query, k.key),
+            })
+            .collect();
+        parts.push(format!("knocked out {}", edges.join(" ")));
+    }
+    if let Some(n) = i.induction {
+        parts.push(format!("input: {n} random tokens repeated twice"));
+    }
+    parts.join("; ")
 }
 
 #[cfg(test)]

@@ -35,6 +35,8 @@ pub enum Text {
     Stdin,
     /// `--file FILE`.
     File(PathBuf),
+    /// `--batch FILE`: one sentence per line, each traced on its own.
+    Batch(PathBuf),
 }
 
 /// The toy tokenizer's flags (the vocabulary file is only named here; sources read it).
@@ -154,8 +156,10 @@ pub struct Output {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub text: Text,
-    /// A second sentence, for a real model's sentence pair.
+    /// A second sentence: a BERT model's sentence pair, or the second sentence of a batch.
     pub pair: Option<String>,
+    /// Third and later sentences: a batch (`sources::batch` decides).
+    pub more: Vec<String>,
     pub model: ModelChoice,
     pub shape: Shape,
     pub select: Select,
@@ -170,6 +174,8 @@ pub struct Settings {
     pub quiet: bool,
     /// Interventions and analyses (`--ablate`, `--knockout`, `--lens`, `--stats`, `--rollout`).
     pub analysis: Analysis,
+    /// `--pad-to N` and `--padding`: (N, pads on the left).
+    pub padding: Option<(usize, bool)>,
 }
 
 /// Resolves `--color`: `always` and `never` are what they say; `auto` colours only a
@@ -203,6 +209,7 @@ impl Settings {
         let views = views::options(&cli, env)?;
         let outputs = outputs::options(&cli)?;
         let text = match (&cli.file, cli.sentence.as_deref()) {
+            _ if cli.batch.is_some() => Text::Batch(cli.batch.clone().unwrap_or_default()),
             (Some(path), _) => Text::File(path.clone()),
             (None, Some("-")) => Text::Stdin,
             (None, Some(s)) => Text::Arg(s.to_string()),
@@ -211,6 +218,7 @@ impl Settings {
         Ok(Settings {
             text,
             pair: cli.pair.clone(),
+            more: cli.more.clone(),
             model,
             shape,
             select: Select {
@@ -235,6 +243,7 @@ impl Settings {
             memory_available: env.memory_available,
             quiet: cli.quiet,
             analysis: analysis::options(&cli)?,
+            padding: outputs::padding(&cli)?,
         })
     }
 
@@ -242,17 +251,15 @@ impl Settings {
     pub fn is_pretrained(&self) -> bool {
         matches!(self.model, ModelChoice::Pretrained { .. })
     }
+
+    /// These settings for one sentence of a batch.
+    pub fn for_sentence(&self, sentence: &str) -> Settings {
+        Settings { text: Text::Arg(sentence.to_string()), pair: None, more: Vec::new(), ..self.clone() }
+    }
 }
 
 /// The toy model's flags: sentence pairs and `--truncate` need a real model.
 fn toy(cli: &Cli) -> Result<ModelChoice> {
-    if cli.pair.is_some() {
-        return Err(usage(
-            "PAIR",
-            "a sentence pair needs a real model's token types",
-            "pass --model DIR, or join the sentences",
-        ));
-    }
     if cli.truncate || cli.no_special_tokens {
         let flag = if cli.truncate { "--truncate" } else { "--no-special-tokens" };
         return Err(usage(flag, "it applies to real models", format!("pass --model DIR too, or drop {flag}")));

@@ -97,3 +97,54 @@ pub fn options(cli: &Cli) -> Result<Outputs> {
     }
     Ok(Outputs { check: Some(tol), ..outputs })
 }
+
+/// Flags that a batch (several sentences, each traced on its own) cannot honour: each writes
+/// one file or reads one input for one run, or replaces the sentence.
+pub fn check_batch(s: &super::Settings) -> Result<()> {
+    let matrix = matches!(&s.model, super::ModelChoice::Toy(t) if t.matrix.is_some());
+    for (flag, given) in [
+        ("--html", s.output.views.html.is_some()),
+        ("--svg", s.output.views.svg.is_some()),
+        ("--save-trace", s.outputs.save_trace.is_some()),
+        ("--save-weights", s.outputs.save_weights.is_some()),
+        ("--check", s.outputs.check.is_some()),
+        ("--patch", s.analysis.patch.is_some()),
+        ("--induction", s.analysis.induction.is_some()),
+        ("--input", matrix),
+    ] {
+        if given {
+            return Err(usage(
+                flag,
+                "it applies to one run, and several sentences make a batch (one trace each)",
+                format!("trace one sentence with {flag}, or drop {flag}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `--pad-to N` and `--padding left|right`: a real model's padding, and only where the run
+/// has one input to pad.
+pub fn padding(cli: &Cli) -> Result<Option<(usize, bool)>> {
+    let Some(n) = super::nonzero("--pad-to", cli.pad_to)? else {
+        if cli.padding.is_some() {
+            return Err(usage("--padding", "it says where --pad-to puts the pad tokens", "add --pad-to N"));
+        }
+        return Ok(None);
+    };
+    if cli.model.is_none() {
+        return Err(usage(
+            "--pad-to",
+            "the toy vocabularies have no pad token",
+            "pass --model DIR (a BERT or a decoder), or drop --pad-to",
+        ));
+    }
+    for (flag, given) in
+        [("--check", cli.check), ("--patch", cli.patch.is_some()), ("--induction", cli.induction.is_some())]
+    {
+        if given {
+            return Err(usage(flag, "it does not take a padded input", format!("drop {flag} or --pad-to")));
+        }
+    }
+    Ok(Some((n, cli.padding == Some(crate::cli::PaddingArg::Left))))
+}

@@ -92,6 +92,22 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// For a caller that keeps every shown step and draws every head's map later (the Python
+    /// API): the summary table's narrowing (record only the weights, reduce them as they come)
+    /// is undone, and the weights are recorded as `--html` records them.
+    pub fn for_maps(&mut self) {
+        if self.reduce_summary {
+            self.reduce_summary = false;
+            self.streamed = false;
+            self.record = self.show.clone();
+        }
+        if let Some(steps) = self.record.steps.as_mut() {
+            steps.insert("attn.weights".to_string());
+        }
+    }
+}
+
 /// `--steps`, `--layer` and `--head`, checked against the model's sizes.
 fn selection(settings: &Settings, layers: usize, heads: usize) -> Result<Selection> {
     let s = &settings.select;

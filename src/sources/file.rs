@@ -8,20 +8,10 @@ use crate::config::{ModelConfig, Positions};
 use crate::error::usage;
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
-use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::collections::BTreeMap;
 
 /// Named tensors as read from a file, f32 on the CPU.
 pub type NamedTensors = BTreeMap<String, Tensor>;
-
-/// Reads a weights file: JSON if its name ends in `.json`, safetensors otherwise.
-pub fn read(path: &Path) -> Result<NamedTensors> {
-    let what = format!("--weights {}", path.display());
-    let bytes =
-        std::fs::read(path).map_err(|e| usage(&what, e, "pass the path of an existing, readable weights file"))?;
-    let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
-    parse(&bytes, is_json, &what)
-}
 
 /// Parses a weights file's bytes (JSON or safetensors); the fuzz targets call this directly.
 pub fn parse(bytes: &[u8], is_json: bool, what: &str) -> Result<NamedTensors> {
@@ -30,30 +20,6 @@ pub fn parse(bytes: &[u8], is_json: bool, what: &str) -> Result<NamedTensors> {
         return Err(usage(what, "the file holds no tensors", "save weights with --save-weights, or list them by name"));
     }
     Ok(named)
-}
-
-/// Named tensors handed over in memory (the Python API's `weights=` dict); `what` names them
-/// in messages.
-pub fn given(given: &crate::settings::Given, what: &str) -> Result<NamedTensors> {
-    let mut out = NamedTensors::new();
-    for (name, (shape, values)) in given {
-        if shape.iter().product::<usize>() != values.len() {
-            return Err(usage(
-                what,
-                format!("tensor {name} has shape {shape:?} but {} values", values.len()),
-                "pass arrays whose values fill their shape",
-            ));
-        }
-        out.insert(name.clone(), Tensor::from_vec(values.clone(), shape.as_slice(), &Device::Cpu)?);
-    }
-    if out.is_empty() {
-        return Err(usage(
-            what,
-            "no tensors were given",
-            "pass a dict of named arrays, e.g. {\"embed.token.weight\": …}",
-        ));
-    }
-    Ok(out)
 }
 
 /// Names of tensors holding NaN or an infinity: allowed (the trace shows what they do), but
@@ -410,10 +376,4 @@ fn norm(named: &mut NamedTensors, prefix: &str, cfg: &ModelConfig, what: &str) -
     let bias =
         if named.contains_key(&b) { take(named, &b, &[d], what)? } else { Tensor::zeros(d, DType::F32, &Device::Cpu)? };
     Ok(LayerNorm { weight, bias: Some(bias) })
-}
-
-/// `--save-weights`: every parameter as safetensors bytes (the output stage writes them).
-pub fn encode(params: &Params) -> Result<Vec<u8>> {
-    let map: HashMap<String, Tensor> = params.named().into_iter().map(|(n, t)| (n, t.clone())).collect();
-    Ok(safetensors::tensor::serialize(&map, None)?)
 }

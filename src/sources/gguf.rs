@@ -180,6 +180,9 @@ impl Gguf {
             "rms_norm_eps": self.meta_f64(&k("attention.layer_norm_rms_epsilon")).unwrap_or(1e-5),
             "rope_theta": self.meta_f64(&k("rope.freq_base")).unwrap_or(10000.0),
             "tie_word_embeddings": !self.content.tensor_infos.contains_key("output.weight"),
+            // For --pad-to, as config.json's.
+            "pad_token_id": self.meta_u64("tokenizer.ggml.padding_token_id").ok(),
+            "eos_token_id": self.meta_u64("tokenizer.ggml.eos_token_id").ok(),
         });
         DecoderConfig::read(raw, &self.what)
     }

@@ -8,10 +8,13 @@
 //! or mapped from a checkpoint ([`hf`]). Nothing here prints: notes travel in
 //! [`Loaded::notes`] to the output stage.
 
+pub mod batch;
 pub mod file;
 pub mod gguf;
 mod gguf_tokenizer;
+pub mod given;
 pub mod hf;
+pub mod meta;
 pub mod params;
 pub mod seeded;
 pub mod text;
@@ -71,7 +74,8 @@ pub enum Source {
 /// Reads the inputs the settings name and fixes the model's configuration.
 pub fn open(settings: &Settings) -> Result<(Loaded, Source)> {
     let sentence = text::sentence(&settings.text)?;
-    let (loaded, source) = match &settings.model {
+    let lines = sentence.as_deref().map_or(0, |s| s.lines().filter(|l| !l.trim().is_empty()).count());
+    let (mut loaded, source) = match &settings.model {
         ModelChoice::Toy(toy) => toy::open(settings, toy, sentence)?,
         ModelChoice::Pretrained { spec, truncate, special } if spec.starts_with("ollama:") => {
             gguf::open(settings, spec, &gguf::ollama(spec)?, (*truncate, *special), sentence)?
@@ -81,6 +85,12 @@ pub fn open(settings: &Settings) -> Result<(Loaded, Source)> {
             None => hf::open(settings, spec, (*truncate, *special), sentence)?,
         },
     };
+    if lines > 1 {
+        // A file of sentences is easily mistaken for a batch.
+        loaded
+            .notes
+            .push(format!("the input has {lines} lines, traced as one sequence (--batch FILE traces each line)"));
+    }
     Ok((loaded, source))
 }
 
@@ -92,7 +102,7 @@ impl Source {
             Source::Seeded(recipe) => seeded::draw(cfg, &recipe),
             Source::File(named) => {
                 let what = match &cfg.init {
-                    crate::config::InitConfig::File { path } => format!("--weights {path}"),
+                    crate::config::InitConfig::File { path, .. } => format!("--weights {path}"),
                     crate::config::InitConfig::Given => "weights".to_string(),
                     _ => "--weights".to_string(),
                 };
@@ -115,6 +125,16 @@ impl Source {
                 gguf::params(c, g)
             }
         }
+    }
+}
+
+/// The note for weights stored in another type than f32: the trace is f32 arithmetic on the
+/// converted values, so it cannot match a framework computing in the stored type.
+pub(crate) fn stored_note(dtype: &str) -> String {
+    if dtype.contains("f64") {
+        format!("the weights are stored as {dtype} and rounded to f32; the arithmetic is f32")
+    } else {
+        format!("the weights are stored as {dtype}; the arithmetic is f32 on the stored values")
     }
 }
 

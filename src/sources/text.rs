@@ -13,7 +13,7 @@ const MAX_BYTES: u64 = 64 << 20;
 /// Reads the sentence from where the settings say: the argument, standard input or a file.
 pub fn sentence(text: &Text) -> Result<Option<String>> {
     match text {
-        Text::None => Ok(None),
+        Text::None | Text::Batch(_) => Ok(None),
         Text::Arg(s) => Ok(Some(s.clone())),
         Text::Stdin => read_all(std::io::stdin().lock(), "standard input").map(Some),
         Text::File(path) => {
@@ -25,16 +25,26 @@ pub fn sentence(text: &Text) -> Result<Option<String>> {
 }
 
 fn read_all(r: impl Read, what: &str) -> Result<String> {
+    Ok(read_untrimmed(r, what)?.trim().to_string())
+}
+
+/// Reads the text as it is (a `--batch` file's lines keep their numbers).
+pub fn read_untrimmed(r: impl Read, what: &str) -> Result<String> {
     let mut bytes = Vec::new();
     r.take(MAX_BYTES + 1).read_to_end(&mut bytes).map_err(|e| usage(what, e, "check that the input can be read"))?;
     if bytes.len() as u64 > MAX_BYTES {
         return Err(usage(what, format!("more than {} MiB of text", MAX_BYTES >> 20), "trace a shorter sentence"));
     }
-    decode(bytes, what)
+    utf8(bytes, what)
+}
+
+/// UTF-8 and trimmed, or an error naming the first invalid byte.
+pub fn decode(bytes: Vec<u8>, what: &str) -> Result<String> {
+    Ok(utf8(bytes, what)?.trim().to_string())
 }
 
 /// UTF-8 or an error naming the first invalid byte, so the user can find it (`xxd -s N`).
-pub fn decode(bytes: Vec<u8>, what: &str) -> Result<String> {
+fn utf8(bytes: Vec<u8>, what: &str) -> Result<String> {
     let text = String::from_utf8(bytes).map_err(|e| {
         let at = e.utf8_error().valid_up_to();
         let byte = e.as_bytes()[at];
@@ -44,7 +54,7 @@ pub fn decode(bytes: Vec<u8>, what: &str) -> Result<String> {
             "convert the text to UTF-8, e.g. with iconv -t UTF-8",
         )
     })?;
-    Ok(text.trim().to_string())
+    Ok(text)
 }
 
 #[cfg(test)]

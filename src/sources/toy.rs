@@ -3,6 +3,7 @@
 //! `--weights` file, and the matrix's width. Defaults fill what none of them says.
 
 use super::file::{self, FileDims};
+use super::meta::{self, StoredInput};
 use super::textbook;
 use super::tokenize::{self, TokenizerOptions};
 use super::{agree, Input, Loaded, Source};
@@ -19,25 +20,41 @@ type Matrix = (usize, usize, Vec<f32>);
 pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<(Loaded, Source)> {
     let matrix = toy.matrix.as_deref().map(read_matrix).transpose()?;
     let tok_opts = tokenizer_options(toy)?;
-    let (tokens, ids, vocab_size) = tokens(&matrix, sentence.as_deref(), &tok_opts)?;
-    let (weights_name, named) = match &toy.weights {
-        None => (None, None),
-        Some(Weights::File(p)) => (Some(format!("--weights {}", p.display())), Some(file::read(p)?)),
-        Some(Weights::Given(g)) => (Some("weights".to_string()), Some(file::given(g, "weights")?)),
+    let weights_name = match &toy.weights {
+        None => None,
+        Some(Weights::File(p)) => Some(format!("--weights {}", p.display())),
+        Some(Weights::Given(_)) => Some("weights".to_string()),
     };
-    let mut notes = Vec::new();
-    if let Some(nm) = &named {
-        let bad = file::non_finite(nm);
-        if !bad.is_empty() {
-            notes.push(format!("the weights hold NaN or infinite values in {}", bad.join(", ")));
+    let w = weights_name.clone().unwrap_or_default();
+    let (named, stored, stored_dtype) = match &toy.weights {
+        Some(Weights::File(p)) => {
+            let f = meta::open(p)?;
+            (Some(f.tensors), meta::read(&f.metadata, &w)?, f.stored_dtype)
         }
-    }
+        Some(Weights::Given(g)) => (Some(super::given::tensors(g, "weights")?), None, None),
+        None => (None, None, None),
+    };
+    // The file's settings are the flags' defaults; a flag that contradicts them is refused.
+    let shape = match &stored {
+        Some(fs) => meta::merge(&settings.shape, &fs.shape, &w)?,
+        None => settings.shape.clone(),
+    };
+    let (tokens, ids, vocab_size, sentence) = match (&stored, &matrix, sentence) {
+        (Some(fs), None, None) => {
+            let ids = stored_ids(&fs.input, &w)?;
+            (fs.input.tokens.clone(), Some(ids), 0, fs.input.sentence.clone())
+        }
+        (_, _, sentence) => {
+            let (tokens, ids, vocab_size) = tokens(&matrix, sentence.as_deref(), &tok_opts)?;
+            (tokens, ids, vocab_size, sentence)
+        }
+    };
+    let notes = file_notes(named.as_ref(), stored_dtype.as_deref());
     let fd = match (&named, &weights_name) {
         (Some(nm), Some(w)) => Some(file::infer(nm, w)?),
         _ => None,
     };
-    let w = weights_name.unwrap_or_default();
-    let mut cfg = dims(&settings.shape, fd.as_ref(), matrix.as_ref(), &w)?;
+    let mut cfg = dims(&shape, fd.as_ref(), matrix.as_ref(), &w)?;
     let n = tokens.len();
     if cfg.positions == Positions::Learned && n > cfg.max_len {
         return Err(usage(
@@ -64,7 +81,7 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
         textbook::check_encoder_layer(&cfg, &toy.recipe)?;
     }
     cfg.init = match &toy.weights {
-        Some(Weights::File(p)) => InitConfig::File { path: p.display().to_string() },
+        Some(Weights::File(p)) => InitConfig::File { path: p.display().to_string(), stored_dtype },
         Some(Weights::Given(_)) => InitConfig::Given,
         None => toy.recipe.describe(),
     };
@@ -78,6 +95,28 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
         None => Source::Seeded(toy.recipe.clone()),
     };
     Ok((Loaded { sentence, tokens, input, cfg, hf: None, notes, tokenizer: None }, source))
+}
+
+/// Notes on a weights file: non-finite values, and a stored type other than f32.
+fn file_notes(named: Option<&file::NamedTensors>, stored_dtype: Option<&str>) -> Vec<String> {
+    let bad = named.map(file::non_finite).unwrap_or_default();
+    let mut notes = Vec::new();
+    if !bad.is_empty() {
+        notes.push(format!("the weights hold NaN or infinite values in {}", bad.join(", ")));
+    }
+    notes.extend(stored_dtype.map(super::stored_note));
+    notes
+}
+
+/// The token ids a weights file was saved with, for a run that gives no sentence of its own.
+fn stored_ids(input: &StoredInput, w: &str) -> Result<Vec<u32>> {
+    input.ids.clone().ok_or_else(|| {
+        usage(
+            "sentence",
+            format!("none was given, and {w} was saved from a raw --input matrix, which it does not hold"),
+            "pass the matrix again with --input FILE, or a sentence",
+        )
+    })
 }
 
 fn tokenizer_options(toy: &Toy) -> Result<TokenizerOptions> {
@@ -183,7 +222,7 @@ fn dims(s: &Shape, fd: Option<&FileDims>, matrix: Option<&Matrix>, w: &str) -> R
         eps: s.eps.unwrap_or(1e-5),
         raw_input: matrix.is_some(),
         model: None,
-        init: InitConfig::File { path: String::new() },
+        init: InitConfig::File { path: String::new(), stored_dtype: None },
         interventions: Default::default(),
         parts,
     })
@@ -239,6 +278,7 @@ fn parts(
         final_norm: s.final_norm || fd.is_some_and(|f| f.final_norm),
         lm_head: lm_head.map(|tied| LmHead { tied }),
         masked_lm: false,
+        padding: None,
         layer_at_a_time: false,
     })
 }

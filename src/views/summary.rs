@@ -4,7 +4,8 @@
 //! markers (BERT heads often park attention there, which would otherwise fill every
 //! "strongest" list). `render::summary` lays them out.
 
-use crate::trace::{Step, Trace};
+use crate::trace::{Recorder, Step, Trace};
+use std::sync::{Arc, Mutex};
 
 /// Links shown per head.
 const TOP: usize = 3;
@@ -73,6 +74,23 @@ impl Reducer {
                 .collect(),
         }
     }
+}
+
+/// Hands each `attn.weights` step `rec` records to a [`Reducer`] and drops it; the summary's
+/// rows gather in the returned list as the model runs (`Plan::reduce_summary`).
+pub fn reduce_as_recorded(rec: &mut Recorder, tokens: &[String], decoder: bool) -> Arc<Mutex<Vec<LayerLinks>>> {
+    let links = Arc::new(Mutex::new(Vec::new()));
+    let mut reducer = Reducer::new(tokens, decoder);
+    let sink = links.clone();
+    rec.stream(
+        Box::new(move |step| {
+            let row = reducer.layer(&step);
+            sink.lock().map_err(|_| std::io::Error::other("summary lock"))?.push(row);
+            Ok(())
+        }),
+        false,
+    );
+    links
 }
 
 /// A head's strongest links as (query, key, weight).

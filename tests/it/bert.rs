@@ -161,7 +161,7 @@ fn bad_model_folders() {
     usage_error(&["a b", "--model", t, "--weights", "x.json"], "--weights: it applies to the toy encoder");
     usage_error(&["", "--model", t], "sentence: it is empty");
     usage_error(&["a b", "", "--model", t], "PAIR: the second sentence is empty");
-    usage_error(&["a b", "c d"], "PAIR: a sentence pair needs a real model");
+    usage_error(&["a b", "c d", "e f", "--model", t], "MORE: 3 sentences: a BERT model takes one sentence or a pair");
 }
 
 #[test]

@@ -276,7 +276,7 @@ fn validate(root: &Value, s: &Value, v: &Value, at: &str, errs: &mut Vec<String>
     }
 }
 
-fn assert_valid(what: &str, doc: &Value) {
+pub fn assert_valid(what: &str, doc: &Value) {
     let s = schema();
     let mut errs = Vec::new();
     validate(&s, &s, doc, "$", &mut errs);

@@ -1,6 +1,7 @@
 //! Integration tests, one binary with a module per area (linking candle once, not per file).
 
 mod architecture;
+mod batch;
 mod bert;
 mod cli;
 mod common;
@@ -13,6 +14,7 @@ mod golden;
 mod hostile;
 mod interventions;
 mod oracle;
+mod padding;
 mod patching;
 mod props;
 mod reference;
@@ -22,3 +24,5 @@ mod textbook;
 mod transformer_lens;
 mod tutorial;
 mod views;
+mod warnings;
+mod weights_meta;

@@ -46,6 +46,12 @@ pub struct HfConfig {
     pub type_vocab_size: usize,
     #[serde(default)]
     pub position_embedding_type: Option<String>,
+    /// The pad token (`--pad-to`).
+    #[serde(default)]
+    pub pad_token_id: Option<u32>,
+    /// transformers' BertModel masks later tokens when this is set (`get_extended_attention_mask`).
+    #[serde(default)]
+    pub is_decoder: bool,
 }
 
 impl HfConfig {

@@ -50,6 +50,11 @@ pub struct DecoderConfig {
     pub sliding_window: Option<usize>,
     pub use_sliding_window: Option<bool>,
     pub scale_attn_by_inverse_layer_idx: Option<bool>,
+    /// The pad token (`--pad-to`); without one, the end-of-sequence token pads, as
+    /// `tokenizer.pad_token = tokenizer.eos_token` does for GPT-2 and Llama.
+    pub pad_token_id: Option<u32>,
+    /// One id, or a list (Llama 3): the first pads when there is no `pad_token_id`.
+    pub eos_token_id: Option<serde_json::Value>,
     pub reorder_and_upcast_attn: Option<bool>,
 }
 
@@ -162,6 +167,7 @@ impl DecoderConfig {
             attn_out_bias: (self.model_type == "qwen2").then_some(false),
             final_norm: true,
             lm_head: Some(LmHead { tied: self.tied() }),
+            padding: None,
             masked_lm: false,
             layer_at_a_time: true,
             ..Default::default()

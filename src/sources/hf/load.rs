@@ -57,15 +57,14 @@ fn open_bert(
     let activation = restated_flags(s, &c.hidden_act, &w)?;
     let pair = settings.pair.as_deref();
     let sentence = bert_text(sentence, pair)?;
-    let enc = model.encode(&sentence, pair, truncate, special)?;
+    let mut enc = model.encode(&sentence, pair, truncate, special)?;
     let masked_lm = masked_lm(&model, &enc.tokens, &w)?;
-    let mut notes = Vec::new();
-    if enc.truncated > 0 {
-        notes.push(format!(
-            "--truncate dropped the last {} tokens to fit max_position_embeddings {max_len}",
-            enc.truncated
-        ));
-    }
+    let mut notes: Vec<String> = truncation_note(enc.truncated, max_len).into_iter().collect();
+    let stored_dtype = model.weights.stored_dtype();
+    notes.extend(bert_notes(c, s.causal, stored_dtype.as_deref(), &w));
+    // BertConfig's pad_token_id defaults to 0.
+    let pad = |p| super::pad(&mut enc, p, c.pad_token_id.unwrap_or(0), &model.tokenizer, max_len);
+    let padding = settings.padding.map(pad).transpose()?;
     let cfg = ModelConfig {
         d_model,
         heads,
@@ -89,13 +88,13 @@ fn open_bert(
             model_type: c.model_type.clone(),
             type_vocab_size: c.type_vocab_size,
             truncated: enc.truncated,
-            stored_dtype: None,
+            stored_dtype,
             bos_added: None,
             tensor_types: None,
         }),
-        init: InitConfig::File { path: dir.join("model.safetensors").display().to_string() },
+        init: InitConfig::File { path: dir.join("model.safetensors").display().to_string(), stored_dtype: None },
         interventions: Default::default(),
-        parts: crate::config::Parts { masked_lm, ..Default::default() },
+        parts: crate::config::Parts { masked_lm, padding, ..Default::default() },
     };
     let loaded = Loaded {
         sentence: Some(match pair {
@@ -112,6 +111,34 @@ fn open_bert(
     let mut weights = model.weights;
     weights.whole_table = settings.analysis.patch.is_some();
     Ok((loaded, Source::Model(Box::new(weights))))
+}
+
+/// What `--truncate` dropped, if anything.
+fn truncation_note(truncated: usize, max_len: usize) -> Option<String> {
+    (truncated > 0)
+        .then(|| format!("--truncate dropped the last {truncated} tokens to fit max_position_embeddings {max_len}"))
+}
+
+/// Where a BERT trace cannot be what the user may think it is: a causal mask the model was
+/// not trained with, a config whose `is_decoder` makes transformers mask later tokens when the
+/// trace does not, weights converted from a narrower type.
+fn bert_notes(c: &super::config::HfConfig, causal: bool, stored_dtype: Option<&str>, w: &str) -> Vec<String> {
+    let mut notes = Vec::new();
+    match (causal, c.is_decoder) {
+        (true, false) => notes.push(format!(
+            "--causal hides later tokens, but {w} is a bidirectional encoder trained to see every \
+             token: the trace is not what the model computes"
+        )),
+        (false, true) => notes.push(format!(
+            "{w}'s config.json sets is_decoder, so transformers hides later tokens; this trace \
+             sees every token (add --causal to trace what transformers computes)"
+        )),
+        _ => {}
+    }
+    if let Some(dt) = stored_dtype {
+        notes.push(crate::sources::stored_note(dt));
+    }
+    notes
 }
 
 /// The config's activation; flags that describe the block may only restate the model.
@@ -196,17 +223,11 @@ pub fn decoder_loaded(
         let keep = enc.ids.len().saturating_sub(plain);
         induction_input(&mut enc, n, keep, &tokenizer, c.vocab_size.min(tokenizer.get_vocab_size(true)), max_len)?;
     }
-    let mut notes = Vec::new();
-    if enc.truncated > 0 {
-        notes.push(format!(
-            "--truncate dropped the last {} tokens to fit max_position_embeddings {max_len}",
-            enc.truncated
-        ));
-    }
+    let mut notes: Vec<String> = truncation_note(enc.truncated, max_len).into_iter().collect();
     if let Some(dt) = &facts.stored_dtype {
-        notes.push(format!("the weights are stored as {dt}; the arithmetic is f32 on the stored values"));
+        notes.push(crate::sources::stored_note(dt));
     }
-    let cfg = ModelConfig {
+    let mut cfg = ModelConfig {
         d_model,
         heads,
         d_k: d_head,
@@ -233,10 +254,13 @@ pub fn decoder_loaded(
             bos_added: Some(special && enc.ids.len() > plain),
             tensor_types: None,
         }),
-        init: InitConfig::File { path: facts.weights },
+        init: InitConfig::File { path: facts.weights, stored_dtype: None },
         interventions: Default::default(),
         parts: c.parts(w)?,
     };
+    if let Some(p) = settings.padding {
+        cfg.parts.padding = Some(super::pad(&mut enc, p, super::decoder_pad_id(c, w)?, &tokenizer, max_len)?);
+    }
     Ok(Loaded {
         sentence: Some(sentence),
         tokens: enc.tokens,

@@ -189,3 +189,52 @@ pub fn encode(
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or("").to_string()
 }
+
+/// `--pad-to (n, left)`: pads the encoded sentence to `n` tokens with `pad_id` (token type 0),
+/// on the left or the right, as a tokenizer pads a batch, and returns `config.padding` with
+/// transformers' `attention_mask` (1 for the sentence, 0 for pads). `max` is the model's
+/// position count.
+pub fn pad(
+    enc: &mut Encoded,
+    (n, left): (usize, bool),
+    pad_id: u32,
+    tokenizer: &Tokenizer,
+    max: usize,
+) -> Result<crate::config::Padding> {
+    let len = enc.ids.len();
+    if n > max {
+        return Err(usage(
+            "--pad-to",
+            format!("{n} is more than the model's {max} positions"),
+            format!("pass --pad-to {max} or less"),
+        ));
+    }
+    if len > n {
+        return Err(usage(
+            "--pad-to",
+            format!("the sentence has {len} tokens, more than {n}"),
+            format!("pass --pad-to {len} or more"),
+        ));
+    }
+    let token = tokenizer.id_to_token(pad_id).unwrap_or_else(|| format!("#{pad_id}"));
+    let at = if left { 0 } else { len };
+    let pads = n - len;
+    enc.ids.splice(at..at, std::iter::repeat_n(pad_id, pads));
+    enc.tokens.splice(at..at, std::iter::repeat_n(token, pads));
+    enc.type_ids.splice(at..at, std::iter::repeat_n(0, pads));
+    let mut attention_mask = vec![1u8; len];
+    attention_mask.splice(at..at, std::iter::repeat_n(0, pads));
+    Ok(crate::config::Padding { side: if left { "left" } else { "right" }, length: n, pad_id, attention_mask })
+}
+
+/// The token `--pad-to` pads a decoder with: `pad_token_id`, else the (first) `eos_token_id`.
+pub fn decoder_pad_id(c: &decoder::DecoderConfig, what: &str) -> Result<u32> {
+    let eos = match &c.eos_token_id {
+        Some(serde_json::Value::Array(ids)) => ids.first().and_then(serde_json::Value::as_u64),
+        Some(v) => v.as_u64(),
+        None => None,
+    };
+    c.pad_token_id.or(eos.and_then(|e| u32::try_from(e).ok())).ok_or_else(|| {
+        usage(what, "the model names no pad token (pad_token_id) or eos token (eos_token_id)", "drop --pad-to")
+    })
+}

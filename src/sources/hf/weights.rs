@@ -54,6 +54,13 @@ impl Weights {
         Ok(())
     }
 
+    /// The word-embedding table's stored type when it is not f32 (`f16`, `bf16`, …).
+    pub fn stored_dtype(&self) -> Option<String> {
+        let view = self.st.get(&format!("{}embeddings.word_embeddings.weight", self.prefix)).ok()?;
+        let dtype = format!("{:?}", view.dtype()).to_lowercase();
+        (dtype != "f32").then_some(dtype)
+    }
+
     /// Whether the checkpoint carries BertForMaskedLM's head (`cls.predictions.*`).
     pub fn has_mlm_head(&self) -> bool {
         self.st.get("cls.predictions.transform.dense.weight").is_ok()
