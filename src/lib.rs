@@ -352,25 +352,11 @@ fn run_batch(
     let mut notes: Vec<String> = Vec::new();
     for (i, entry) in batch.iter().enumerate() {
         let one = settings.for_sentence(&entry.sentence);
+        // The single run's pipeline; check_batch refused every file it could write.
         let mut traced = || -> Result<Vec<u8>> {
-            let (loaded, source, plan) = prepare(&one)?;
-            let params = source.params(&loaded)?;
-            notes.extend(loaded.notes.iter().filter(|n| !notes.contains(n)).cloned().collect::<Vec<_>>());
-            let mut rec = recorder(&loaded, plan.record.clone(), &one);
-            let reduced = plan.reduce_summary.then(|| {
-                views::summary::reduce_as_recorded(&mut rec, &loaded.tokens, loaded.cfg.parts.lm_head.is_some())
-            });
-            model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
-            let (mut trace, _) = rec.finish();
-            name_predictions(&mut trace, &loaded, own_vocab(&one));
-            let (trace, mut views) = views::derive(trace, &plan, &one.output)?;
-            if let Some(links) = reduced {
-                views.summary = Some(std::mem::take(&mut *links.lock().map_err(|_| anyhow::anyhow!("summary lock"))?));
-            }
-            if one.output.params {
-                views.params = Some(views::params::steps(&params, &plan.show)?);
-            }
-            output::batch_item(&trace, &views, &one.output, (i, batch.len()))
+            let done = finish(&one, &|_| {}, false)?;
+            notes.extend(done.notes.iter().filter(|n| !notes.contains(n)).cloned().collect::<Vec<_>>());
+            output::batch_item(&done.trace, &done.views, &one.output, (i, batch.len()))
         };
         items.push(traced().with_context(|| entry.label.clone())?);
     }

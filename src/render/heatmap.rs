@@ -61,6 +61,22 @@ struct Grid {
     width: usize,
 }
 
+impl Grid {
+    /// The grid for `out`, its values `value_w` characters wide and its column labels
+    /// `label_w`: a slot fits a value (and its colour or a separator) and a label.
+    fn new(out: &Output, value_w: usize, label_w: usize) -> Self {
+        let slot = (if out.color { value_w + 2 } else { value_w + 3 }).max(label_w + 1).max(3);
+        Grid {
+            value_w,
+            slot,
+            precision: out.precision,
+            color: out.color,
+            truecolor: out.views.truecolor,
+            width: out.width,
+        }
+    }
+}
+
 pub fn write(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Write) -> io::Result<()> {
     table::write_header(trace, out.width, w)?;
     if let Some(maps) = &views.maps {
@@ -80,15 +96,7 @@ fn write_patching(p: &PatchGrid, out: &Output, w: &mut dyn Write) -> io::Result<
     // One more character than a weight: effects can be negative.
     let value_w = if out.precision == 0 { 0 } else { out.precision + 3 };
     let col_w = p.cols.iter().map(|c| c.chars().count().min(MAX_LABEL)).max().unwrap_or(1);
-    let slot = (if out.color { value_w + 2 } else { value_w + 3 }).max(col_w + 1).max(3);
-    let g = Grid {
-        value_w,
-        slot,
-        precision: out.precision,
-        color: out.color,
-        truecolor: out.views.truecolor,
-        width: out.width,
-    };
+    let g = Grid::new(out, value_w, col_w);
     let label_w = p.rows.iter().map(|r| r.chars().count()).max().unwrap_or(0);
     let n = p.cols.len();
     for (start, end) in blocks(n, g.slot, label_w + 1, g.width) {
@@ -124,15 +132,7 @@ fn write_maps(maps: &Maps, out: &Output, w: &mut dyn Write) -> io::Result<()> {
     let n = maps.labels.len();
     let value_w = if out.precision == 0 { 0 } else { out.precision + 2 };
     let digits = n.saturating_sub(1).to_string().len();
-    let slot = (if out.color { value_w + 2 } else { value_w + 3 }).max(digits + 1).max(3);
-    let g = Grid {
-        value_w,
-        slot,
-        precision: out.precision,
-        color: out.color,
-        truecolor: out.views.truecolor,
-        width: out.width,
-    };
+    let g = Grid::new(out, value_w, digits);
     for rule in &maps.rules {
         writeln!(w)?;
         for line in wrap_words(&format!("view: {rule}."), out.width, "  ") {
@@ -143,7 +143,7 @@ fn write_maps(maps: &Maps, out: &Output, w: &mut dyn Write) -> io::Result<()> {
         .labels
         .iter()
         .enumerate()
-        .filter(|(_, l)| l.chars().count() > (slot - 1).min(MAX_LABEL))
+        .filter(|(_, l)| l.chars().count() > (g.slot - 1).min(MAX_LABEL))
         .map(|(i, l)| format!("{i} {l}"))
         .collect();
     if !cut.is_empty() {
