@@ -4,5 +4,23 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    reuse_freed_memory();
     ExitCode::from(attn_trace::command::main(std::env::args_os().collect()))
+}
+
+/// glibc gives each allocation above 32 MiB (and any large one made on another thread, whose
+/// arena cannot grow that far) a fresh mapping of its own and unmaps it when freed, so every
+/// layer's f32 weights were faulted in and zeroed by the kernel anew: a 1 B model's 4 GiB
+/// cost more than a second of system time. Served from one heap instead, a layer reuses the
+/// memory the previous one freed. The peak stays the same: the memory is reused, not added.
+/// Only for the command: the Python module leaves its host's allocator alone.
+fn reuse_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters, before any other thread exists. A
+    // failure leaves glibc's defaults, which are correct, only slower.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, i32::MAX);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+    }
 }
