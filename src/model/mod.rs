@@ -29,7 +29,8 @@ pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Reco
     };
     let head = params.lm_head.as_ref().or(tied.as_ref());
     let mut x = embed::embed(cfg, params, input, rec)?; // [pos, d_model]
-                                                        // A lazily read checkpoint's next layer is read while this one runs.
+
+    // A lazily read checkpoint's next layer is read while this one runs.
     params.layers.each(|i, layer_params| {
         x = layer::layer(cfg, layer_params, &x, i, rec)?; // [pos, d_model]
         x = intervene::patch_resid(cfg, i, x.clone())?; // [pos, d_model]
