@@ -359,10 +359,12 @@ pub struct Cli {
     /// Attention averaged over heads (mean over heads).
     #[arg(long, help_heading = "Views")]
     pub average_heads: bool,
-    /// Also write the trace as one self-contained HTML page with interactive attention maps.
+    /// Also write the trace as one self-contained HTML page with interactive attention maps
+    /// (a batch: one section per sentence).
     #[arg(long, value_name = "FILE", help_heading = "Views")]
     pub html: Option<PathBuf>,
-    /// Also write an SVG attention map of --layer (default 0): --head, or every head.
+    /// Also write an SVG attention map of --layer (default 0): --head, or every head (a batch:
+    /// one block per sentence, stacked).
     #[arg(long, value_name = "FILE", help_heading = "Views")]
     pub svg: Option<PathBuf>,
 

@@ -93,6 +93,47 @@ pub fn view_files(trace: &Trace, views: &Views, out: &Output) -> Result<()> {
     Ok(())
 }
 
+/// A batch's `--html` page and `--svg` picture: each sentence's part is rendered as its
+/// trace is finished (so that only the rendered parts are kept), and the files are written
+/// once every sentence is, before stdout (an error in any sentence leaves no file).
+#[derive(Default)]
+pub struct BatchViews {
+    /// Each sentence and its page section.
+    html: Vec<(String, String)>,
+    svg: Vec<render::svg::Block>,
+}
+
+impl BatchViews {
+    /// Renders the parts of sentence `index` of `count` that `out` asks for.
+    pub fn add(&mut self, trace: &Trace, views: &Views, out: &Output, (index, count): (usize, usize)) -> Result<()> {
+        let Some(maps) = &views.maps else { return Ok(()) };
+        if out.views.html.is_some() {
+            let parts = (views.focus.as_ref(), views.patch_grid.as_ref());
+            let section = render::html::section(trace, maps, parts, out, &format!("-s{}", index + 1))?;
+            self.html.push((render::html::sentence(trace), section));
+        }
+        if out.views.svg.is_some() {
+            self.svg.push(render::svg::block(trace, maps, views.patch_grid.as_ref(), out, Some((index, count))));
+        }
+        Ok(())
+    }
+
+    /// Writes the page and the picture `out` names.
+    pub fn write(self, out: &Output) -> Result<()> {
+        if let Some(path) = &out.views.html {
+            let mut buf = Vec::new();
+            render::html::write_batch(&self.html, &mut buf)?;
+            write_file("--html", path, &buf)?;
+        }
+        if let Some(path) = &out.views.svg {
+            let mut buf = Vec::new();
+            render::svg::write_batch(&self.svg, &mut buf)?;
+            write_file("--svg", path, &buf)?;
+        }
+        Ok(())
+    }
+}
+
 /// One trace of a batch, rendered as a single run would be (`--format jsonl` as a whole
 /// JSON document, which the batch writes on one line), with a title above tables.
 pub fn batch_item(trace: &Trace, views: &Views, out: &Output, (index, count): (usize, usize)) -> Result<Vec<u8>> {

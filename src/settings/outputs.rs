@@ -99,12 +99,11 @@ pub fn options(cli: &Cli) -> Result<Outputs> {
 }
 
 /// Flags that a batch (several sentences, each traced on its own) cannot honour: each writes
-/// one file or reads one input for one run, or replaces the sentence.
+/// one file or reads one input for one run, or replaces the sentence. (`--html` and `--svg`
+/// give a section per sentence.)
 pub fn check_batch(s: &super::Settings) -> Result<()> {
     let matrix = matches!(&s.model, super::ModelChoice::Toy(t) if t.matrix.is_some());
     for (flag, given) in [
-        ("--html", s.output.views.html.is_some()),
-        ("--svg", s.output.views.svg.is_some()),
         ("--save-trace", s.outputs.save_trace.is_some()),
         ("--save-weights", s.outputs.save_weights.is_some()),
         ("--check", s.outputs.check.is_some()),

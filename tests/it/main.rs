@@ -2,6 +2,7 @@
 
 mod architecture;
 mod batch;
+mod batch_views;
 mod bert;
 mod cli;
 mod common;
