@@ -144,7 +144,9 @@ pub fn section(
         let plain = Output { color: false, width: out.width.max(100), ..out.clone() };
         focus::write(f, &plain, &mut text)?;
         let _ = write!(s, "<section id=\"focus{sfx}\">\n<h2>Focus</h2>\n<pre>");
-        s.push_str(&esc(String::from_utf8_lossy(&text).trim_start()));
+        // Line by line: `esc` shows a control character, a line break too, as an escape.
+        let text = String::from_utf8_lossy(&text);
+        s.push_str(&text.trim_start().lines().map(esc).collect::<Vec<_>>().join("\n"));
         s.push_str("</pre>\n</section>\n");
     }
     let _ = writeln!(s, "<section id=\"steps{sfx}\">\n<h2>Steps</h2>");
