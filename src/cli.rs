@@ -122,8 +122,9 @@ pub struct Cli {
     /// More sentences of a batch (not with BERT, whose two sentences are a pair: use --batch).
     #[arg(value_name = "MORE")]
     pub more: Vec<String>,
-    /// With --model: pad the tokens to N with the model's pad token (its eos token if it has
-    /// none) and hide the pads from every query, as transformers' attention_mask does.
+    /// Pad the tokens to N with the pad token (a model's pad token, else its eos token; the
+    /// toy model's <pad>) and hide the pads from every query, as transformers' attention_mask
+    /// and PyTorch's key padding masks do.
     #[arg(long, value_name = "N", help_heading = "Tokens")]
     pub pad_to: Option<usize>,
     /// With --pad-to: where the pad tokens go [default: right].

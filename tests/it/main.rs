@@ -22,6 +22,7 @@ mod reference;
 mod seeds;
 mod students;
 mod textbook;
+mod toy_padding;
 mod transformer_lens;
 mod tutorial;
 mod views;
