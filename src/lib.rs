@@ -372,7 +372,7 @@ fn run_batch(
         let mut traced = || -> Result<Vec<u8>> {
             let (done, _, _) = computed(&one, &|_| {}, false, &mut output::Clock::new(false))?;
             notes.extend(done.notes.iter().filter(|n| !notes.contains(n)).cloned().collect::<Vec<_>>());
-            files.add(&done.trace, &done.views, &one.output, (i, batch.len()))?;
+            files.add(&done.trace, &done.views, &one, (i, batch.len()))?;
             output::batch_item(&done.trace, &done.views, &one.output, (i, batch.len()))
         };
         items.push(traced().with_context(|| entry.label.clone())?);

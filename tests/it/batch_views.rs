@@ -188,3 +188,24 @@ fn an_error_in_any_sentence_writes_no_file() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 2: sentence: it has 11 tokens"));
     assert!(!html.exists() && !svg.exists(), "a file was written");
 }
+
+#[test]
+fn a_batch_page_that_outgrows_the_memory_cap_is_refused_and_leaves_no_file() {
+    // Each run checks its own memory; a batch's page adds the sections up, and their sum is
+    // held to the same cap. One sentence's page fits in 800 KiB, twelve sections do not.
+    let dir = tempfile::tempdir().unwrap();
+    let batch = dir.path().join("b.txt");
+    let lines: Vec<String> = (1..=12).map(|i| format!("my shoes are small and my feet are big {i}")).collect();
+    std::fs::write(&batch, lines.join("\n")).unwrap();
+    let html = dir.path().join("p.html");
+    let (h, b) = (html.to_str().unwrap(), batch.to_str().unwrap());
+    run(&[&lines[0], "--html", h, "--max-memory", "800KiB"]);
+    std::fs::remove_file(&html).unwrap();
+    let out = cmd().args(["--batch", b, "--html", h, "--max-memory", "800KiB"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("for the --html/--svg files of sentences 1 to") && err.contains("above the cap of 800.0 KiB"));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!html.exists(), "a file was written");
+}
