@@ -17,6 +17,8 @@ Checks, each of which fails the run:
   - the shared 0-1 colour scale toggle colours every weight w as viridis(w) (the default is
     viridis(w / the map's largest weight)), in the large maps and the overview alike;
   - the focus walkthrough is on the page when the run had --focus;
+  - with --pad-to, the pads' labels are drawn as pads and their keys' cells hatched, and the
+    hover text marks a pad "(pad)";
   - the browser console holds no errors (and no page requested the network);
 and saves a screenshot of the page.
 """
@@ -116,6 +118,8 @@ def section(driver, doc, sfx, shot):
     layers = sorted(weights)
     heads = len(weights[layers[0]])
     what = f"section{sfx}: " if sfx else ""
+    mask = (doc["config"].get("padding") or {}).get("attention_mask") or [1] * n
+    label = lambda i: f"{i} {tokens[i]}" + (" (pad)" if mask[i] == 0 else "")  # noqa: E731
     check(len(layers) >= 2 and heads >= 2, f"{what}the trace has {len(layers)} layers and {heads} heads to switch between")
     precision = driver.execute_script(f"return JSON.parse(document.getElementById('data{sfx}').textContent).precision")
 
@@ -138,7 +142,7 @@ def section(driver, doc, sfx, shot):
         # JS's toFixed and Python's format may round an exact tie differently: allow
         # half a unit in the last shown place, and compare the text otherwise.
         close = abs(float(shown) - want) <= 0.5 * 10 ** -precision + 1e-12
-        check(close and f"{q} {tokens[q]} → {k} {tokens[k]}" in tip and f"head {head}" in tip,
+        check(close and f"{label(q)} → {label(k)}" in tip and f"head {head}" in tip,
               f"{what}hovering layer {layer} head {head} [{q}][{k}] shows {tip!r}; the JSON says {want:.{precision}f}")
 
     first = layers[0]
@@ -170,10 +174,24 @@ def section(driver, doc, sfx, shot):
     hover(second, 0, n - 1, 0)
 
     overview_and_shared_scale(driver, sfx, weights, layers, heads, n)
+    pads(driver, sfx, what, mask, n)
 
     if os.environ.get("EXPECT_FOCUS"):
         text = driver.find_element(By.ID, "focus" + sfx).text
         check("focus" in text and "context" in text, f"{what}the focus walkthrough is on the page")
+
+
+def pads(driver, sfx, what, mask, n):
+    """The pads' labels (one key and one query label per pad per map shown) and hatched key cells."""
+    count = mask.count(0)
+    heads = len(driver.find_elements(By.CSS_SELECTOR, f"#maps{sfx} div.map"))
+    labels = driver.find_elements(By.CSS_SELECTOR, f"#maps{sfx} .klabel.pad, #maps{sfx} .qlabel.pad")
+    hatched = driver.execute_script(
+        f"return [...document.querySelectorAll('#maps{sfx} .cell.padkey')]"
+        ".filter(c => getComputedStyle(c).backgroundImage.includes('gradient')).length")
+    check(heads > 0 and len(labels) == 2 * count * heads and hatched == count * n * heads,
+          f"{what}{count} pads in {heads} maps: {len(labels)} pad labels (want {2 * count * heads}), "
+          f"{hatched} hatched cells (want {count * n * heads})")
 
 
 def batch(driver, docs, shot):

@@ -37,6 +37,10 @@ printf '%s\n' "my shoes are small, my feet are big." "the <b>cat</b> sat on the 
 target/debug/attn-trace --batch "$art/batch.txt" --heads 2 --layers 2 --focus 1 \
   --html "$art/batch.html" --format json >"$art/batch.json"
 EXPECT_FOCUS=1 "$venv/bin/python" tests/browser/check_html.py "$art/batch.html" "$art/batch.json" "$art/batch.png"
+# The same batch padded on the left: the pads drawn as pads, every check above still made.
+target/debug/attn-trace --batch "$art/batch.txt" --heads 2 --layers 2 --pad-to 10 --padding left \
+  --html "$art/padded.html" --format json >"$art/padded.json"
+"$venv/bin/python" tests/browser/check_html.py "$art/padded.html" "$art/padded.json" "$art/padded.png"
 # The example notebook's output, as Jupyter shows it (tests/python.sh ran the notebook and
 # left it here): its two pages, each in its own frame, must not clash.
 if [[ -f $art/notebook-output.html ]]; then
