@@ -122,8 +122,9 @@ pub struct Cli {
     /// More sentences of a batch (not with BERT, whose two sentences are a pair: use --batch).
     #[arg(value_name = "MORE")]
     pub more: Vec<String>,
-    /// With --model: pad the tokens to N with the model's pad token (its eos token if it has
-    /// none) and hide the pads from every query, as transformers' attention_mask does.
+    /// Pad the tokens to N with the pad token (a model's pad token, else its eos token; the
+    /// toy model's <pad>) and hide the pads from every query, as transformers' attention_mask
+    /// and PyTorch's key padding masks do.
     #[arg(long, value_name = "N", help_heading = "Tokens")]
     pub pad_to: Option<usize>,
     /// With --pad-to: where the pad tokens go [default: right].
@@ -359,10 +360,12 @@ pub struct Cli {
     /// Attention averaged over heads (mean over heads).
     #[arg(long, help_heading = "Views")]
     pub average_heads: bool,
-    /// Also write the trace as one self-contained HTML page with interactive attention maps.
+    /// Also write the trace as one self-contained HTML page with interactive attention maps
+    /// (a batch: one section per sentence).
     #[arg(long, value_name = "FILE", help_heading = "Views")]
     pub html: Option<PathBuf>,
-    /// Also write an SVG attention map of --layer (default 0): --head, or every head.
+    /// Also write an SVG attention map of --layer (default 0): --head, or every head (a batch:
+    /// one block per sentence, stacked).
     #[arg(long, value_name = "FILE", help_heading = "Views")]
     pub svg: Option<PathBuf>,
 

@@ -303,7 +303,8 @@ pub struct Padding {
     pub side: &'static str,
     /// The padded length (`--pad-to`).
     pub length: usize,
-    /// The id of the pad token (the config's `pad_token_id`, else its `eos_token_id`).
+    /// The id of the pad token (the config's `pad_token_id`, else its `eos_token_id`; for the
+    /// toy model `<pad>`'s id in a `--vocab` file, else the first id past the vocabulary).
     pub pad_id: u32,
     /// transformers' `attention_mask`: 1 for the sentence's tokens, 0 for pads.
     pub attention_mask: Vec<u8>,

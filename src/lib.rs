@@ -290,6 +290,20 @@ fn finish_timed(
     maps: bool,
     clock: &mut output::Clock,
 ) -> Result<Finished> {
+    let (done, loaded, last) = computed(settings, notes, maps, clock)?;
+    output::view_files(&done.trace, &done.views, &settings.output)?;
+    let (check, checked) = testing(settings, &loaded, &last, &done.trace)?;
+    Ok(Finished { check, checked, ..done })
+}
+
+/// [`finish`] up to the files: the run, its views and `--patch`, with the sources it was
+/// computed from and the model's output (for `--check`).
+fn computed(
+    settings: &Settings,
+    notes: &dyn Fn(&[String]),
+    maps: bool,
+    clock: &mut output::Clock,
+) -> Result<(Finished, Loaded, candle_core::Tensor)> {
     let (loaded, source, mut plan) = prepare(settings)?;
     if maps {
         keep_for_maps(settings, &loaded, &mut plan)?;
@@ -324,9 +338,9 @@ fn finish_timed(
         views.attach_patching(sweep, corrupted, &trace.tokens);
         clock.lap("patching sweep");
     }
-    output::view_files(&trace, &views, &settings.output)?;
-    let (check, checked) = testing(settings, &loaded, &last, &trace)?;
-    Ok(Finished { trace, views, check, checked, maps: all_maps, notes: loaded.notes })
+    let notes = loaded.notes.clone();
+    let done = Finished { trace, views, check: None, checked: Ok(()), maps: all_maps, notes };
+    Ok((done, loaded, last))
 }
 
 /// The Python API's trace keeps every shown step and every head's map ([`Plan::for_maps`]);
@@ -339,8 +353,9 @@ fn keep_for_maps(settings: &Settings, loaded: &Loaded, plan: &mut Plan) -> Resul
 
 /// A batch: every sentence traced on its own with the same settings (the summary table
 /// reduced as a single run reduces it), rendered, and written together once all are
-/// computed, so an error in any leaves stdout empty. Notes are printed once each, however
-/// many sentences give them.
+/// computed, so an error in any leaves stdout empty and writes no file. `--html` and `--svg`
+/// get one section or block per sentence. Notes are printed once each, however many
+/// sentences give them.
 fn run_batch(
     settings: &Settings,
     batch: &[sources::batch::Entry],
@@ -350,18 +365,21 @@ fn run_batch(
     settings::outputs::check_batch(settings)?;
     let mut items = Vec::with_capacity(batch.len());
     let mut notes: Vec<String> = Vec::new();
+    let mut files = output::BatchViews::default();
     for (i, entry) in batch.iter().enumerate() {
         let one = settings.for_sentence(&entry.sentence);
-        // The single run's pipeline; check_batch refused every file it could write.
+        // The single run's pipeline up to its files; check_batch refused every other file.
         let mut traced = || -> Result<Vec<u8>> {
-            let done = finish(&one, &|_| {}, false)?;
+            let (done, _, _) = computed(&one, &|_| {}, false, &mut output::Clock::new(false))?;
             notes.extend(done.notes.iter().filter(|n| !notes.contains(n)).cloned().collect::<Vec<_>>());
+            files.add(&done.trace, &done.views, &one, (i, batch.len()))?;
             output::batch_item(&done.trace, &done.views, &one.output, (i, batch.len()))
         };
         items.push(traced().with_context(|| entry.label.clone())?);
     }
     clock.lap("traces");
     output::notes(&notes, settings.quiet);
+    files.write(&settings.output)?;
     output::batch(&items, settings.output.format, out)?;
     clock.lap("render and write");
     clock.report();

@@ -93,6 +93,55 @@ pub fn view_files(trace: &Trace, views: &Views, out: &Output) -> Result<()> {
     Ok(())
 }
 
+/// A batch's `--html` page and `--svg` picture: each sentence's part is rendered as its
+/// trace is finished (so that only the rendered parts are kept), and the files are written
+/// once every sentence is, before stdout (an error in any sentence leaves no file).
+#[derive(Default)]
+pub struct BatchViews {
+    /// Each sentence and its page section.
+    html: Vec<(String, String)>,
+    svg: Vec<render::svg::Block>,
+    /// The bytes kept so far.
+    bytes: usize,
+}
+
+impl BatchViews {
+    /// Renders the parts of sentence `index` of `count` that the settings ask for. Each run
+    /// checked its own memory; the parts add up, so their sum is checked against the same
+    /// cap (times 3, as for one run's page: the page's growth and the copy that is written).
+    pub fn add(&mut self, trace: &Trace, views: &Views, s: &Settings, (index, count): (usize, usize)) -> Result<()> {
+        let (Some(maps), out) = (&views.maps, &s.output) else { return Ok(()) };
+        if out.views.html.is_some() {
+            let parts = (views.focus.as_ref(), views.patch_grid.as_ref());
+            let section = render::html::section(trace, maps, parts, out, &format!("-s{}", index + 1))?;
+            self.bytes += section.len();
+            self.html.push((render::html::sentence(trace), section));
+        }
+        if out.views.svg.is_some() {
+            let block = render::svg::block(trace, maps, views.patch_grid.as_ref(), out, Some((index, count)));
+            self.bytes += block.svg.len();
+            self.svg.push(block);
+        }
+        let what = format!("for the --html/--svg files of sentences 1 to {}", index + 1);
+        crate::settings::limits::check_bytes(3.0 * self.bytes as f64, &what, s.max_memory, s.memory_available)
+    }
+
+    /// Writes the page and the picture `out` names.
+    pub fn write(self, out: &Output) -> Result<()> {
+        if let Some(path) = &out.views.html {
+            let mut buf = Vec::new();
+            render::html::write_batch(&self.html, &mut buf)?;
+            write_file("--html", path, &buf)?;
+        }
+        if let Some(path) = &out.views.svg {
+            let mut buf = Vec::new();
+            render::svg::write_batch(&self.svg, &mut buf)?;
+            write_file("--svg", path, &buf)?;
+        }
+        Ok(())
+    }
+}
+
 /// One trace of a batch, rendered as a single run would be (`--format jsonl` as a whole
 /// JSON document, which the batch writes on one line), with a title above tables.
 pub fn batch_item(trace: &Trace, views: &Views, out: &Output, (index, count): (usize, usize)) -> Result<Vec<u8>> {

@@ -117,12 +117,14 @@ fn report(
     };
     let (only_a, only_b) = (only(a, b), only(b, a));
     let missing = required(lists, b, &only_b)?;
-    let hint = results
+    // A guess at the bug of every diverging step, not only the first: a second bug further on
+    // has its own.
+    let hints = results
         .iter()
-        .find(|r| r.diverges())
-        .and_then(|r| hints::hint(&r.id, &a.steps[&r.id], &b.steps[&r.id], b, tol));
+        .map(|r| r.diverges().then(|| hints::hint(&r.id, &a.steps[&r.id], &b.steps[&r.id], b, tol)).flatten())
+        .collect();
     let did_you_mean = [did_you_mean(a, b), did_you_mean(b, a)];
-    let rep = report::Report { only_a, only_b, a, b, tol, results, missing, hint, did_you_mean };
+    let rep = report::Report { only_a, only_b, a, b, tol, results, missing, hints, did_you_mean };
     let mut w = std::io::BufWriter::new(out);
     let written = match format {
         DiffFormat::Table => report::write_text(&rep, &mut w),

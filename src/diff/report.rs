@@ -11,15 +11,18 @@
 //!                              "hint"}
 //!                             (a shape divergence has "shape_a", "shape_b" instead),
 //!  "steps": [{"id", "shape_a", "shape_b", "max_abs_error", "at", "outside", "masked",
-//!             "size", "ok"}],
+//!             "size", "ok", "hint"}],
 //!  "only_in_a": [ids], "only_in_b": [ids], "shape_mismatches": [{"id", "a", "b"}],
 //!  "required_missing": [ids], "ignored": {"a": [names], "b": [names]},
 //!  "did_you_mean": {"a": {name: id}, "b": {name: id}}, "notes": [text]}
 //! ```
 //!
 //! `why` says in words why the first value diverges (for a non-finite value, what each side
-//! holds); `hint` is a guess at the bug ([`super::hints`]) or null. `ignored` lists every
-//! name in full; the table shows the first [`SHOWN`] and says how many more.
+//! holds); `hint` is a guess at the bug ([`super::hints`]) or null, for the first divergence
+//! and for every step (null for a step within tolerance). The table gives each diverging
+//! step's hint under its row, a hint that repeats once, under the first step that has it,
+//! with a count of the others. `ignored` lists every name in full; the table shows the first
+//! [`SHOWN`] and says how many more.
 //!
 //! Numbers JSON cannot hold are the strings "nan", "inf", "-inf", as in the trace document.
 
@@ -39,8 +42,8 @@ pub struct Report<'a> {
     pub only_b: Vec<String>,
     /// Steps `--require` names that B holds and A lacks: each fails the diff.
     pub missing: Vec<String>,
-    /// A guess at the first divergence's bug.
-    pub hint: Option<String>,
+    /// A guess at each diverging step's bug, in the order of `results`.
+    pub hints: Vec<Option<String>>,
     /// Ignored names of A and of B with the step id each likely meant.
     pub did_you_mean: [Vec<(String, String)>; 2],
 }
@@ -55,6 +58,35 @@ impl Report<'_> {
 
     fn first(&self) -> Option<&StepResult> {
         self.results.iter().find(|r| r.diverges())
+    }
+
+    /// The first divergence's hint.
+    fn first_hint(&self) -> Option<&String> {
+        let i = self.results.iter().position(StepResult::diverges)?;
+        self.hints.get(i)?.as_ref()
+    }
+
+    /// The table's hints: each distinct hint under the first step that has it, with the other
+    /// steps that have the same one (the same bug seen again, often in every later layer),
+    /// so that a repeated hint is one line, not one per step.
+    fn hint_lines(&self) -> Vec<Option<(String, Vec<&str>)>> {
+        let mut lines: Vec<Option<(String, Vec<&str>)>> = vec![None; self.results.len()];
+        let mut first_of: Vec<(&String, usize)> = Vec::new();
+        for (i, (r, h)) in self.results.iter().zip(&self.hints).enumerate() {
+            let Some(h) = h else { continue };
+            match first_of.iter().find(|(text, _)| *text == h) {
+                Some(&(_, at)) => {
+                    if let Some((_, same)) = &mut lines[at] {
+                        same.push(&r.id);
+                    }
+                }
+                None => {
+                    first_of.push((h, i));
+                    lines[i] = Some((h.clone(), Vec::new()));
+                }
+            }
+        }
+        lines
     }
 
     fn notes(&self) -> Vec<String> {
@@ -130,18 +162,21 @@ pub fn write_json(rep: &Report, w: &mut dyn Write) -> io::Result<()> {
             }
             Outcome::Values { .. } => {}
         }
-        o["hint"] = json!(rep.hint);
+        o["hint"] = json!(rep.first_hint());
         o
     });
     let steps: Vec<Value> = rep
         .results
         .iter()
-        .map(|r| match &r.outcome {
-            Outcome::Shape => json!({"id": r.id, "shape_a": r.shape_a, "shape_b": r.shape_b, "ok": false}),
+        .zip(&rep.hints)
+        .map(|(r, hint)| match &r.outcome {
+            Outcome::Shape => {
+                json!({"id": r.id, "shape_a": r.shape_a, "shape_b": r.shape_b, "ok": false, "hint": hint})
+            }
             Outcome::Values { max_abs, max_at, bad, masked, .. } => json!({
                 "id": r.id, "shape_a": r.shape_a, "shape_b": r.shape_b, "max_abs_error": num(*max_abs),
                 "at": max_at.as_ref().map(|p| &p.index), "outside": bad, "masked": masked,
-                "size": r.shape_a.iter().product::<usize>(), "ok": *bad == 0,
+                "size": r.shape_a.iter().product::<usize>(), "ok": *bad == 0, "hint": hint,
             }),
         })
         .collect();
@@ -254,7 +289,7 @@ fn write_first(rep: &Report, w: &mut dyn Write) -> io::Result<()> {
             Outcome::Values { .. } => {}
         },
     }
-    match &rep.hint {
+    match rep.first_hint() {
         Some(h) => writeln!(w, "hint: {h}"),
         None => Ok(()),
     }
@@ -263,7 +298,7 @@ fn write_first(rep: &Report, w: &mut dyn Write) -> io::Result<()> {
 fn write_table(rep: &Report, w: &mut dyn Write) -> io::Result<()> {
     let width = rep.results.iter().map(|r| r.id.chars().count()).max().unwrap_or(4).max(4);
     writeln!(w, "{:<width$}  {:<12}  {:>11}  {:<14}  outside tolerance", "step", "shape", "max |a − b|", "at")?;
-    for r in &rep.results {
+    for (r, hint) in rep.results.iter().zip(rep.hint_lines()) {
         match &r.outcome {
             Outcome::Shape => writeln!(
                 w,
@@ -286,8 +321,24 @@ fn write_table(rep: &Report, w: &mut dyn Write) -> io::Result<()> {
                 )?
             }
         }
+        if let Some((text, same)) = hint {
+            writeln!(w, "  hint: {text}{}", also(&same))?;
+        }
     }
     Ok(())
+}
+
+/// " (the same at 2 more steps: layers.1.attn.scores, layers.2.attn.scores)", or "".
+fn also(same: &[&str]) -> String {
+    match same.len() {
+        0 => String::new(),
+        n => {
+            let s = if n == 1 { "" } else { "s" };
+            let shown: Vec<&str> = same.iter().take(3).copied().collect();
+            let more = if n > 3 { ", …" } else { "" };
+            format!(" (the same at {n} more step{s}: {}{more})", shown.join(", "))
+        }
+    }
 }
 
 fn write_lists(rep: &Report, w: &mut dyn Write) -> io::Result<()> {

@@ -1,7 +1,8 @@
 //! A batch's output: one trace per sentence, each rendered as a single run would be, then
 //! put together. `--format json` is a JSON array of the documents, in the batch's order;
 //! `--format jsonl` is one whole document per line; every other format gives each trace a
-//! title line naming the sentence.
+//! title line naming the sentence. (`--html` and `--svg` put a batch's sentences together in
+//! `html::write_batch` and `svg::write_batch`.)
 
 use crate::cli::Format;
 use std::io::{self, Write};

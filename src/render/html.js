@@ -1,19 +1,24 @@
 // Draws the attention maps of the embedded JSON and wires the layer and head menus, the
 // overview (every layer x head as a small map; a click opens it in the large view) and the
 // shared 0-1 colour scale toggle. No network, no libraries: the page is one file that works
-// from disk.
+// from disk. A page holds one trace, or one section per sentence of a batch: each section's
+// data block is `data` + a suffix that ends every element id of that section ("" on a page
+// of one trace), so the sections share this script and nothing else.
 "use strict";
-(function () {
-  const data = JSON.parse(document.getElementById("data").textContent);
-  const layerSel = document.getElementById("layer");
-  const headSel = document.getElementById("head");
-  const mapsDiv = document.getElementById("maps");
-  const tip = document.getElementById("tip");
-  const shared = document.getElementById("shared");
-  const overview = document.getElementById("overview-grid");
-  const scaleRule = document.getElementById("scale-rule");
+function drawSection(sfx) {
+  const byId = (id) => document.getElementById(id + sfx);
+  const data = JSON.parse(byId("data").textContent);
+  const layerSel = byId("layer");
+  const headSel = byId("head");
+  const mapsDiv = byId("maps");
+  const tip = byId("tip");
+  const shared = byId("shared");
+  const overview = byId("overview-grid");
+  const scaleRule = byId("scale-rule");
   const labels = data.labels;
   const n = labels.length;
+  // With --pad-to: which labels are pads (drawn greyed, their keys hatched).
+  const pad = data.pad || labels.map(() => false);
 
   // The viridis anchors, interpolated linearly: the same scale as the terminal heatmap.
   function rgbOf(t) {
@@ -72,21 +77,22 @@
     grid.className = "grid";
     grid.style.gridTemplateColumns = "auto repeat(" + n + ", 22px)";
     grid.appendChild(document.createElement("div"));
-    labels.forEach((l) => {
+    labels.forEach((l, k) => {
       const d = document.createElement("div");
-      d.className = "klabel";
+      d.className = pad[k] ? "klabel pad" : "klabel";
       d.textContent = l;
       grid.appendChild(d);
     });
     m.values.forEach((row, q) => {
       const ql = document.createElement("div");
-      ql.className = "qlabel";
+      ql.className = pad[q] ? "qlabel pad" : "qlabel";
       ql.textContent = q + " " + labels[q];
       grid.appendChild(ql);
       row.forEach((v, k) => {
         const c = document.createElement("div");
-        c.className = "cell";
-        c.style.background = colour(scaleOf(v, max));
+        c.className = pad[k] ? "cell padkey" : "cell";
+        // The colour alone, so that the stylesheet's hatching of a pad key stays on top.
+        c.style.backgroundColor = colour(scaleOf(v, max));
         c.dataset.layer = layer;
         c.dataset.head = m.head;
         c.dataset.q = q;
@@ -154,8 +160,9 @@
     const v = Number(c.dataset.value);
     const q = Number(c.dataset.q), k = Number(c.dataset.k);
     const head = c.dataset.head === "mean" ? "mean over heads" : "head " + c.dataset.head;
-    tip.textContent = "layer " + c.dataset.layer + " · " + head + " · " + q + " " + labels[q] +
-      " → " + k + " " + labels[k] + ": " + v.toFixed(data.precision);
+    const padded = (i) => i + " " + labels[i] + (pad[i] ? " (pad)" : "");
+    tip.textContent = "layer " + c.dataset.layer + " · " + head + " · " + padded(q) +
+      " → " + padded(k) + ": " + v.toFixed(data.precision);
   });
 
   overview.addEventListener("click", (e) => {
@@ -165,7 +172,7 @@
     fillHeads();
     headSel.value = c.dataset.head;
     draw();
-    document.getElementById("attention").scrollIntoView();
+    byId("attention").scrollIntoView();
   });
 
   function rescale() {
@@ -182,4 +189,6 @@
   shared.addEventListener("change", rescale);
   fillHeads();
   rescale();
-})();
+}
+
+document.querySelectorAll("script[type='application/json'][id^='data']").forEach((d) => drawSection(d.id.slice(4)));

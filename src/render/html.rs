@@ -9,9 +9,14 @@
 //! per step and head for the other steps that were selected (for a real model only when
 //! `--steps` selects them, as its terminal view is a summary too).
 //!
-//! The maps travel as JSON in a `<script type="application/json">` block (f32s as shortest
-//! round-trip decimals, `<` escaped) and html.js draws them; everything else is static HTML.
-//! Nothing depends on the clock or the machine: the same trace gives the same bytes.
+//! A batch's page ([`write_batch`]) lists the sentences, then gives each a section of its own
+//! ([`section`], what a single page holds below its sentence), with the styles and the script
+//! once. With `--pad-to`, pads' labels are grey and their keys hatched.
+//!
+//! The maps travel as JSON in a `<script type="application/json">` block per section (f32s as
+//! shortest round-trip decimals, `<` escaped) and html.js draws every block it finds;
+//! everything else is static HTML. Nothing depends on the clock or the machine: the same
+//! trace gives the same bytes.
 
 use super::colour::{dark_text, hex, scale_between, viridis, VIRIDIS};
 use super::numbers::f32_json;
@@ -35,51 +40,119 @@ pub fn write(
     out: &Output,
     w: &mut dyn Write,
 ) -> io::Result<()> {
-    let sentence = trace.sentence.clone().unwrap_or_else(|| trace.tokens.join(" "));
-    let mut header = Vec::new();
-    table::write_header(trace, usize::MAX, &mut header)?;
+    let sentence = sentence(trace);
+    let mut s = head(&sentence);
+    let _ = writeln!(s, "<h1>attn-trace</h1>\n<p class=\"sentence\">{}</p>", esc(&sentence));
+    s.push_str(&section(trace, maps, (focus, patch), out, "")?);
+    tail(&mut s);
+    w.write_all(s.as_bytes())
+}
+
+/// A batch's page: a list of the sentences linking to their sections, then one section per
+/// sentence, in the batch's order, each as [`section`] rendered it (with the suffix
+/// `-s{index + 1}`); the styles and the script once.
+pub fn write_batch(sections: &[(String, String)], w: &mut dyn Write) -> io::Result<()> {
+    let count = sections.len();
+    let mut s = head(&format!("a batch of {count} sentences"));
+    let _ = writeln!(s, "<h1>attn-trace</h1>\n<p class=\"summary\">{count} sentences, each traced on its own.</p>");
+    s.push_str("<nav class=\"contents\">\n<h2>Sentences</h2>\n<ol>\n");
+    for (i, (sentence, _)) in sections.iter().enumerate() {
+        let _ = writeln!(s, "<li><a href=\"#s{}\">{}</a></li>", i + 1, esc(&cut(sentence, 120)));
+    }
+    s.push_str("</ol>\n</nav>\n");
+    for (i, (sentence, body)) in sections.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "<article class=\"item\">\n<h2 class=\"item\" id=\"s{}\">Sentence {} of {count}: <span class=\"sentence\">{}</span></h2>",
+            i + 1,
+            i + 1,
+            esc(sentence)
+        );
+        s.push_str(body);
+        s.push_str("</article>\n");
+    }
+    tail(&mut s);
+    w.write_all(s.as_bytes())
+}
+
+/// The sentence a trace was computed from (its tokens joined when it came as a matrix).
+pub fn sentence(trace: &Trace) -> String {
+    trace.sentence.clone().unwrap_or_else(|| trace.tokens.join(" "))
+}
+
+/// The page up to `<body>`: its title and the styles.
+fn head(title: &str) -> String {
     let mut s = String::new();
     s.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     // An empty icon, so the browser does not ask the file system for /favicon.ico.
     s.push_str("<link rel=\"icon\" href=\"data:,\">\n");
-    let _ = writeln!(s, "<title>attn-trace: {}</title>", esc(&cut(&sentence, 80)));
+    let _ = writeln!(s, "<title>attn-trace: {}</title>", esc(&cut(title, 80)));
     let _ = writeln!(s, "<style>\n{CSS}</style>\n</head>\n<body>");
-    let _ = writeln!(s, "<h1>attn-trace</h1>\n<p class=\"sentence\">{}</p>", esc(&sentence));
+    s
+}
+
+/// The script, once per page: it draws every section's maps.
+fn tail(s: &mut String) {
+    let _ = writeln!(s, "<script>\n{JS}</script>\n</body>\n</html>");
+}
+
+/// One trace's part of a page: its summary line, the maps (every head, then the large view
+/// with its menus), `--patch`'s effects, the `--focus` walkthrough, the step tables, and the
+/// maps' data. Every element id ends in `sfx` ("" on a single page), so that sections of one
+/// page do not share ids; the script finds each section by its data block, `data{sfx}`.
+pub fn section(
+    trace: &Trace,
+    maps: &Maps,
+    (focus, patch): (Option<&Focus>, Option<&PatchGrid>),
+    out: &Output,
+    sfx: &str,
+) -> io::Result<String> {
+    let mut header = Vec::new();
+    table::write_header(trace, usize::MAX, &mut header)?;
+    let mut s = String::new();
     let _ = writeln!(s, "<p class=\"summary\">{}</p>", esc(String::from_utf8_lossy(&header).trim()));
-    s.push_str("<section id=\"overview\">\n<h2>Every head</h2>\n");
+    let _ = writeln!(s, "<section id=\"overview{sfx}\">\n<h2>Every head</h2>");
     s.push_str(
         "<p class=\"rule\">Layers down, heads across, one pixel per weight; click a map to open it below.</p>\n",
     );
-    s.push_str("<div id=\"overview-grid\"></div>\n</section>\n");
-    s.push_str("<section id=\"attention\">\n<h2>Attention weights</h2>\n");
-    s.push_str("<div class=\"controls\"><label>Layer <select id=\"layer\"></select></label>\n");
-    s.push_str("<label>Head <select id=\"head\"></select></label>\n");
+    let _ = writeln!(s, "<div id=\"overview-grid{sfx}\" class=\"overview-grid\"></div>\n</section>");
+    let _ = writeln!(s, "<section id=\"attention{sfx}\">\n<h2>Attention weights</h2>");
+    let _ = writeln!(s, "<div class=\"controls\"><label>Layer <select id=\"layer{sfx}\"></select></label>");
+    let _ = writeln!(s, "<label>Head <select id=\"head{sfx}\"></select></label>");
     // A toggle, not a flag: the page holds every weight, so the reader can switch scales while
     // comparing heads without writing the page again; it starts as the terminal heatmap does.
-    s.push_str("<label><input type=\"checkbox\" id=\"shared\"> shared 0–1 colour scale</label></div>\n");
+    let _ = writeln!(s, "<label><input type=\"checkbox\" id=\"shared{sfx}\"> shared 0–1 colour scale</label></div>");
     for r in &maps.rules {
         let _ = writeln!(s, "<p class=\"rule\">View: {}.</p>", esc(r));
     }
-    s.push_str(
-        "<p class=\"rule\" id=\"scale-rule\">Rows are queries, columns keys; colour runs from 0 to each map's \
-         largest weight.</p>\n",
+    if maps.pad.contains(&true) {
+        s.push_str("<p class=\"rule\">Pads (--pad-to) are labelled in grey italics; their keys are hatched: ");
+        s.push_str("the attention mask hides them.</p>\n");
+    }
+    let _ = writeln!(
+        s,
+        "<p class=\"rule\" id=\"scale-rule{sfx}\">Rows are queries, columns keys; colour runs from 0 to each map's \
+         largest weight.</p>"
     );
-    s.push_str("<div id=\"tip\">Hover a cell to see its weight.</div>\n<div id=\"maps\"></div>\n</section>\n");
+    let _ = writeln!(s, "<div id=\"tip{sfx}\" class=\"tip\">Hover a cell to see its weight.</div>");
+    let _ = writeln!(s, "<div id=\"maps{sfx}\" class=\"maps\"></div>\n</section>");
     if let Some(p) = patch {
-        patch_section(&mut s, p, out.precision);
+        patch_section(&mut s, p, out.precision, sfx);
     }
     if let Some(f) = focus {
         let mut text = Vec::new();
         let plain = Output { color: false, width: out.width.max(100), ..out.clone() };
         focus::write(f, &plain, &mut text)?;
-        s.push_str("<section id=\"focus\">\n<h2>Focus</h2>\n<pre>");
-        s.push_str(&esc(String::from_utf8_lossy(&text).trim_start()));
+        let _ = write!(s, "<section id=\"focus{sfx}\">\n<h2>Focus</h2>\n<pre>");
+        // Line by line: `esc` shows a control character, a line break too, as an escape.
+        let text = String::from_utf8_lossy(&text);
+        s.push_str(&text.trim_start().lines().map(esc).collect::<Vec<_>>().join("\n"));
         s.push_str("</pre>\n</section>\n");
     }
-    s.push_str("<section id=\"steps\">\n<h2>Steps</h2>\n");
+    let _ = writeln!(s, "<section id=\"steps{sfx}\">\n<h2>Steps</h2>");
     if out.views.html_tables {
         for step in trace.steps.iter().filter(|st| st.name != "attn.weights") {
-            step_tables(&mut s, step, &trace.tokens, out.precision);
+            step_tables(&mut s, step, &trace.tokens, out.precision, sfx);
         }
     } else {
         s.push_str("<p class=\"rule\">A real model's step tables are left out unless --steps asks for them ");
@@ -89,14 +162,13 @@ pub fn write(
     // `<` cannot appear in JSON outside strings, so escaping it keeps "</script>" in a token
     // from closing the block while JSON.parse still reads the same text.
     let data = data_json(maps, out.precision).replace('<', "\\u003c");
-    let _ = writeln!(s, "<script id=\"data\" type=\"application/json\">{data}</script>");
-    let _ = writeln!(s, "<script>\n{JS}</script>\n</body>\n</html>");
-    w.write_all(s.as_bytes())
+    let _ = writeln!(s, "<script id=\"data{sfx}\" type=\"application/json\">{data}</script>");
+    Ok(s)
 }
 
 /// `--patch`: the sweep's effects as a static table, each cell on its colour.
-fn patch_section(s: &mut String, p: &PatchGrid, precision: usize) {
-    s.push_str("<section id=\"patching\">\n<h2>Activation patching</h2>\n");
+fn patch_section(s: &mut String, p: &PatchGrid, precision: usize, sfx: &str) {
+    let _ = writeln!(s, "<section id=\"patching{sfx}\">\n<h2>Activation patching</h2>");
     let _ = writeln!(
         s,
         "<p class=\"rule\">Effect of each patch, layers × {}: 0 = the corrupted run, 1 = the clean run; colour \
@@ -144,8 +216,14 @@ fn data_json(maps: &Maps, precision: usize) -> String {
             .collect();
         layers.push(format!("{{\"layer\":{l},\"maps\":[{}]}}", entries.join(",\n")));
     }
+    // Which labels are pads, only when there are any.
+    let pad = if maps.pad.contains(&true) {
+        format!("\"pad\":{},", serde_json::to_string(&maps.pad).unwrap_or_default())
+    } else {
+        String::new()
+    };
     format!(
-        "{{\"precision\":{precision},\"labels\":{},\"colors\":[{}],\"layers\":[\n{}]}}",
+        "{{\"precision\":{precision},\"labels\":{},{pad}\"colors\":[{}],\"layers\":[\n{}]}}",
         serde_json::to_string(&maps.labels).unwrap_or_default(),
         colors.join(","),
         layers.join(",\n")
@@ -153,7 +231,7 @@ fn data_json(maps: &Maps, precision: usize) -> String {
 }
 
 /// One table per head (or one for the step), rows labelled by token.
-fn step_tables(s: &mut String, step: &Step, tokens: &[String], precision: usize) {
+fn step_tables(s: &mut String, step: &Step, tokens: &[String], precision: usize, sfx: &str) {
     let (groups, rows, cols) = match step.shape.as_slice() {
         [c] => (1, 1, *c),
         [r, c] => (1, *r, *c),
@@ -180,7 +258,7 @@ fn step_tables(s: &mut String, step: &Step, tokens: &[String], precision: usize)
         let shape: Vec<String> = step.shape.iter().map(|d| d.to_string()).collect();
         let _ = writeln!(
             s,
-            "<h3 id=\"{}{}\">{}{head} <span class=\"dims\">[{} = {}]</span></h3>",
+            "<h3 id=\"{}{}{sfx}\">{}{head} <span class=\"dims\">[{} = {}]</span></h3>",
             esc(&step.id),
             if step.is_per_head() { format!("-h{g}") } else { String::new() },
             esc(&step.id),

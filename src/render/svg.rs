@@ -6,6 +6,8 @@
 //! whole pixels and nothing depends on the clock or the machine, so the bytes are stable.
 //! With `--patch`, the sweep's effects follow as one more panel (layers down, heads or
 //! positions across), coloured from min(0, smallest effect) to max(1, largest effect).
+//! A batch stacks one such block per sentence ([`write_batch`]). With `--pad-to`, pads'
+//! labels are grey and italic and their key columns hatched.
 
 use super::colour::{dark_text, hex, max_of, scale_between, scale_of, viridis};
 use super::text::{cut, esc};
@@ -22,6 +24,79 @@ const CHAR_W: usize = 7;
 const PER_ROW: usize = 4;
 
 pub fn write(trace: &Trace, maps: &Maps, patch: Option<&PatchGrid>, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+    let b = block(trace, maps, patch, out, None);
+    let height = b.height + 40;
+    let mut s = open(b.width, height, b.pads);
+    s.push_str(&b.svg);
+    legend(&mut s, 8, height - 28);
+    s.push_str("</svg>\n");
+    w.write_all(s.as_bytes())
+}
+
+/// A batch's SVG: each sentence's block (as a single run draws it, titled with the sentence's
+/// index) stacked top to bottom in the batch's order, a rule between blocks, one legend at the
+/// bottom. Stacked rather than side by side: a block is as wide as its layer's heads (up to
+/// four panels), so a row of sentences would soon be wider than a slide, while a column
+/// scrolls.
+pub fn write_batch(blocks: &[Block], w: &mut dyn Write) -> io::Result<()> {
+    let width = blocks.iter().map(|b| b.width).max().unwrap_or(0);
+    let height = blocks.iter().map(|b| b.height).sum::<usize>() + 40;
+    let mut s = open(width, height, blocks.iter().any(|b| b.pads));
+    let mut y = 0;
+    for (i, b) in blocks.iter().enumerate() {
+        if i > 0 {
+            let _ = writeln!(s, "<line x1=\"0\" y1=\"{y}\" x2=\"{width}\" y2=\"{y}\" stroke=\"#888888\"/>");
+        }
+        let _ = writeln!(s, "<g class=\"sentence\" transform=\"translate(0,{y})\">");
+        s.push_str(&b.svg);
+        s.push_str("</g>\n");
+        y += b.height;
+    }
+    legend(&mut s, 8, height - 28);
+    s.push_str("</svg>\n");
+    w.write_all(s.as_bytes())
+}
+
+/// The hatching drawn over the keys of pads (`--pad-to`), defined once per file.
+const PAD_HATCH: &str = "url(#pad-hatch)";
+
+/// The opening tag, the white background, and the pads' hatching when a map has pads.
+fn open(width: usize, height: usize, pads: bool) -> String {
+    let mut s = String::new();
+    // Writing into a String cannot fail.
+    let _ = writeln!(
+        s,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" font-family=\"sans-serif\" font-size=\"11\">"
+    );
+    if pads {
+        s.push_str(
+            "<defs><pattern id=\"pad-hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" \
+             patternTransform=\"rotate(45)\"><rect width=\"2\" height=\"6\" fill=\"#ffffff\" \
+             fill-opacity=\"0.55\"/></pattern></defs>\n",
+        );
+    }
+    let _ = writeln!(s, "<rect width=\"{width}\" height=\"{height}\" fill=\"#ffffff\"/>");
+    s
+}
+
+/// One trace's drawing from (0, 0), without the legend that goes below it.
+pub struct Block {
+    pub svg: String,
+    pub width: usize,
+    pub height: usize,
+    /// Whether it draws pads, whose hatching the file must define.
+    pub pads: bool,
+}
+
+/// One trace's drawing: its title (with `item`, "sentence i of n · " before it), the sentence
+/// and the colour rule, the panels of `--layer`, and `--patch`'s panel.
+pub fn block(
+    trace: &Trace,
+    maps: &Maps,
+    patch: Option<&PatchGrid>,
+    out: &Output,
+    item: Option<(usize, usize)>,
+) -> Block {
     let layer = out.views.layer;
     let shown: Vec<&Map> = maps.layer(layer);
     let n = maps.labels.len();
@@ -37,25 +112,23 @@ pub fn write(trace: &Trace, maps: &Maps, patch: Option<&PatchGrid>, out: &Output
     let (width, top) = (cols * panel_w + 16, 56);
     let patch_size = patch.map(patch_size);
     let width = width.max(patch_size.map_or(0, |(w, _)| w + 16));
-    let height = top + rows * panel_h + patch_size.map_or(0, |(_, h)| h) + 40;
+    let height = top + rows * panel_h + patch_size.map_or(0, |(_, h)| h);
     let p = out.precision.min(2);
     let values_fit = cell >= 12 + (p + 2) * 6 && out.precision > 0;
     let mut s = String::new();
-    // Writing into a String cannot fail.
-    let _ = writeln!(
-        s,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" font-family=\"sans-serif\" font-size=\"11\">"
-    );
-    let _ = writeln!(s, "<rect width=\"{width}\" height=\"{height}\" fill=\"#ffffff\"/>");
     let what = if maps.pieces.is_some() { ", words" } else { "" };
+    let title = item.map_or(String::new(), |(i, count)| format!("sentence {} of {count} · ", i + 1));
     let _ = writeln!(
         s,
-        "<text x=\"8\" y=\"20\" font-size=\"15\" font-weight=\"bold\">layers.{layer}.attn.weights{what}</text>"
+        "<text x=\"8\" y=\"20\" font-size=\"15\" font-weight=\"bold\">{title}layers.{layer}.attn.weights{what}</text>"
     );
     let sentence = trace.sentence.clone().unwrap_or_else(|| trace.tokens.join(" "));
     let mut note = format!("“{}”. Colour: 0 to each map's largest weight.", cut(&sentence, 90));
     for r in &maps.rules {
         note.push_str(&format!(" View: {r}."));
+    }
+    if maps.pad.contains(&true) {
+        note.push_str(" Pads (--pad-to): grey labels, hatched keys.");
     }
     let _ = writeln!(s, "<text x=\"8\" y=\"40\" fill=\"#444444\">{}</text>", esc(&note));
     if shown.is_empty() {
@@ -63,21 +136,19 @@ pub fn write(trace: &Trace, maps: &Maps, patch: Option<&PatchGrid>, out: &Output
     }
     for (i, map) in shown.iter().enumerate() {
         let (x0, y0) = (8 + (i % PER_ROW) * panel_w, top + (i / PER_ROW) * panel_h);
-        panel(&mut s, map, &labels, (x0, y0), (cell, label_px), values_fit.then_some(p));
+        panel(&mut s, map, (&labels, &maps.pad), (x0, y0), (cell, label_px), values_fit.then_some(p));
     }
     if let Some(p) = patch {
         patch_panel(&mut s, p, (8, top + rows * panel_h), out.precision.min(2));
     }
-    legend(&mut s, 8, height - 28);
-    s.push_str("</svg>\n");
-    w.write_all(s.as_bytes())
+    Block { svg: s, width, height, pads: maps.pad.contains(&true) }
 }
 
 /// One map: title, key labels (rotated), query labels, cells.
 fn panel(
     s: &mut String,
     map: &Map,
-    labels: &[String],
+    (labels, pad): (&[String], &[bool]),
     (x0, y0): (usize, usize),
     (cell, label_px): (usize, usize),
     values: Option<usize>,
@@ -97,20 +168,23 @@ fn panel(
         y0 + 14,
         map.head_label()
     );
+    // A pad's label is grey and italic.
+    let grey = |i: usize| if pad.get(i) == Some(&true) { " fill=\"#999999\" font-style=\"italic\"" } else { "" };
     for (k, l) in labels.iter().enumerate() {
         let x = gx + k * cell + cell / 2 + 4;
-        let _ = writeln!(s, "<text transform=\"translate({x},{}) rotate(-90)\">{}</text>", gy - 4, esc(l));
+        let _ = writeln!(s, "<text transform=\"translate({x},{}) rotate(-90)\"{}>{}</text>", gy - 4, grey(k), esc(l));
     }
     for (q, l) in labels.iter().enumerate() {
         let y = gy + q * cell + cell / 2 + 4;
-        let _ = writeln!(s, "<text x=\"{}\" y=\"{y}\" text-anchor=\"end\">{}</text>", gx - 4, esc(l));
+        let _ = writeln!(s, "<text x=\"{}\" y=\"{y}\" text-anchor=\"end\"{}>{}</text>", gx - 4, grey(q), esc(l));
     }
     for q in 0..n {
         for k in 0..n {
             let v = map.values[q * n + k];
             let rgb = viridis(scale_of(v, max));
             let (x, y) = (gx + k * cell, gy + q * cell);
-            let tip = format!("{} → {}: {v:.4}", labels[q], labels[k]);
+            let padded = |i: usize| if pad.get(i) == Some(&true) { " (pad)" } else { "" };
+            let tip = format!("{}{} → {}{}: {v:.4}", labels[q], padded(q), labels[k], padded(k));
             let _ = writeln!(
                 s,
                 "<rect class=\"cell\" x=\"{x}\" y=\"{y}\" width=\"{cell}\" height=\"{cell}\" fill=\"{}\"><title>{}</title></rect>",
@@ -127,6 +201,14 @@ fn panel(
                 );
             }
         }
+    }
+    // The keys the mask hides, hatched over their cells.
+    for k in (0..n).filter(|&k| pad.get(k) == Some(&true)) {
+        let (x, h) = (gx + k * cell, n * cell);
+        let _ = writeln!(
+            s,
+            "<rect class=\"pad\" x=\"{x}\" y=\"{gy}\" width=\"{cell}\" height=\"{h}\" fill=\"{PAD_HATCH}\"/>"
+        );
     }
     s.push_str("</g>\n");
 }

@@ -99,12 +99,11 @@ pub fn options(cli: &Cli) -> Result<Outputs> {
 }
 
 /// Flags that a batch (several sentences, each traced on its own) cannot honour: each writes
-/// one file or reads one input for one run, or replaces the sentence.
+/// one file or reads one input for one run, or replaces the sentence. (`--html` and `--svg`
+/// give a section per sentence.)
 pub fn check_batch(s: &super::Settings) -> Result<()> {
     let matrix = matches!(&s.model, super::ModelChoice::Toy(t) if t.matrix.is_some());
     for (flag, given) in [
-        ("--html", s.output.views.html.is_some()),
-        ("--svg", s.output.views.svg.is_some()),
         ("--save-trace", s.outputs.save_trace.is_some()),
         ("--save-weights", s.outputs.save_weights.is_some()),
         ("--check", s.outputs.check.is_some()),
@@ -123,8 +122,8 @@ pub fn check_batch(s: &super::Settings) -> Result<()> {
     Ok(())
 }
 
-/// `--pad-to N` and `--padding left|right`: a real model's padding, and only where the run
-/// has one input to pad.
+/// `--pad-to N` and `--padding left|right`: pads token ids (a real model's, or the toy
+/// model's with its `<pad>` token), and only where the run has one input to pad.
 pub fn padding(cli: &Cli) -> Result<Option<(usize, bool)>> {
     let Some(n) = super::nonzero("--pad-to", cli.pad_to)? else {
         if cli.padding.is_some() {
@@ -132,16 +131,17 @@ pub fn padding(cli: &Cli) -> Result<Option<(usize, bool)>> {
         }
         return Ok(None);
     };
-    if cli.model.is_none() {
-        return Err(usage(
-            "--pad-to",
-            "the toy vocabularies have no pad token",
-            "pass --model DIR (a BERT or a decoder), or drop --pad-to",
-        ));
+    if cli.input.is_some() {
+        return Err(usage("--pad-to", "a raw --input matrix has no tokens to pad", "drop --pad-to or --input"));
     }
-    for (flag, given) in
-        [("--check", cli.check), ("--patch", cli.patch.is_some()), ("--induction", cli.induction.is_some())]
-    {
+    // A toy pad past the vocabulary has no row in the token table that the file would store.
+    let toy_weights = cli.model.is_none() && cli.save_weights.is_some();
+    for (flag, given) in [
+        ("--check", cli.check),
+        ("--patch", cli.patch.is_some()),
+        ("--induction", cli.induction.is_some()),
+        ("--save-weights", toy_weights),
+    ] {
         if given {
             return Err(usage(flag, "it does not take a padded input", format!("drop {flag} or --pad-to")));
         }

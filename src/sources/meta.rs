@@ -33,6 +33,19 @@ pub struct StoredInput {
     pub ids: Option<Vec<u32>>,
 }
 
+impl StoredInput {
+    /// The token ids, for a run that gives no sentence of its own.
+    pub fn ids(&self, w: &str) -> Result<Vec<u32>> {
+        self.ids.clone().ok_or_else(|| {
+            crate::error::usage(
+                "sentence",
+                format!("none was given, and {w} was saved from a raw --input matrix, which it does not hold"),
+                "pass the matrix again with --input FILE, or a sentence",
+            )
+        })
+    }
+}
+
 /// What a weights file's metadata says: the settings as if typed, and the input.
 #[derive(Debug, Clone)]
 pub struct FileSettings {

@@ -21,6 +21,7 @@ pub mod text;
 mod textbook;
 pub mod tokenize;
 mod toy;
+mod toy_pad;
 
 use crate::config::ModelConfig;
 use crate::error::usage;
@@ -99,14 +100,20 @@ impl Source {
     pub fn params(self, loaded: &Loaded) -> Result<Params> {
         let cfg = &loaded.cfg;
         match self {
-            Source::Seeded(recipe) => seeded::draw(cfg, &recipe),
+            Source::Seeded(recipe) => {
+                let mut params = seeded::draw(cfg, &recipe)?;
+                toy_pad::embed_rows(&mut params, loaded)?;
+                Ok(params)
+            }
             Source::File(named) => {
                 let what = match &cfg.init {
                     crate::config::InitConfig::File { path, .. } => format!("--weights {path}"),
                     crate::config::InitConfig::Given => "weights".to_string(),
                     _ => "--weights".to_string(),
                 };
-                file::params(named, cfg, &what)
+                let mut params = file::params(named, cfg, &what)?;
+                toy_pad::embed_rows(&mut params, loaded)?;
+                Ok(params)
             }
             Source::Model(weights) => {
                 let (Input::Ids { ids, .. }, Some(hf)) = (&loaded.input, &loaded.hf) else {

@@ -3,7 +3,7 @@
 //! `--weights` file, and the matrix's width. Defaults fill what none of them says.
 
 use super::file::{self, FileDims};
-use super::meta::{self, StoredInput};
+use super::meta;
 use super::textbook;
 use super::tokenize::{self, TokenizerOptions};
 use super::{agree, Input, Loaded, Source};
@@ -39,9 +39,9 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
         Some(fs) => meta::merge(&settings.shape, &fs.shape, &w)?,
         None => settings.shape.clone(),
     };
-    let (tokens, ids, vocab_size, sentence) = match (&stored, &matrix, sentence) {
+    let (mut tokens, mut ids, vocab_size, sentence) = match (&stored, &matrix, sentence) {
         (Some(fs), None, None) => {
-            let ids = stored_ids(&fs.input, &w)?;
+            let ids = fs.input.ids(&w)?;
             (fs.input.tokens.clone(), Some(ids), 0, fs.input.sentence.clone())
         }
         (_, _, sentence) => {
@@ -67,16 +67,10 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
         (Some(f), Some(ids)) => file_vocab(f, ids, &w)?,
         _ => vocab_size,
     };
-    // `--skip-draws ffn=N` discards N draws before every layer's FFN, one at a time: bound the
-    // total as the per-point cap bounds each point.
-    let skipped = toy.recipe.skip.ffn.saturating_mul(cfg.layers as u64);
-    if toy.weights.is_none() && skipped > 1 << 32 {
-        return Err(usage(
-            "--skip-draws",
-            format!("ffn={} before each of {} layers is {skipped} draws", toy.recipe.skip.ffn, cfg.layers),
-            "skip at most 4294967296 draws in all",
-        ));
+    if let (Some(p), Some(ids)) = (settings.padding, ids.as_mut()) {
+        super::toy_pad::pad(&mut tokens, ids, &mut cfg, p, tok_opts.fixed.as_ref())?;
     }
+    check_skips(toy, cfg.layers)?;
     if toy.weights.is_none() {
         textbook::check_encoder_layer(&cfg, &toy.recipe)?;
     }
@@ -108,15 +102,18 @@ fn file_notes(named: Option<&file::NamedTensors>, stored_dtype: Option<&str>) ->
     notes
 }
 
-/// The token ids a weights file was saved with, for a run that gives no sentence of its own.
-fn stored_ids(input: &StoredInput, w: &str) -> Result<Vec<u32>> {
-    input.ids.clone().ok_or_else(|| {
-        usage(
-            "sentence",
-            format!("none was given, and {w} was saved from a raw --input matrix, which it does not hold"),
-            "pass the matrix again with --input FILE, or a sentence",
-        )
-    })
+/// `--skip-draws ffn=N` discards N draws before every layer's FFN, one at a time: bound the
+/// total as the per-point cap bounds each point.
+fn check_skips(toy: &Toy, layers: usize) -> Result<()> {
+    let skipped = toy.recipe.skip.ffn.saturating_mul(layers as u64);
+    if toy.weights.is_none() && skipped > 1 << 32 {
+        return Err(usage(
+            "--skip-draws",
+            format!("ffn={} before each of {layers} layers is {skipped} draws", toy.recipe.skip.ffn),
+            "skip at most 4294967296 draws in all",
+        ));
+    }
+    Ok(())
 }
 
 fn tokenizer_options(toy: &Toy) -> Result<TokenizerOptions> {

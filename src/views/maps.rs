@@ -22,6 +22,9 @@ pub struct Maps {
     pub rules: Vec<String>,
     /// In trace order: by layer, then head.
     pub maps: Vec<Map>,
+    /// With `--pad-to`: whether each label is padding (every one of its pieces is a pad,
+    /// `attention_mask` 0), drawn as such; all false without padding.
+    pub pad: Vec<bool>,
 }
 
 /// One `[query, key]` matrix of weights (rows sum to 1).
@@ -92,7 +95,19 @@ pub fn maps(trace: &Trace, merge: bool, average: bool) -> Maps {
     if let Some(hs) = &averaged {
         rules.push(format!("mean over heads {}", span(hs)));
     }
-    Maps { labels, pieces, averaged, rules, maps: out }
+    let pad = padding(trace, pieces.as_deref(), labels.len());
+    Maps { labels, pieces, averaged, rules, maps: out, pad }
+}
+
+/// Which labels are pads: a token whose `attention_mask` is 0, or a word all of whose pieces
+/// are.
+fn padding(trace: &Trace, pieces: Option<&[Vec<usize>]>, n: usize) -> Vec<bool> {
+    let Some(p) = &trace.config.parts.padding else { return vec![false; n] };
+    let is_pad = |i: usize| p.attention_mask.get(i) == Some(&0);
+    match pieces {
+        Some(ws) => ws.iter().map(|w| w.iter().all(|&i| is_pad(i))).collect(),
+        None => (0..n).map(is_pad).collect(),
+    }
 }
 
 /// "0–11" for a run of heads, else a comma list.

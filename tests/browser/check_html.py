@@ -1,7 +1,10 @@
 """Opens attn-trace's --html page in headless Chromium and checks that it works.
 
 Usage: check_html.py PAGE.html TRACE.json SCREENSHOT.png
-TRACE.json is the same run's --format json output (the numbers the page must show).
+TRACE.json is the same run's --format json output (the numbers the page must show). For a
+batch's page it is the batch's JSON array: the page must have one section per document, in
+order, each titled with its sentence and linked from the list at the top, and every check
+below is made in every section (whose element ids end in "-s1", "-s2", ...).
 
 Checks, each of which fails the run:
   - the page draws heads x n x n cells for the layer it opens on (all heads shown);
@@ -14,6 +17,8 @@ Checks, each of which fails the run:
   - the shared 0-1 colour scale toggle colours every weight w as viridis(w) (the default is
     viridis(w / the map's largest weight)), in the large maps and the overview alike;
   - the focus walkthrough is on the page when the run had --focus;
+  - with --pad-to, the pads' labels are drawn as pads and their keys' cells hatched, and the
+    hover text marks a pad "(pad)";
   - the browser console holds no errors (and no page requested the network);
 and saves a screenshot of the page.
 """
@@ -54,34 +59,34 @@ def rgb(css):
     return [int(x) for x in css[css.index("(") + 1:css.index(")")].split(",")[:3]]
 
 
-def overview_and_shared_scale(driver, weights, layers, heads, n):
+def overview_and_shared_scale(driver, sfx, weights, layers, heads, n):
     """The layer x head overview, its click, and the shared 0-1 colour scale toggle."""
-    colors = driver.execute_script("return JSON.parse(document.getElementById('data').textContent).colors")
-    smalls = driver.find_elements(By.CSS_SELECTOR, "#overview-grid canvas")
+    colors = driver.execute_script(f"return JSON.parse(document.getElementById('data{sfx}').textContent).colors")
+    smalls = driver.find_elements(By.CSS_SELECTOR, f"#overview-grid{sfx} canvas")
     check(len(smalls) == len(layers) * heads,
           f"the overview draws {len(smalls)} small maps, want layers×heads = {len(layers) * heads}")
 
     def pixel(layer, head, q, k):
         return driver.execute_script(
-            "const c = document.querySelector('#overview-grid canvas[data-layer=\"' + arguments[0] + "
+            f"const c = document.querySelector('#overview-grid{sfx} canvas[data-layer=\"' + arguments[0] + "
             "'\"][data-head=\"' + arguments[1] + '\"]');"
             "return [...c.getContext('2d').getImageData(arguments[3], arguments[2], 1, 1).data].slice(0, 3);",
             str(layer), str(head), q, k)
 
     def cell(layer, head, q, k):
-        sel = f'#maps .cell[data-layer="{layer}"][data-head="{head}"][data-q="{q}"][data-k="{k}"]'
+        sel = f'#maps{sfx} .cell[data-layer="{layer}"][data-head="{head}"][data-q="{q}"][data-k="{k}"]'
         return rgb(driver.find_element(By.CSS_SELECTOR, sel).value_of_css_property("background-color"))
 
     def near(a, b):
         return all(abs(x - y) <= 1 for x, y in zip(a, b))
 
     last = layers[-1]
-    target = driver.find_element(By.CSS_SELECTOR, f'#overview-grid canvas[data-layer="{last}"][data-head="1"]')
+    target = driver.find_element(By.CSS_SELECTOR, f'#overview-grid{sfx} canvas[data-layer="{last}"][data-head="1"]')
     target.click()
-    layer_now = Select(driver.find_element(By.ID, "layer")).first_selected_option.get_attribute("value")
-    head_now = Select(driver.find_element(By.ID, "head")).first_selected_option.get_attribute("value")
+    layer_now = Select(driver.find_element(By.ID, "layer" + sfx)).first_selected_option.get_attribute("value")
+    head_now = Select(driver.find_element(By.ID, "head" + sfx)).first_selected_option.get_attribute("value")
     drawn = driver.execute_script(
-        "return [...document.querySelectorAll('#maps .cell')].map(c => c.dataset.layer + '.' + c.dataset.head)")
+        f"return [...document.querySelectorAll('#maps{sfx} .cell')].map(c => c.dataset.layer + '.' + c.dataset.head)")
     check(layer_now == str(last) and head_now == "1" and len(drawn) == n * n
           and set(drawn) == {f"{last}.1"},
           f"clicking layer {last} head 1 in the overview opens it: menus {layer_now}/{head_now}, {len(drawn)} cells")
@@ -91,7 +96,7 @@ def overview_and_shared_scale(driver, weights, layers, heads, n):
     probes = [(0, 0), (2, 5), (n - 1, n - 1), (3, 1)]
     for shared in (False, True):
         if shared:
-            driver.find_element(By.ID, "shared").click()
+            driver.find_element(By.ID, "shared" + sfx).click()
         scale = "shared 0-1" if shared else "per map"
         for q, k in probes:
             v = m[q][k]
@@ -99,21 +104,119 @@ def overview_and_shared_scale(driver, weights, layers, heads, n):
             got, small = cell(last, 1, q, k), pixel(last, 1, q, k)
             check(near(got, want) and near(small, want),
                   f"{scale}: layer {last} head 1 [{q}][{k}] = {v:.4f} is {got} (overview {small}), want {want}")
-    rule = driver.find_element(By.ID, "scale-rule").text
+    rule = driver.find_element(By.ID, "scale-rule" + sfx).text
     check("0 to 1 in every map" in rule, f"the shared scale is stated: {rule!r}")
     check(top < 1.0, f"the map's largest weight {top:.4f} < 1, so the two scales differ there")
-    driver.find_element(By.ID, "shared").click()
+    driver.find_element(By.ID, "shared" + sfx).click()
 
 
-def main(page, trace_path, shot):
-    with open(trace_path, encoding="utf-8") as f:
-        doc = json.load(f)
+def section(driver, doc, sfx, shot):
+    """Every check of one trace's part of the page; `sfx` ends its element ids."""
     tokens = doc["input"]["tokens"]
     n = len(tokens)
     weights = {s["layer"]: s["values"] for s in doc["steps"] if s["name"] == "attn.weights"}
     layers = sorted(weights)
     heads = len(weights[layers[0]])
-    check(len(layers) >= 2 and heads >= 2, f"the trace has {len(layers)} layers and {heads} heads to switch between")
+    what = f"section{sfx}: " if sfx else ""
+    mask = (doc["config"].get("padding") or {}).get("attention_mask") or [1] * n
+    label = lambda i: f"{i} {tokens[i]}" + (" (pad)" if mask[i] == 0 else "")  # noqa: E731
+    check(len(layers) >= 2 and heads >= 2, f"{what}the trace has {len(layers)} layers and {heads} heads to switch between")
+    precision = driver.execute_script(f"return JSON.parse(document.getElementById('data{sfx}').textContent).precision")
+
+    def cells():
+        return driver.find_elements(By.CSS_SELECTOR, f"#maps{sfx} .cell")
+
+    def colours():
+        return driver.execute_script(
+            f"return [...document.querySelectorAll('#maps{sfx} .cell')].map(c => "
+            "[c.dataset.head, c.dataset.q, c.dataset.k, getComputedStyle(c).backgroundColor])")
+
+    def hover(layer, head, q, k):
+        sel = f'#maps{sfx} .cell[data-layer="{layer}"][data-head="{head}"][data-q="{q}"][data-k="{k}"]'
+        cell = driver.find_element(By.CSS_SELECTOR, sel)
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", cell)
+        ActionChains(driver).move_to_element(cell).perform()
+        tip = driver.find_element(By.ID, "tip" + sfx).text
+        want = weights[layer][head][q][k]
+        shown = tip.rsplit(": ", 1)[-1]
+        # JS's toFixed and Python's format may round an exact tie differently: allow
+        # half a unit in the last shown place, and compare the text otherwise.
+        close = abs(float(shown) - want) <= 0.5 * 10 ** -precision + 1e-12
+        check(close and f"{label(q)} → {label(k)}" in tip and f"head {head}" in tip,
+              f"{what}hovering layer {layer} head {head} [{q}][{k}] shows {tip!r}; the JSON says {want:.{precision}f}")
+
+    first = layers[0]
+    check(len(cells()) == heads * n * n,
+          f"{what}layer {first}: {len(cells())} cells drawn, want heads×n×n = {heads}×{n}×{n} = {heads * n * n}")
+    hover(first, 0, 0, 0)
+    hover(first, heads - 1, n - 1, 1)
+    hover(first, 1, 3, n - 2)
+    everything = colours()
+    if shot:
+        driver.save_screenshot(shot)
+        check(os.path.getsize(shot) > 10_000, f"screenshot saved to {shot}")
+
+    Select(driver.find_element(By.ID, "head" + sfx)).select_by_value("1")
+    one = colours()
+    check(len(one) == n * n and all(c[0] == "1" for c in one),
+          f"{what}head 1 alone: {len(one)} cells, all of head 1 (want {n * n})")
+    check(one == [c for c in everything if c[0] == "1"], f"{what}head 1 keeps the colours it had among all heads")
+    hover(first, 1, 2, 5)
+
+    second = layers[1]
+    Select(driver.find_element(By.ID, "layer" + sfx)).select_by_value(str(second))
+    two = colours()
+    check(len(two) == n * n, f"{what}layer {second}, head 1: {len(two)} cells (want {n * n})")
+    check([c[3] for c in two] != [c[3] for c in one], f"{what}layer {second} draws other colours than layer {first}")
+    hover(second, 1, 2, 5)
+    Select(driver.find_element(By.ID, "head" + sfx)).select_by_value("all")
+    check(len(cells()) == heads * n * n, f"{what}layer {second}, all heads: {len(cells())} cells")
+    hover(second, 0, n - 1, 0)
+
+    overview_and_shared_scale(driver, sfx, weights, layers, heads, n)
+    pads(driver, sfx, what, mask, n)
+
+    if os.environ.get("EXPECT_FOCUS"):
+        text = driver.find_element(By.ID, "focus" + sfx).text
+        check("focus" in text and "context" in text, f"{what}the focus walkthrough is on the page")
+
+
+def pads(driver, sfx, what, mask, n):
+    """The pads' labels (one key and one query label per pad per map shown) and hatched key cells."""
+    count = mask.count(0)
+    heads = len(driver.find_elements(By.CSS_SELECTOR, f"#maps{sfx} div.map"))
+    labels = driver.find_elements(By.CSS_SELECTOR, f"#maps{sfx} .klabel.pad, #maps{sfx} .qlabel.pad")
+    hatched = driver.execute_script(
+        f"return [...document.querySelectorAll('#maps{sfx} .cell.padkey')]"
+        ".filter(c => getComputedStyle(c).backgroundImage.includes('gradient')).length")
+    check(heads > 0 and len(labels) == 2 * count * heads and hatched == count * n * heads,
+          f"{what}{count} pads in {heads} maps: {len(labels)} pad labels (want {2 * count * heads}), "
+          f"{hatched} hatched cells (want {count * n * heads})")
+
+
+def batch(driver, docs, shot):
+    """A batch's page: the list of sentences, one titled section each, every section working
+    on its own (its menus and clicks change only its own maps)."""
+    links = driver.find_elements(By.CSS_SELECTOR, "nav.contents a")
+    sentences = [d["input"]["sentence"] for d in docs]
+    check([a.text for a in links] == sentences, f"the list of sentences links each: {[a.text for a in links]}")
+    for i, doc in enumerate(docs):
+        title = driver.find_element(By.ID, f"s{i + 1}").text
+        want = f"Sentence {i + 1} of {len(docs)}: {doc['input']['sentence']}"
+        check(title == want, f"section {i + 1} is titled {title!r}, want {want!r}")
+        check(links[i].get_attribute("href").endswith(f"#s{i + 1}"), f"item {i + 1} links to its section")
+    # The later sections first: their clicks and menus must leave the first one's maps alone.
+    before = driver.execute_script("return document.getElementById('maps-s1').innerHTML")
+    for i in range(1, len(docs)):
+        section(driver, docs[i], f"-s{i + 1}", None)
+    after = driver.execute_script("return document.getElementById('maps-s1').innerHTML")
+    check(len(docs) >= 2 and before == after, "the other sections' menus and clicks leave the first section's maps")
+    section(driver, docs[0], "-s1", shot)
+
+
+def main(page, trace_path, shot):
+    with open(trace_path, encoding="utf-8") as f:
+        doc = json.load(f)
 
     profile = tempfile.mkdtemp(prefix="attn-trace-chromium-")
     opts = Options()
@@ -127,61 +230,10 @@ def main(page, trace_path, shot):
     driver = webdriver.Chrome(service=service, options=opts)
     try:
         driver.get("file://" + os.path.abspath(page))
-        precision = driver.execute_script("return JSON.parse(document.getElementById('data').textContent).precision")
-
-        def cells():
-            return driver.find_elements(By.CSS_SELECTOR, "#maps .cell")
-
-        def colours():
-            return driver.execute_script(
-                "return [...document.querySelectorAll('#maps .cell')].map(c => "
-                "[c.dataset.head, c.dataset.q, c.dataset.k, getComputedStyle(c).backgroundColor])")
-
-        def hover(layer, head, q, k):
-            sel = f'#maps .cell[data-layer="{layer}"][data-head="{head}"][data-q="{q}"][data-k="{k}"]'
-            cell = driver.find_element(By.CSS_SELECTOR, sel)
-            ActionChains(driver).move_to_element(cell).perform()
-            tip = driver.find_element(By.ID, "tip").text
-            want = weights[layer][head][q][k]
-            shown = tip.rsplit(": ", 1)[-1]
-            # JS's toFixed and Python's format may round an exact tie differently: allow
-            # half a unit in the last shown place, and compare the text otherwise.
-            close = abs(float(shown) - want) <= 0.5 * 10 ** -precision + 1e-12
-            check(close and f"{q} {tokens[q]} → {k} {tokens[k]}" in tip and f"head {head}" in tip,
-                  f"hovering layer {layer} head {head} [{q}][{k}] shows {tip!r}; the JSON says {want:.{precision}f}")
-
-        first = layers[0]
-        check(len(cells()) == heads * n * n,
-              f"layer {first}: {len(cells())} cells drawn, want heads×n×n = {heads}×{n}×{n} = {heads * n * n}")
-        hover(first, 0, 0, 0)
-        hover(first, heads - 1, n - 1, 1)
-        hover(first, 1, 3, n - 2)
-        everything = colours()
-        driver.save_screenshot(shot)
-        check(os.path.getsize(shot) > 10_000, f"screenshot saved to {shot}")
-
-        Select(driver.find_element(By.ID, "head")).select_by_value("1")
-        one = colours()
-        check(len(one) == n * n and all(c[0] == "1" for c in one),
-              f"head 1 alone: {len(one)} cells, all of head 1 (want {n * n})")
-        check(one == [c for c in everything if c[0] == "1"], "head 1 keeps the colours it had among all heads")
-        hover(first, 1, 2, 5)
-
-        second = layers[1]
-        Select(driver.find_element(By.ID, "layer")).select_by_value(str(second))
-        two = colours()
-        check(len(two) == n * n, f"layer {second}, head 1: {len(two)} cells (want {n * n})")
-        check([c[3] for c in two] != [c[3] for c in one], f"layer {second} draws other colours than layer {first}")
-        hover(second, 1, 2, 5)
-        Select(driver.find_element(By.ID, "head")).select_by_value("all")
-        check(len(cells()) == heads * n * n, f"layer {second}, all heads: {len(cells())} cells")
-        hover(second, 0, n - 1, 0)
-
-        overview_and_shared_scale(driver, weights, layers, heads, n)
-
-        if os.environ.get("EXPECT_FOCUS"):
-            text = driver.find_element(By.ID, "focus").text
-            check("focus" in text and "context" in text, "the focus walkthrough is on the page")
+        if isinstance(doc, list):
+            batch(driver, doc, shot)
+        else:
+            section(driver, doc, "", shot)
 
         logs = driver.get_log("browser")
         # Chromium warns about repeated getImageData calls, which only this test makes (to

@@ -2,8 +2,9 @@
 # The --html page in a real browser (README: Views). Installs Debian's chromium and
 # chromium-driver if they are missing (apt-get; run as root, as CI does), builds a venv with
 # the pinned selenium under .cache/, writes a page and its JSON trace with the debug binary,
-# then tests/browser/check_html.py checks the page. The page, the JSON and a screenshot are
-# left in .cache/artifacts/ (CI uploads them).
+# then tests/browser/check_html.py checks the page, and a batch's page of two sentences. The
+# pages, the JSON and screenshots are left in .cache/artifacts/ (CI uploads them; ARTIFACTS=DIR
+# puts them elsewhere).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -23,13 +24,23 @@ if ! cmp -s tests/browser/requirements.txt "$venv/requirements.txt" 2>/dev/null;
 fi
 
 cargo build --locked -q
-art=.cache/artifacts
+art=${ARTIFACTS:-.cache/artifacts}
 mkdir -p "$art"
 # Two layers of two heads, so that both menus have something to switch; --focus adds the
 # walkthrough. The JSON is the same run's numbers, which the page must show.
 target/debug/attn-trace "my shoes are small, my feet are big." --heads 2 --layers 2 --focus shoes \
   --html "$art/trace.html" --format json >"$art/trace.json"
 EXPECT_FOCUS=1 "$venv/bin/python" tests/browser/check_html.py "$art/trace.html" "$art/trace.json" "$art/html.png"
+# A batch of two sentences (the second with markup, which must stay text): one page, a section
+# each, and every check above made in both, the second's clicks leaving the first alone.
+printf '%s\n' "my shoes are small, my feet are big." "the <b>cat</b> sat on the mat today" >"$art/batch.txt"
+target/debug/attn-trace --batch "$art/batch.txt" --heads 2 --layers 2 --focus 1 \
+  --html "$art/batch.html" --format json >"$art/batch.json"
+EXPECT_FOCUS=1 "$venv/bin/python" tests/browser/check_html.py "$art/batch.html" "$art/batch.json" "$art/batch.png"
+# The same batch padded on the left: the pads drawn as pads, every check above still made.
+target/debug/attn-trace --batch "$art/batch.txt" --heads 2 --layers 2 --pad-to 10 --padding left \
+  --html "$art/padded.html" --format json >"$art/padded.json"
+"$venv/bin/python" tests/browser/check_html.py "$art/padded.html" "$art/padded.json" "$art/padded.png"
 # The example notebook's output, as Jupyter shows it (tests/python.sh ran the notebook and
 # left it here): its two pages, each in its own frame, must not clash.
 if [[ -f $art/notebook-output.html ]]; then

@@ -107,7 +107,7 @@ fn bad_batches_are_one_line_errors() {
     assert_usage_error(&["--batch", &long], &format!("--batch {long} line 2: sentence: it has 11 tokens"));
     assert_usage_error(&["a b", "c d", "e f", "--max-len", "1"], "sentence 1: sentence: it has 2 tokens");
     let w = dir.path().join("w.safetensors");
-    for flag in [vec!["--save-weights", w.to_str().unwrap()], vec!["--html", "x.html"], vec!["--save-trace", "t.npz"]] {
+    for flag in [vec!["--save-weights", w.to_str().unwrap()], vec!["--save-trace", "t.npz"]] {
         assert_usage_error(&[&["a b", "c d"], flag.as_slice()].concat(), "several sentences make a batch");
     }
     assert!(!w.exists(), "nothing is written");

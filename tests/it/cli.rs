@@ -29,7 +29,7 @@ const BAD: &[(&[&str], &str)] = &[
     (&["a b", "--rand-layout", "diagonal"], "invalid value 'diagonal'"),
     (&["a b", "--heads", "two"], "invalid value 'two' for '--heads <N>'"),
     (&["a b", "--bogus-flag"], "unexpected argument '--bogus-flag'"),
-    (&["a b", "c", "d", "--html", "x.html"], "--html: it applies to one run, and several sentences make a batch"),
+    (&["a b", "c", "d", "--save-trace", "x.npz"], "--save-trace: it applies to one run, and several sentences make"),
     (&["a b", "--skip-draws", "ffn"], "--skip-draws: \"ffn\" is not POINT=N"),
     (&["a b", "--max-memory", "1KiB"], "above the cap of 1.0 KiB"),
     (&["a b", "--max-len", "-1"], "unexpected argument '-1'"),

@@ -328,3 +328,42 @@ fn only_and_skip_choose_the_steps_compared() {
     assert_eq!((code, rep["compared"].clone()), (0, json!(19)));
     assert_eq!(diff(&changed, &r, &["--only", "embed.sum", "--skip", "embed.sum"]).0, 2, "nothing left to compare");
 }
+
+/// `v` (nested arrays of numbers) with every number halved.
+fn halved(v: &Value) -> Value {
+    match v {
+        Value::Array(a) => Value::Array(a.iter().map(halved).collect()),
+        v => json!(v.as_f64().unwrap() * 0.5),
+    }
+}
+
+#[test]
+fn a_hint_repeated_in_every_layer_is_one_line_with_a_count() {
+    // A copy of a 3-layer trace whose scores are halved in every layer (and nothing else):
+    // each layer's scores get the scale hint, in JSON; the table says it once.
+    let dir = tempfile::tempdir().unwrap();
+    let r = reference(dir.path(), &["--layers", "3", "--steps", "all"]);
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&r).unwrap()).unwrap();
+    let a = minimal(&doc, |m| {
+        for l in 0..3 {
+            let s = m.get_mut(&format!("layers.{l}.attn.scores")).unwrap();
+            *s = halved(s);
+        }
+    });
+    let a = write(dir.path(), "a.json", &a);
+    let (code, rep, _) = diff(&a, &r, &[]);
+    assert_eq!(code, 1);
+    let hinted: Vec<&str> = rep["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["hint"].as_str().is_some_and(|h| h.starts_with("A = 0.5000 × B throughout")))
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(hinted, ["layers.0.attn.scores", "layers.1.attn.scores", "layers.2.attn.scores"]);
+    let table = cmd().arg("diff").arg(&a).arg(&r).output().unwrap();
+    let table = String::from_utf8(table.stdout).unwrap();
+    let lines: Vec<&str> = table.lines().filter(|l| l.starts_with("  hint: ")).collect();
+    assert_eq!(lines.len(), 1, "{table}");
+    assert!(lines[0].ends_with("(the same at 2 more steps: layers.1.attn.scores, layers.2.attn.scores)"), "{table}");
+}

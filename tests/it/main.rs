@@ -2,6 +2,7 @@
 
 mod architecture;
 mod batch;
+mod batch_views;
 mod bert;
 mod cli;
 mod common;
@@ -21,6 +22,7 @@ mod reference;
 mod seeds;
 mod students;
 mod textbook;
+mod toy_padding;
 mod transformer_lens;
 mod tutorial;
 mod views;

@@ -116,7 +116,9 @@ fn right_padding_leaves_a_decoder_sentence_unchanged() {
 fn bad_padding_is_one_line() {
     let tiny = root().join("fixtures/tiny-bert");
     let t = tiny.to_str().unwrap();
-    assert_usage_error(&["my shoes", "--pad-to", "4"], "--pad-to: the toy vocabularies have no pad token");
+    assert_usage_error(&["my shoes", "--pad-to", "11"], "--pad-to: 11 is more than the learned position table's 10");
+    assert_usage_error(&["my shoes are small", "--pad-to", "3"], "the sentence has 4 tokens, more than 3");
+    assert_usage_error(&["my shoes", "--pad-to", "4", "--save-weights", "w.st"], "--save-weights: it does not take");
     assert_usage_error(&["my shoes", "--model", t, "--padding", "left"], "--padding: it says where --pad-to puts");
     assert_usage_error(&["my shoes are small", "--model", t, "--pad-to", "3"], "has 6 tokens, more than 3");
     assert_usage_error(&["my shoes", "--model", t, "--pad-to", "33"], "33 is more than the model's 32 positions");

@@ -201,3 +201,40 @@ fn python_non_finite_words_are_read_by_weights_and_input() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_student_with_two_bugs_gets_a_hint_for_each() {
+    // two_bugs records q, k and v as [pos, head, d_k] and divides the scores by √d_model: the
+    // report gives both hints, each under its step, the transpose's once for q, k and v.
+    let dir = tempfile::tempdir().unwrap();
+    let r = reference(dir.path());
+    let (code, rep, table) = diff(&students().join("two_bugs.json"), &r, &[]);
+    assert_eq!(code, 1);
+    assert_eq!(rep["first_divergence"]["id"], "layers.0.attn.q");
+    let hint_of = |id: &str| -> Option<String> {
+        let step = rep["steps"].as_array().unwrap().iter().find(|s| s["id"] == id).unwrap();
+        step["hint"].as_str().map(String::from)
+    };
+    let transpose = "[pos, head, d_head] instead of [head, pos, d_head]";
+    for id in ["layers.0.attn.q", "layers.0.attn.k", "layers.0.attn.v"] {
+        assert!(hint_of(id).is_some_and(|h| h.contains(transpose)), "{id}: {:?}", hint_of(id));
+    }
+    let scale = "√d_k/√d_model = √4/√12: the scores were likely divided by √d_model instead of √d_k";
+    assert!(
+        hint_of("layers.0.attn.scores").is_some_and(|h| h.contains(scale)),
+        "{:?}",
+        hint_of("layers.0.attn.scores")
+    );
+    assert_eq!(hint_of("layers.0.attn.raw_scores"), None, "a step within tolerance has no hint");
+    assert_eq!(rep["first_divergence"]["hint"].as_str(), hint_of("layers.0.attn.q").as_deref());
+    // The table: each hint under its step, the repeated one once with a count.
+    let under = |step: &str| {
+        let at = table.find(&format!("\n{step} ")).unwrap_or_else(|| panic!("no row {step}: {table}"));
+        table[at + 1..].lines().nth(1).unwrap_or("").to_string()
+    };
+    assert!(under("layers.0.attn.q").contains(transpose), "{table}");
+    assert!(under("layers.0.attn.q").ends_with("(the same at 2 more steps: layers.0.attn.k, layers.0.attn.v)"));
+    assert!(!under("layers.0.attn.k").contains("hint:"), "{table}");
+    assert!(under("layers.0.attn.scores").starts_with("  hint: ") && under("layers.0.attn.scores").contains(scale));
+    assert_eq!(table.matches("hint: ").count(), 3, "the first divergence's, and one per distinct hint: {table}");
+}

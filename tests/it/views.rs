@@ -282,6 +282,9 @@ fn html_is_one_offline_deterministic_file() {
         assert!(!ha.contains(remote), "the page refers to {remote}");
     }
     assert!(ha.contains("<section id=\"focus\">") && ha.contains("focus &quot;are&quot; (position 2)"));
+    // The walkthrough keeps its lines (a line break is not a control character to show).
+    let focus = &ha[ha.find("<section id=\"focus\">").unwrap()..ha.find("<section id=\"steps\">").unwrap()];
+    assert!(!focus.contains("\\n") && focus.lines().count() > 10, "{focus}");
     assert!(ha.contains("layers.0.ffn.hidden") && ha.contains("id=\"data\""));
 }
 
