@@ -12,15 +12,22 @@ fn main() -> ExitCode {
 /// arena cannot grow that far) a fresh mapping of its own and unmaps it when freed, so every
 /// layer's f32 weights were faulted in and zeroed by the kernel anew: a 1 B model's 4 GiB
 /// cost more than a second of system time. Served from one heap instead, a layer reuses the
-/// memory the previous one freed. The peak stays the same: the memory is reused, not added.
-/// Only for the command: the Python module leaves its host's allocator alone.
+/// memory the previous one freed. Above [`OWN_MAPPING`] an allocation still gets its own
+/// mapping, returned when freed: the [heads, n, n] tensors of a long input (600 MiB each at
+/// 4,096 tokens) would otherwise leave holes that raised that run's peak by a fifth. Only
+/// for the command: the Python module leaves its host's allocator alone.
 fn reuse_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets allocator parameters, before any other thread exists. A
     // failure leaves glibc's defaults, which are correct, only slower.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 1);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, i32::MAX);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, OWN_MAPPING);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, OWN_MAPPING);
     }
 }
+
+/// The size from which an allocation gets a mapping of its own (256 MiB: above a 7B model's
+/// largest layer weight, 180 MiB).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const OWN_MAPPING: i32 = 256 << 20;
