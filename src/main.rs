@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     reuse_freed_memory();
+    spin_less();
     ExitCode::from(attn_trace::command::main(std::env::args_os().collect()))
 }
 
@@ -24,6 +25,18 @@ fn reuse_freed_memory() {
         libc::mallopt(libc::M_ARENA_MAX, 1);
         libc::mallopt(libc::M_MMAP_THRESHOLD, OWN_MAPPING);
         libc::mallopt(libc::M_TRIM_THRESHOLD, OWN_MAPPING);
+    }
+}
+
+/// candle's worker threads spin 25,000 times waiting for the next element-wise operation
+/// before they sleep. On a machine with as many cores as threads that spinning takes the core
+/// the layer-reading thread needs: with 200, the GPT-2 and 1 B Llama benchmark traces are 8 to
+/// 15% faster (BENCHMARKS.md). A value the user sets is kept.
+fn spin_less() {
+    const CANDLE_SPIN: &str = "CANDLE_BARRIER_POOL_SPIN_LIMIT";
+    if std::env::var_os(CANDLE_SPIN).is_none() {
+        // Before any other thread exists, so nothing reads the environment concurrently.
+        std::env::set_var(CANDLE_SPIN, "200");
     }
 }
 
