@@ -289,7 +289,8 @@ pub fn params(c: DecoderConfig, g: Gguf) -> Result<Params> {
 
     let shared = both.clone();
     let load = move |i: usize| layer(&shared.0, &shared.1, i);
-    load(0)?;
+    // Read here so that a bad file is refused before anything runs; kept for the forward pass.
+    let first = load(0)?;
     let head = if c.tied() { token.clone() } else { g.get("output.weight", &[c.vocab_size, d])? };
     Ok(Params {
         token: Some(token.clone()),
@@ -297,7 +298,7 @@ pub fn params(c: DecoderConfig, g: Gguf) -> Result<Params> {
         position: None,
         token_type: None,
         embed_norm: None,
-        layers: Layers::Lazy { count: c.num_hidden_layers, load: std::sync::Arc::new(load) },
+        layers: Layers::lazy(c.num_hidden_layers, std::sync::Arc::new(load), first),
         final_norm: Some(LayerNorm { weight: g.get("output_norm.weight", &[d])?, bias: None }),
         lm_head: Some(Linear { weight: head, bias: None }),
         mlm: None,

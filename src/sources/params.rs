@@ -68,8 +68,17 @@ pub struct Block {
 #[derive(Clone)]
 pub enum Layers {
     Ready(Vec<LayerParams>),
-    Lazy { count: usize, load: std::sync::Arc<dyn Fn(usize) -> anyhow::Result<LayerParams> + Send + Sync> },
+    /// `first` is layer 0 as the source read it to check the checkpoint before anything ran;
+    /// the first pass over the layers uses it instead of reading it again.
+    Lazy {
+        count: usize,
+        load: LoadLayer,
+        first: std::sync::Arc<std::sync::Mutex<Option<LayerParams>>>,
+    },
 }
+
+/// Reads and converts one layer's parameters.
+pub type LoadLayer = std::sync::Arc<dyn Fn(usize) -> anyhow::Result<LayerParams> + Send + Sync>;
 
 impl std::fmt::Debug for Layers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -92,22 +101,33 @@ impl Layers {
         self.len() == 0
     }
 
+    /// `count` layers read by `load` as they are needed; `first` is layer 0, read already.
+    pub fn lazy(count: usize, load: LoadLayer, first: LayerParams) -> Layers {
+        Layers::Lazy { count, load, first: std::sync::Arc::new(std::sync::Mutex::new(Some(first))) }
+    }
+
     /// Calls `f` on every layer in order. Lazy layers are read one ahead on a second thread,
     /// so reading (and converting or dequantizing) layer i + 1 overlaps computing layer i:
     /// at most two layers' f32 parameters exist at once.
     pub fn each(&self, mut f: impl FnMut(usize, &LayerParams) -> anyhow::Result<()>) -> anyhow::Result<()> {
-        let (count, load) = match self {
+        let (count, load, first) = match self {
             Layers::Ready(v) => return v.iter().enumerate().try_for_each(|(i, l)| f(i, l)),
-            Layers::Lazy { count, load } => (*count, load),
+            Layers::Lazy { count, load, first } => (*count, load, first),
         };
+        // Layer 0 as the source's check read it, the first time only (a patching sweep
+        // passes over the layers again).
+        let mut cached = first.lock().ok().and_then(|mut first| first.take());
         std::thread::scope(|s| {
             let read = |i: usize| {
                 let load = load.clone();
                 s.spawn(move || load(i))
             };
-            let mut next = (count > 0).then(|| read(0));
+            let mut next = (count > 0 && cached.is_none()).then(|| read(0));
             for i in 0..count {
-                let this = next.take().map(|h| h.join());
+                let this = match cached.take() {
+                    Some(layer) => Some(Ok(Ok(layer))),
+                    None => next.take().map(|h| h.join()),
+                };
                 next = (i + 1 < count).then(|| read(i + 1));
                 let layer = match this {
                     Some(Ok(layer)) => layer?,
@@ -216,5 +236,43 @@ fn push_linear<'a>(out: &mut Vec<(String, &'a Tensor)>, prefix: String, lin: &'a
     out.push((format!("{prefix}.weight"), &lin.weight));
     if let Some(b) = &lin.bias {
         out.push((format!("{prefix}.bias"), b));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{LayerParams, Layers, Linear};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// A layer whose q projection holds its index, so a pass can tell which layer it got.
+    fn layer(i: usize) -> LayerParams {
+        let lin =
+            Linear { weight: candle_core::Tensor::new(&[[i as f32]], &candle_core::Device::Cpu).unwrap(), bias: None };
+        LayerParams { q_proj: lin.clone(), k_proj: lin.clone(), v_proj: lin, out_proj: None, block: None }
+    }
+
+    /// The check's layer 0 serves the first pass, which reads only layers 1 and 2; a second
+    /// pass (a patching sweep) reads all three.
+    #[test]
+    fn the_first_pass_uses_layer_0_as_read_and_later_passes_read_it_again() {
+        let reads = Arc::new(AtomicUsize::new(0));
+        let counted = reads.clone();
+        let load = Arc::new(move |i: usize| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            Ok(layer(i))
+        });
+        let layers = Layers::lazy(3, load, layer(0));
+        for pass in 0..2 {
+            let mut seen = Vec::new();
+            layers
+                .each(|i, l| {
+                    seen.push((i, l.q_proj.weight.flatten_all()?.to_vec1::<f32>()?[0]));
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(seen, vec![(0, 0.0), (1, 1.0), (2, 2.0)]);
+            assert_eq!(reads.load(Ordering::SeqCst), if pass == 0 { 2 } else { 5 });
+        }
     }
 }

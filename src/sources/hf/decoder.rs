@@ -242,8 +242,9 @@ fn llama3(base: &[f64], s: &serde_json::Value) -> Option<Vec<f64>> {
 /// Every parameter of the decoder, by the family's checkpoint names. `ids` are the input's
 /// token ids (their rows of the token table are the embeddings).
 /// The layers stay in the checkpoint (memory-mapped, in their stored type) and are read and
-/// converted to f32 one at a time as the forward pass reaches them; layer 0 is read once here
-/// so that a checkpoint with the wrong names or shapes is refused before anything runs.
+/// converted to f32 one at a time as the forward pass reaches them; layer 0 is read here, so
+/// that a checkpoint with the wrong names or shapes is refused before anything runs, and kept
+/// for the forward pass.
 pub fn params(c: DecoderConfig, ck: Checkpoint) -> Result<Params> {
     let both = std::sync::Arc::new((c, ck));
     let (c, ck) = (&both.0, &both.1);
@@ -266,7 +267,7 @@ pub fn params(c: DecoderConfig, ck: Checkpoint) -> Result<Params> {
             llama_layer(c, ck, i)
         }
     };
-    load(0)?;
+    let first = load(0)?;
     let final_norm = if c.is_gpt2() { norm(ck, &p("ln_f"), d, true)? } else { norm(ck, "model.norm", d, false)? };
     let head = if c.tied() {
         token.clone()
@@ -285,7 +286,7 @@ pub fn params(c: DecoderConfig, ck: Checkpoint) -> Result<Params> {
         position,
         token_type: None,
         embed_norm: None,
-        layers: Layers::Lazy { count: layers, load: std::sync::Arc::new(load) },
+        layers: Layers::lazy(layers, std::sync::Arc::new(load), first),
         final_norm: Some(final_norm),
         lm_head: Some(Linear { weight: head, bias: None }),
         mlm: None,
