@@ -1,0 +1,59 @@
+//! `cargo bench --bench matmul`: the two ways `model::linear` can compute `x·Wᵀ` with candle
+//! (`x·Wᵀ`, and `(W·xᵀ)ᵀ` made contiguous), in GFLOP/s, on the decoder benchmarks' shapes
+//! and a few others; which one `model::weight_first` picks; and whether they agree bit for
+//! bit. Best of five runs each, on both cores with the command's spin limit (see `main.rs`).
+//! A plain program, not criterion: the point is the side-by-side table.
+
+use attn_trace::model::weight_first;
+use candle_core::{Device, Tensor};
+use std::time::Instant;
+
+/// (positions, in, out), with the model each comes from.
+const SHAPES: &[(usize, usize, usize, &str)] = &[
+    (128, 2048, 2048, "Llama 1 B q/o, 128 tokens"),
+    (128, 2048, 512, "Llama 1 B k/v"),
+    (128, 2048, 8192, "Llama 1 B gate/up"),
+    (128, 8192, 2048, "Llama 1 B down"),
+    (128, 2048, 32000, "Llama 1 B LM head"),
+    (128, 768, 2304, "GPT-2 c_attn (as [out, in])"),
+    (128, 3072, 768, "GPT-2 c_proj of the MLP"),
+    (128, 768, 50257, "GPT-2 LM head"),
+    (128, 576, 1536, "SmolLM2 gate/up"),
+    (512, 2048, 8192, "Llama 1 B gate/up, 512 tokens"),
+    (32, 4096, 4096, "Llama 7 B q, 32 tokens"),
+    (16, 8192, 2048, "Llama 1 B down, 16 tokens"),
+];
+
+fn best_of_five(f: impl Fn() -> Tensor) -> (f64, Tensor) {
+    let mut best = f64::MAX;
+    let mut out = f();
+    for _ in 0..5 {
+        let t = Instant::now();
+        out = f();
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    (best, out)
+}
+
+fn bits(t: &Tensor) -> Vec<u32> {
+    t.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().map(|v| v.to_bits()).collect()
+}
+
+fn main() {
+    if std::env::var_os("CANDLE_BARRIER_POOL_SPIN_LIMIT").is_none() {
+        std::env::set_var("CANDLE_BARRIER_POOL_SPIN_LIMIT", "200");
+    }
+    let cpu = Device::Cpu;
+    println!("| shape [pos × in]·[in × out] | x·Wᵀ GFLOP/s | (W·xᵀ)ᵀ GFLOP/s | picked | same bits |");
+    println!("|---|---|---|---|---|");
+    for &(n, k, m, what) in SHAPES {
+        let x = Tensor::randn(0f32, 1., (n, k), &cpu).unwrap();
+        let w = Tensor::randn(0f32, 1., (m, k), &cpu).unwrap();
+        let flops = 2.0 * (n * k * m) as f64 / 1e9;
+        let (a, ya) = best_of_five(|| x.matmul(&w.t().unwrap()).unwrap());
+        let (b, yb) = best_of_five(|| w.matmul(&x.t().unwrap()).unwrap().t().unwrap().contiguous().unwrap());
+        let picked = if weight_first(&x, &w) { "(W·xᵀ)ᵀ" } else { "x·Wᵀ" };
+        let same = if bits(&ya) == bits(&yb) { "yes" } else { "NO" };
+        println!("| [{n} × {k}]·[{k} × {m}] ({what}) | {:.0} | {:.0} | {picked} | {same} |", flops / a, flops / b);
+    }
+}
