@@ -1,7 +1,8 @@
 //! `cargo bench --bench matmul`: the two ways `model::linear` can compute `x·Wᵀ` with candle
 //! (`x·Wᵀ`, and `(W·xᵀ)ᵀ` made contiguous), in GFLOP/s, on the decoder benchmarks' shapes
 //! and a few others; which one `model::weight_first` picks; and whether they agree bit for
-//! bit. Best of five runs each, on both cores with the command's spin limit (see `main.rs`).
+//! bit. Best of five runs each, on both cores, with the command's process settings
+//! (`command::tune_process`).
 //! A plain program, not criterion: the point is the side-by-side table.
 
 use attn_trace::model::weight_first;
@@ -40,9 +41,7 @@ fn bits(t: &Tensor) -> Vec<u32> {
 }
 
 fn main() {
-    if std::env::var_os("CANDLE_BARRIER_POOL_SPIN_LIMIT").is_none() {
-        std::env::set_var("CANDLE_BARRIER_POOL_SPIN_LIMIT", "200");
-    }
+    attn_trace::command::tune_process();
     let cpu = Device::Cpu;
     println!("| shape [pos × in]·[in × out] | x·Wᵀ GFLOP/s | (W·xᵀ)ᵀ GFLOP/s | picked | same bits |");
     println!("|---|---|---|---|---|");
