@@ -58,6 +58,45 @@ pub fn steps(doc: &Value) -> BTreeMap<String, (Vec<usize>, Vec<f64>)> {
 }
 
 /// |a − b| ≤ atol + rtol·|b|, with equal infinities and NaNs counted as equal.
+/// An oracle case's steps (`[{"id", "shape", "values"}]`, as the PyTorch oracle scripts write
+/// them) against a trace's [`steps`]: a missing step, a wrong shape or a step's first value
+/// outside [`close`] goes into `failures` (prefixed with the case's `name`), and `worst` keeps
+/// the largest finite difference seen. Returns how many steps were compared.
+pub fn compare_steps(
+    name: &str,
+    want: &Value,
+    got: &BTreeMap<String, (Vec<usize>, Vec<f64>)>,
+    (atol, rtol): (f64, f64),
+    failures: &mut Vec<String>,
+    worst: &mut (f64, String),
+) -> usize {
+    let mut compared = 0;
+    for step in want.as_array().unwrap() {
+        let id = step["id"].as_str().unwrap();
+        let Some((shape, vals)) = got.get(id) else {
+            failures.push(format!("{name}: step {id} missing from attn-trace's trace"));
+            continue;
+        };
+        let want_shape: Vec<usize> =
+            step["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
+        if *shape != want_shape {
+            failures.push(format!("{name}: {id} shape {shape:?}, PyTorch {want_shape:?}"));
+            continue;
+        }
+        compared += 1;
+        for (i, (a, b)) in vals.iter().zip(flat(&step["values"])).enumerate() {
+            if !close(*a, b, atol, rtol) {
+                failures.push(format!("{name}: {id}[{i}] = {a}, PyTorch {b}"));
+                break;
+            }
+            if a.is_finite() && (a - b).abs() > worst.0 {
+                *worst = ((a - b).abs(), format!("{name} {id}[{i}]"));
+            }
+        }
+    }
+    compared
+}
+
 pub fn close(a: f64, b: f64, atol: f64, rtol: f64) -> bool {
     if a.is_nan() || b.is_nan() {
         return a.is_nan() && b.is_nan();

@@ -26,28 +26,7 @@ fn oracle_cases_match_pytorch() {
         let doc = trace_json(&args);
         assert_eq!(doc["input"]["token_ids"], case["token_ids"], "{name}: token ids");
         let got = steps(&doc);
-        for step in case["steps"].as_array().unwrap() {
-            let id = step["id"].as_str().unwrap();
-            let Some((shape, vals)) = got.get(id) else {
-                failures.push(format!("{name}: step {id} missing from attn-trace's trace"));
-                continue;
-            };
-            let want_shape: Vec<usize> =
-                step["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
-            if *shape != want_shape {
-                failures.push(format!("{name}: {id} shape {shape:?}, PyTorch {want_shape:?}"));
-                continue;
-            }
-            for (i, (a, b)) in vals.iter().zip(flat(&step["values"])).enumerate() {
-                if !close(*a, b, ATOL, RTOL) {
-                    failures.push(format!("{name}: {id}[{i}] = {a}, PyTorch {b}"));
-                    break;
-                }
-                if a.is_finite() && (a - b).abs() > worst.0 {
-                    worst = ((a - b).abs(), format!("{name} {id}[{i}]"));
-                }
-            }
-        }
+        compare_steps(&name, &case["steps"], &got, (ATOL, RTOL), &mut failures, &mut worst);
     }
     eprintln!("{} oracle cases; largest difference {:.2e} at {}", cases.len(), worst.0, worst.1);
     assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
