@@ -247,6 +247,33 @@ def test_save_writes_what_the_cli_writes(cli, tmp_path):
     assert sorted(os.listdir(tmp_path)) == sorted(["t.json", "t.npz", "t.safetensors", "t.html", "cli.html", "cli.npz"])
 
 
+def test_save_never_replaces_a_device_or_a_symlink(tmp_path):
+    # Issue 27: a device is written in place, a symlink followed (it stays a link), a loop or a
+    # directory refused; the same rules as the command's files (src/output/file.rs).
+    t = attn_trace.trace(SHOES, heads=2)
+    null, full = os.stat("/dev/null"), os.stat("/dev/full")
+    # save takes its format from the extension, so the devices are reached through links.
+    os.symlink("/dev/null", tmp_path / "null.json")
+    os.symlink("/dev/full", tmp_path / "full.html")
+    t.save(tmp_path / "null.json")
+    with pytest.raises(attn_trace.Error, match="No space left on device"):
+        t.save(tmp_path / "full.html")
+    (tmp_path / "target.json").write_text("old")
+    os.symlink("target.json", tmp_path / "link.json")
+    t.save(tmp_path / "link.json")
+    assert os.path.islink(tmp_path / "link.json")
+    assert json.loads((tmp_path / "target.json").read_text())["steps"]
+    os.symlink("b.json", tmp_path / "a.json")
+    os.symlink("a.json", tmp_path / "b.json")
+    with pytest.raises(attn_trace.Error, match="loops"):
+        t.save(tmp_path / "a.json")
+    os.mkdir(tmp_path / "d.json")
+    with pytest.raises(attn_trace.Error, match="directory"):
+        t.save(tmp_path / "d.json")
+    assert (os.stat("/dev/null").st_rdev, os.stat("/dev/full").st_rdev) == (null.st_rdev, full.st_rdev)
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
 def test_files_the_options_name_are_written(tmp_path):
     attn_trace.trace(SHOES, save_trace=tmp_path / "s.safetensors", html=tmp_path / "p.html")
     assert read_safetensors(tmp_path / "s.safetensors")["layers.0.attn.weights"].shape == (1, 8, 8)

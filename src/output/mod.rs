@@ -3,11 +3,9 @@
 //! their bytes. For `--format jsonl` it also owns the thread that runs the model while this
 //! thread writes each step as it arrives ([`stream`]).
 //!
-//! Files are written whole or not at all: bytes go to a temporary file in the same folder,
-//! which is renamed over the destination only when complete, so a failure part way (a full
-//! disk) leaves no partial file and two runs writing one path leave one run's whole file.
+//! Files are written by [`file::write_file`]: whole or not at all, and never over what the
+//! user did not name as the output (a device, a FIFO, a symlink).
 
-use crate::error::usage;
 use crate::render;
 use crate::settings::{Output, Settings};
 use crate::sources::params::Params;
@@ -36,27 +34,8 @@ pub fn line(text: &str, quiet: bool) {
     }
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same folder, then a rename.
-/// `flag` names the option in the error message.
-pub fn write_file(flag: &str, path: &Path, bytes: &[u8]) -> Result<()> {
-    let what = format!("{flag} {}", path.display());
-    let fail = |e: io::Error| usage(&what, e, "check that the directory exists and is writable");
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().ok_or_else(|| usage(&what, "it names no file", "pass a file path"))?;
-    let tmp = dir.join(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
-    let written = std::fs::File::create(&tmp).and_then(|mut f| {
-        f.write_all(bytes)?;
-        f.sync_all()
-    });
-    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(fail(e));
-    }
-    Ok(())
-}
+mod file;
+pub use file::write_file;
 
 /// `--save-weights`: the parameters as safetensors, with the settings and input of `loaded`'s
 /// run in the metadata (`sources::meta`).

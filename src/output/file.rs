@@ -1,0 +1,180 @@
+//! Writing a file the user named (`--html`, `--svg`, `--save-trace`, `--save-weights`, the
+//! Python `Trace.save`), so that nothing but the named output is ever replaced.
+//!
+//! What the path is decides how it is written:
+//! - a regular file, or nothing yet: whole or not at all. The bytes go to a new temporary file
+//!   beside it (created exclusively, so a planted name or symlink is never followed), which is
+//!   renamed over it only when complete: a failure part way (a full disk) leaves no partial
+//!   file, and two runs writing one path leave one run's whole file;
+//! - a symlink: followed. The temporary file is made beside the file it resolves to (for a
+//!   dangling one, the file it names is created), so the link stays a link and its target gets
+//!   the bytes, as `> link` does in a shell. A loop is refused;
+//! - a character device or a FIFO (`/dev/null`, a terminal, a named pipe), and a path in
+//!   `/proc/` or a link into it (`/dev/stdout`): written in place, never replaced (replacing
+//!   `/dev/full` as root once turned the device into a regular file);
+//! - a directory, a block device or a socket: refused, since no write of a trace into one
+//!   can be what was meant.
+
+use crate::error::usage;
+use anyhow::Result;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// How many symlinks a path may pass through, as Linux's `MAXSYMLINKS`.
+const MAX_LINKS: usize = 40;
+
+/// Writes `bytes` to `path` as its kind asks (see the module's comment). `flag` names the
+/// option in the error message.
+pub fn write_file(flag: &str, path: &Path, bytes: &[u8]) -> Result<()> {
+    let what = format!("{flag} {}", path.display());
+    match destination(path).map_err(|e| usage(&what, e, "name a regular file in a writable directory"))? {
+        Destination::InPlace => in_place(path, bytes)
+            .map_err(|e| usage(&what, describe(&e), "name a device or pipe that accepts writing, or a regular file")),
+        Destination::Replace(target) => atomic(&target, bytes).map_err(|e| {
+            let why = if target == path { describe(&e) } else { format!("{} ({})", describe(&e), target.display()) };
+            usage(&what, why, "check that the directory exists and is writable")
+        }),
+    }
+}
+
+/// Where and how the bytes go.
+#[derive(Debug, PartialEq)]
+enum Destination {
+    /// Opened and written as it is (a device, a FIFO).
+    InPlace,
+    /// A regular file that is (or will be) replaced whole, the symlinks resolved.
+    Replace(PathBuf),
+}
+
+/// Decides how `path` is written, or why it cannot be.
+fn destination(path: &Path) -> std::result::Result<Destination, String> {
+    if path.file_name().is_none() {
+        return Err("it names no file".into());
+    }
+    let Some(target) = resolve(path)? else { return Ok(Destination::InPlace) };
+    match fs::metadata(&target) {
+        Ok(m) => kind(&m, target),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Destination::Replace(target)),
+        Err(e) => Err(describe(&e)),
+    }
+}
+
+/// The destination that an existing file of metadata `m` at `target` calls for.
+fn kind(m: &fs::Metadata, target: PathBuf) -> std::result::Result<Destination, String> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = m.file_type();
+    if t.is_file() {
+        Ok(Destination::Replace(target))
+    } else if t.is_dir() {
+        Err("it is a directory".into())
+    } else if t.is_char_device() || t.is_fifo() {
+        Ok(Destination::InPlace)
+    } else if t.is_block_device() {
+        Err("it is a block device, which a trace would overwrite".into())
+    } else {
+        Err("it is a socket or another special file".into())
+    }
+}
+
+/// `path` with every symlink in its last component followed (a dangling link gives the path
+/// it names), or an error for a loop. Its folders are left as they are: the rename happens in
+/// the folder the final name lives in, wherever that is reached from. None for a path in
+/// `/proc` or a link into it (`/dev/stdout` → `/proc/self/fd/1`): this process's own streams,
+/// which are written, never replaced, whatever they point to.
+fn resolve(path: &Path) -> std::result::Result<Option<PathBuf>, String> {
+    let mut p = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        if p.starts_with("/proc") {
+            return Ok(None);
+        }
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let link = fs::read_link(&p).map_err(|e| describe(&e))?;
+                p = match p.parent() {
+                    Some(dir) if link.is_relative() => dir.join(link),
+                    _ => link,
+                };
+            }
+            _ => return Ok(Some(p)),
+        }
+    }
+    Err(format!("it is a symlink that loops or passes through more than {MAX_LINKS} links"))
+}
+
+/// Writes to an existing device or FIFO without creating or replacing it (a regular file
+/// reached through `/proc` is truncated first, as a shell's `>` does).
+fn in_place(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut f = OpenOptions::new().write(true).open(path)?;
+    if f.metadata()?.is_file() {
+        f.set_len(0)?;
+    }
+    f.write_all(bytes)?;
+    f.flush()
+}
+
+/// Writes a temporary file beside `target`, then renames it over `target`.
+fn atomic(target: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = target.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    // create_new is O_EXCL: an existing name (a planted symlink, a stale file of a process
+    // with the same id) is never followed or reused; the next name is tried instead.
+    let mut n = 0;
+    let (tmp, file) = loop {
+        let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
+        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 100 => n += 1,
+            opened => break (tmp, opened?),
+        }
+    };
+    let written = (|| {
+        let mut f = file;
+        f.write_all(bytes)?;
+        f.sync_all()
+    })();
+    let renamed = written.and_then(|()| fs::rename(&tmp, target));
+    if renamed.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    renamed
+}
+
+/// An I/O error as a message: the OS's words without Rust's `(os error N)` suffix.
+fn describe(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{destination, Destination};
+    use std::path::Path;
+
+    #[test]
+    fn devices_and_proc_are_written_in_place() {
+        for p in ["/dev/null", "/dev/full", "/dev/stdout", "/proc/self/fd/1"] {
+            assert_eq!(destination(Path::new(p)), Ok(Destination::InPlace), "{p}");
+        }
+    }
+
+    #[test]
+    fn symlinks_resolve_to_their_targets() {
+        let d = tempfile::tempdir().unwrap();
+        let (file, link, dangling, lp) =
+            (d.path().join("f"), d.path().join("l"), d.path().join("d"), d.path().join("a"));
+        std::fs::write(&file, b"x").unwrap();
+        std::os::unix::fs::symlink("f", &link).unwrap();
+        std::os::unix::fs::symlink(d.path().join("new"), &dangling).unwrap();
+        std::os::unix::fs::symlink("a", &lp).unwrap();
+        assert_eq!(destination(&link), Ok(Destination::Replace(d.path().join("f"))));
+        assert_eq!(destination(&dangling), Ok(Destination::Replace(d.path().join("new"))));
+        assert!(destination(&lp).unwrap_err().contains("loops"));
+        assert!(destination(d.path()).unwrap_err().contains("directory"));
+    }
+}
