@@ -273,6 +273,10 @@ pub struct Parts {
     /// decoders): the memory estimate counts one layer's, not all. Not part of the JSON.
     #[serde(skip)]
     pub layer_at_a_time: bool,
+    /// The token table and the head stay in the checkpoint's stored form (GGUF files): the
+    /// memory estimate counts the input's rows and one slice of the head. Not part of the JSON.
+    #[serde(skip)]
+    pub vocab_stored: bool,
 }
 
 /// Rotary position embedding as Hugging Face computes it: each pair (i, i + d/2) of a head's

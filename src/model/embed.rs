@@ -21,10 +21,11 @@ pub fn embed(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Record
                 &[n],
                 Values::Int(ids.iter().map(|&i| i as i64).collect()),
             );
-            let token = match (&params.token_rows, &params.token) {
-                (Some(rows), _) => rows.clone(), // [pos, d_model], gathered at load
-                (None, Some(table)) => table.index_select(&Tensor::new(ids.as_slice(), &Device::Cpu)?, 0)?,
-                (None, None) => anyhow::bail!("internal: token embeddings are missing"),
+            let token = match (&params.token_rows, &params.token, &params.stored) {
+                (Some(rows), _, _) => rows.clone(), // [pos, d_model], gathered at load
+                (None, Some(table), _) => table.index_select(&Tensor::new(ids.as_slice(), &Device::Cpu)?, 0)?,
+                (None, None, Some(stored)) => stored.gather(ids)?, // read from the file's form
+                (None, None, None) => anyhow::bail!("internal: token embeddings are missing"),
             }; // [pos, d_model]
             rec.tensor("embed.token", cfg, &token)?;
             token

@@ -1,8 +1,76 @@
 //! The language-model head's predictions: each position's most likely next tokens, from the
 //! softmax of its logits (in f32, as transformers computes `softmax(logits, -1)`).
 
+use crate::config::ModelConfig;
+use crate::sources::params::{Linear, Params, StoredRows};
 use anyhow::Result;
 use candle_core::Tensor;
+use std::borrow::Cow;
+
+/// The unembedding that turns hidden states into logits: a head held in f32 (a toy model's,
+/// or a copy of its token table when tied), or a checkpoint's stored table.
+pub enum Unembed<'a> {
+    Dense(Cow<'a, Linear>),
+    Stored(&'a dyn StoredRows),
+}
+
+/// Vocabulary rows made f32 at a time from a stored table: 4,096 × d_model (9 MiB for
+/// SmolLM2, 14 MiB for a 0.5B Qwen2) in place of the whole table's 113 or 545 MB.
+const VOCAB_CHUNK: usize = 4096;
+
+/// The vocabulary cut into slices of at most [`VOCAB_CHUNK`] rows, all of nearly one size:
+/// the matrix product sums each logit in the order the whole product does only when no slice
+/// is small (a 37-row tail takes gemm's small-matrix path, which rounds differently).
+fn slices(vocab: usize) -> impl Iterator<Item = (usize, usize)> {
+    let count = vocab.div_ceil(VOCAB_CHUNK).max(1);
+    let (size, extra) = (vocab / count, vocab % count);
+    (0..count).map(move |i| (i * size + i.min(extra), size + usize::from(i < extra)))
+}
+
+impl<'a> Unembed<'a> {
+    /// The model's head, if it has one.
+    pub fn of(cfg: &ModelConfig, params: &'a Params) -> Option<Unembed<'a>> {
+        if let Some(stored) = &params.stored {
+            return cfg.parts.lm_head.as_ref().map(|_| Unembed::Stored(stored.head()));
+        }
+        match (&params.lm_head, &cfg.parts.lm_head, &params.token) {
+            (Some(head), _, _) => Some(Unembed::Dense(Cow::Borrowed(head))),
+            // A tied head reuses the token table (the toy model keeps no second copy).
+            (None, Some(h), Some(token)) if h.tied => {
+                Some(Unembed::Dense(Cow::Owned(Linear { weight: token.clone(), bias: None })))
+            }
+            _ => None,
+        }
+    }
+
+    /// The head held whole in f32, for callers that apply it many times (a patching sweep).
+    pub fn dense(self) -> Result<Unembed<'a>> {
+        Ok(match self {
+            Unembed::Stored(rows) => {
+                let weight = rows.rows(0, rows.dims().0)?; // [vocab, d_model]
+                Unembed::Dense(Cow::Owned(Linear { weight, bias: None }))
+            }
+            dense => dense,
+        })
+    }
+
+    /// `x·Wᵀ (+ b)` for `x` of shape [pos, d_model]: [pos, vocab]. A stored table is applied
+    /// one slice of the vocabulary at a time.
+    pub fn logits(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Unembed::Dense(head) => super::linear(x, head),
+            Unembed::Stored(rows) => {
+                let parts = slices(rows.dims().0)
+                    .map(|(start, len)| {
+                        let weight = rows.rows(start, len)?; // [len, d_model]
+                        super::linear(x, &Linear { weight, bias: None }) // [pos, len]
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Tensor::cat(&parts, 1)?) // [pos, vocab]
+            }
+        }
+    }
+}
 
 /// Per position, the `k` most probable token ids with their probabilities, most probable
 /// first; equal probabilities list the lower id first, so the order is the same everywhere.
@@ -48,6 +116,51 @@ mod tests {
         assert!((top[0][0].1 - 0.6).abs() < 1e-6, "{top:?}");
         // A tie: the lower id first.
         assert_eq!(top[0][1].0, 0);
+    }
+
+    /// A table held in f32, handing out rows as a stored one does.
+    #[derive(Debug)]
+    struct InMemory(candle_core::Tensor);
+
+    impl crate::sources::params::StoredRows for InMemory {
+        fn rows(&self, start: usize, len: usize) -> anyhow::Result<candle_core::Tensor> {
+            Ok(self.0.narrow(0, start, len)?)
+        }
+        fn dims(&self) -> (usize, usize) {
+            self.0.dims2().unwrap()
+        }
+    }
+
+    /// A stored head applied a slice of the vocabulary at a time gives the whole product's
+    /// bits (the promise that a GGUF trace's logits did not change when the head stopped
+    /// being held in f32).
+    #[test]
+    fn a_head_in_slices_agrees_with_the_whole_product_bit_for_bit() {
+        use super::Unembed;
+        use crate::sources::params::Linear;
+        use candle_core::{Device, Tensor};
+        for (vocab, d, n) in
+            [(8229, 64, 5), (4097, 64, 3), (12_289, 96, 40), (49_153, 64, 7), (9000, 576, 32), (5000, 96, 300)]
+        {
+            let w = Tensor::randn(0f32, 1., (vocab, d), &Device::Cpu).unwrap();
+            let x = Tensor::randn(0f32, 1., (n, d), &Device::Cpu).unwrap();
+            let dense = Unembed::Dense(std::borrow::Cow::Owned(Linear { weight: w.clone(), bias: None }));
+            let table = InMemory(w);
+            let stored = Unembed::Stored(&table);
+            let a = dense.logits(&x).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let b = stored.logits(&x).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            assert!(a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()), "vocab {vocab}, d {d}, n {n}");
+        }
+    }
+
+    #[test]
+    fn slices_cover_the_vocabulary_in_nearly_equal_parts() {
+        for vocab in [1, 4095, 4096, 4097, 8229, 49_152, 151_936] {
+            let s: Vec<(usize, usize)> = super::slices(vocab).collect();
+            assert_eq!(s.iter().map(|p| p.1).sum::<usize>(), vocab);
+            assert!(s.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0 && w[0].1 - w[1].1 <= 1), "{s:?}");
+            assert!(s.iter().all(|p| p.1 <= super::VOCAB_CHUNK), "{s:?}");
+        }
     }
 
     /// Positions taken a few at a time give what all at once gives, bit for bit.

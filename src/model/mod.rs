@@ -22,25 +22,20 @@ use candle_core::Tensor;
 
 /// Runs the whole encoder, recording every step into `trace`; returns the final output.
 pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Recorder) -> Result<Tensor> {
-    // A tied head reuses the token table (the toy model keeps no second copy).
-    let tied = match (&params.lm_head, &cfg.parts.lm_head, &params.token) {
-        (None, Some(h), Some(token)) if h.tied => Some(Linear { weight: token.clone(), bias: None }),
-        _ => None,
-    };
-    let head = params.lm_head.as_ref().or(tied.as_ref());
+    let head = head::Unembed::of(cfg, params);
     let mut x = embed::embed(cfg, params, input, rec)?; // [pos, d_model]
 
     // A lazily read checkpoint's next layer is read while this one runs.
     params.layers.each(|i, layer_params| {
         x = layer::layer(cfg, layer_params, &x, i, rec)?; // [pos, d_model]
         x = intervene::patch_resid(cfg, i, x.clone())?; // [pos, d_model]
-        if let (true, Some(head)) = (rec.lens(), head) {
+        if let (true, Some(head)) = (rec.lens(), &head) {
             // The logit lens: this layer's residual stream read out as if it were the last.
             let normed = match &params.final_norm {
                 Some(p) => norm::norm(&x, p, cfg)?,
                 None => x.clone(),
             }; // [pos, d_model]
-            let top = head::top_k(&linear(&normed, head)?, rec.top_k().max(1))?;
+            let top = head::top_k(&head.logits(&normed)?, rec.top_k().max(1))?;
             rec.push_lens(top);
         }
         Ok(())
@@ -60,9 +55,9 @@ pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Reco
         let k = rec.top_k();
         rec.set_predictions(head::top_k(&logits, k)?);
     }
-    if let Some(head) = head {
+    if let Some(head) = &head {
         if rec.wants("logits") || rec.top_k() > 0 {
-            let logits = linear(&x, head)?; // [pos, vocab]
+            let logits = head.logits(&x)?; // [pos, vocab]
             rec.tensor("logits", cfg, &logits)?;
             let k = rec.top_k();
             rec.set_predictions(head::top_k(&logits, k)?);

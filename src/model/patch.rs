@@ -14,9 +14,9 @@
 //! the corrupted run's residual stream at layer l's input (kept from the baseline run) and
 //! computes only layers l…L−1: a sweep over L layers costs about half the full runs.
 
-use super::{embed, ffn, intervene, layer, linear, norm};
+use super::{embed, ffn, head, intervene, layer, linear, norm};
 use crate::config::{ModelConfig, Patch};
-use crate::sources::params::{LayerParams, Linear, Params};
+use crate::sources::params::{LayerParams, Params};
 use crate::sources::Input;
 use crate::trace::{Recorder, Selection};
 use anyhow::{anyhow, Result};
@@ -100,7 +100,7 @@ fn run_from(cfg: &ModelConfig, layers: &[LayerParams], from: usize, x: Tensor, k
 fn score(
     params: &Params,
     cfg: &ModelConfig,
-    head: Option<&Linear>,
+    head: Option<&head::Unembed>,
     metric: &Metric,
     x: &Tensor,
     clean: Option<&Tensor>,
@@ -119,7 +119,7 @@ fn score(
                     linear(&norm::layer_norm(&h, &mlm.norm, cfg.eps)?, &mlm.decoder)?
                     // [1, vocab]
                 }
-                (None, Some(head)) => linear(&row, head)?, // [1, vocab]
+                (None, Some(head)) => head.logits(&row)?, // [1, vocab]
                 (None, None) => return Err(anyhow!("internal: a logit metric needs a head")),
             };
             let logits = logits.flatten_all()?.to_vec1::<f32>()?;
@@ -146,12 +146,9 @@ pub fn sweep(
     // Every layer is needed many times: read a lazily loaded checkpoint once.
     let layers: Vec<LayerParams> =
         (0..params.layers.len()).map(|i| Ok(params.layers.get(i)?.into_owned())).collect::<Result<_>>()?;
-    let tied = match (&params.lm_head, &cfg.parts.lm_head, &params.token) {
-        (None, Some(h), Some(token)) if h.tied => Some(Linear { weight: token.clone(), bias: None }),
-        _ => None,
-    };
-    let head = params.lm_head.as_ref().or(tied.as_ref());
-    if params.token.is_none() {
+    // Applied once per patched run: a stored head is made f32 once, here.
+    let head = head::Unembed::of(cfg, params).map(head::Unembed::dense).transpose()?;
+    if params.token.is_none() && params.stored.is_none() {
         return Err(anyhow!("internal: patching needs the whole token table"));
     }
     // An encoder's `token_rows` are the clean sentence's: the corrupted one looks its rows up
@@ -170,8 +167,8 @@ pub fn sweep(
         Some(p) => norm::norm(&c.last, p, cfg)?,
         None => c.last.clone(),
     };
-    let clean_m = score(params, cfg, head, metric, &c.last, Some(&final_clean))?;
-    let corrupted_m = score(params, cfg, head, metric, &base.last, Some(&final_clean))?;
+    let clean_m = score(params, cfg, head.as_ref(), metric, &c.last, Some(&final_clean))?;
+    let corrupted_m = score(params, cfg, head.as_ref(), metric, &base.last, Some(&final_clean))?;
     let (n, heads, l_count) = (c.last.dim(0)?, cfg.heads, layers.len());
     let mut rows = Vec::new();
     let mut layer_runs = 2 * l_count;
@@ -195,7 +192,7 @@ pub fn sweep(
             patched.interventions.patch = Some(patch);
             let run = run_from(&patched, &layers, l, base.inputs[l].clone(), false)?;
             layer_runs += l_count - l;
-            let m = score(params, cfg, head, metric, &run.last, Some(&final_clean))?;
+            let m = score(params, cfg, head.as_ref(), metric, &run.last, Some(&final_clean))?;
             let effect =
                 if (clean_m - corrupted_m).abs() > 0.0 { (m - corrupted_m) / (clean_m - corrupted_m) } else { 0.0 };
             rows.push(Row { layer: l, index, metric: m, effect });

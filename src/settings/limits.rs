@@ -49,7 +49,9 @@ pub fn estimate(cfg: &ModelConfig, n: usize, record: &Selection, streamed: bool)
     let (d, ff, h) = (u(cfg.d_model), u(cfg.d_ff), u(cfg.heads));
     let (qk, v) = (h * u(cfg.d_k), h * u(cfg.d_v));
     let n_f = u(n);
-    let mut params = u(cfg.vocab_size) * d;
+    // A stored token table is read a row per token; one in f32 is held whole.
+    let table = if cfg.parts.vocab_stored { n_f } else { u(cfg.vocab_size) };
+    let mut params = table * d;
     if cfg.positions == Positions::Learned {
         params += u(cfg.max_len) * d;
     }
@@ -62,8 +64,9 @@ pub fn estimate(cfg: &ModelConfig, n: usize, record: &Selection, streamed: bool)
     let working = per_layer_acts + 6.0 * n * d;
     let mut logits = 0.0;
     if cfg.parts.lm_head.is_some() {
-        // The head (a copy of the table when tied) and the logits with their softmax.
-        params += u(cfg.vocab_size) * d;
+        // The head (a copy of the table when tied; one 4,096-row slice of a stored one, and
+        // its product) and the logits with their softmax.
+        params += if cfg.parts.vocab_stored { 4096.0 * (d + n_f) } else { u(cfg.vocab_size) * d };
         logits = 2.0 * n * u(cfg.vocab_size);
     }
     let (total, largest) = recorded(cfg, n_f as usize, record);

@@ -323,6 +323,7 @@ pub fn params(mut named: NamedTensors, cfg: &ModelConfig, what: &str) -> Result<
         final_norm,
         lm_head,
         mlm: None,
+        stored: None,
     })
 }
 

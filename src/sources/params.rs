@@ -19,7 +19,9 @@
 //! Linear weights are stored as PyTorch's `nn.Linear` does, `[out, in]`, and applied as
 //! `x·Wᵀ + b`. Head `h` owns rows `h·d_k .. (h+1)·d_k` of the fused q/k projections.
 
-use candle_core::Tensor;
+use anyhow::Result;
+use candle_core::{Device, Tensor};
+use std::sync::Arc;
 
 /// `y = x·Wᵀ + b`, PyTorch's `nn.Linear` layout.
 #[derive(Debug, Clone)]
@@ -171,6 +173,45 @@ pub struct Params {
     pub lm_head: Option<Linear>,
     /// BERT's masked-LM head (`cls.predictions.*`), when the checkpoint has one.
     pub mlm: Option<MlmHead>,
+    /// A checkpoint's vocabulary-wide tables kept in their stored form (then `token` and
+    /// `lm_head` are None): only the rows a step needs are ever made f32.
+    pub stored: Option<Stored>,
+}
+
+/// A `[rows, cols]` table that stays in its file's form (a GGUF file's quantized blocks) and
+/// hands out rows in f32, each exactly as the whole table dequantized would hold it.
+pub trait StoredRows: Send + Sync + std::fmt::Debug {
+    /// Rows `start .. start + len`, [len, cols].
+    fn rows(&self, start: usize, len: usize) -> Result<Tensor>;
+    /// [rows, cols].
+    fn dims(&self) -> (usize, usize);
+}
+
+/// The token table and the unembedding of a checkpoint, in their stored form: a 0.5B model's
+/// two 151,936 × 896 tables are 1.1 GB in f32, for an input that needs a few rows of one and
+/// a product with the other that can be taken a slice at a time.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub token: Arc<dyn StoredRows>,
+    /// The head's own table; None when it is tied to the token table.
+    pub head: Option<Arc<dyn StoredRows>>,
+}
+
+impl Stored {
+    /// The rows of `ids`, in order, [ids, cols].
+    pub fn gather(&self, ids: &[u32]) -> Result<Tensor> {
+        let rows: Vec<Tensor> = ids.iter().map(|&i| self.token.rows(i as usize, 1)).collect::<Result<_>>()?;
+        if rows.is_empty() {
+            let (_, cols) = self.token.dims();
+            return Ok(Tensor::zeros((0, cols), candle_core::DType::F32, &Device::Cpu)?);
+        }
+        Ok(Tensor::cat(&rows, 0)?)
+    }
+
+    /// The unembedding's table.
+    pub fn head(&self) -> &dyn StoredRows {
+        self.head.as_deref().unwrap_or(&*self.token)
+    }
 }
 
 /// BertForMaskedLM's head: logits = LayerNorm(act(h·W_denseᵀ + b))·W_wordᵀ + bias.

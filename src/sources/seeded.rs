@@ -84,6 +84,7 @@ pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
         final_norm,
         lm_head,
         mlm: None,
+        stored: None,
     })
 }
 

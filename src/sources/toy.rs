@@ -277,6 +277,7 @@ fn parts(
         masked_lm: false,
         padding: None,
         layer_at_a_time: false,
+        vocab_stored: false,
     })
 }
 

@@ -290,6 +290,7 @@ pub fn params(c: DecoderConfig, ck: Checkpoint) -> Result<Params> {
         final_norm: Some(final_norm),
         lm_head: Some(Linear { weight: head, bias: None }),
         mlm: None,
+        stored: None,
     })
 }
 

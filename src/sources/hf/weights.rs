@@ -175,6 +175,7 @@ impl Weights {
             final_norm: None,
             lm_head: None,
             mlm: if self.has_mlm_head() { Some(self.mlm_head(c)?) } else { None },
+            stored: None,
         })
     }
 }
