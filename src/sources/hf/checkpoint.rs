@@ -111,6 +111,42 @@ impl Checkpoint {
     }
 }
 
+impl Checkpoint {
+    /// Whether the 2-D tensor `name` can be read a few rows at a time ([`rows`](Self::rows)):
+    /// a memory-mapped safetensors tensor in f32, bf16 or f16 of shape `shape`.
+    pub fn has_rows(&self, name: &str, shape: &[usize]) -> bool {
+        use safetensors::Dtype;
+        match &self.store {
+            Store::Safetensors(st) => st.get(name).is_ok_and(|v| {
+                matches!(v.dtype(), Dtype::F32 | Dtype::BF16 | Dtype::F16) && v.shape() == shape && shape.len() == 2
+            }),
+            Store::Pickle(_) => false,
+        }
+    }
+
+    /// Rows `start .. start + len` of the mapped 2-D tensor `name` as f32: the same values
+    /// as those rows of [`get`](Self::get)'s, converted from only their bytes.
+    pub fn rows(&self, name: &str, start: usize, len: usize) -> Result<Tensor> {
+        let Store::Safetensors(st) = &self.store else {
+            return Err(anyhow::anyhow!("internal: {name} is not a mapped tensor"));
+        };
+        let view = st.get(name)?;
+        let (rows, cols) = match view.shape() {
+            [r, c] => (*r, *c),
+            other => return Err(anyhow::anyhow!("internal: {name} has shape {other:?}, not 2-D")),
+        };
+        let size = view.data().len() / (rows * cols).max(1);
+        if start + len > rows {
+            return Err(anyhow::anyhow!("internal: rows {start}..{} of {name}, which has {rows}", start + len));
+        }
+        let bytes = &view.data()[start * cols * size..(start + len) * cols * size];
+        let values = to_f32s(view.dtype(), bytes, release)
+            .ok_or_else(|| anyhow::anyhow!("internal: {name} is not a float tensor"))?;
+        release(bytes);
+        Ok(Tensor::from_vec(values, (len, cols), &Device::Cpu)?)
+    }
+}
+
 /// The stored values as f32 in one pass over the mapped bytes, for the float types
 /// checkpoints store; `None` for any other type (candle converts those). candle's own path
 /// copies the bytes out and then converts element by element, which took most of a bf16
@@ -166,9 +202,34 @@ fn release(bytes: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use super::to_f32s;
+    use super::{to_f32s, Store};
     use candle_core::{DType, Device, Tensor};
     use safetensors::Dtype;
+
+    /// Rows read alone are those rows of the whole tensor, in each stored type, sharded too.
+    #[test]
+    fn rows_read_alone_equal_the_rows_of_the_whole_tensor() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/decoders");
+        for (dir, files) in [
+            ("llama-f16", &["model.safetensors"][..]),
+            ("llama-bf16", &["model.safetensors"][..]),
+            ("llama-tied", &["model.safetensors"][..]),
+            ("llama-sharded", &["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"][..]),
+        ] {
+            let files: Vec<_> = files.iter().map(|f| root.join(dir).join(f)).collect();
+            let ck = super::Checkpoint::open(&files, dir).unwrap();
+            let name = "model.embed_tokens.weight";
+            let Store::Safetensors(st) = &ck.store else { panic!("{dir} is not mapped") };
+            let shape = st.get(name).unwrap().shape().to_vec();
+            assert!(ck.has_rows(name, &shape) && !ck.has_rows(name, &[shape[0] + 1, shape[1]]));
+            let whole = ck.get(name, &shape).unwrap();
+            for (start, len) in [(0, 1), (shape[0] / 3, shape[0] / 2), (shape[0] - 1, 1)] {
+                let rows = ck.rows(name, start, len).unwrap().to_vec2::<f32>().unwrap();
+                assert_eq!(rows, whole.narrow(0, start, len).unwrap().to_vec2::<f32>().unwrap(), "{dir} {start}");
+            }
+            assert!(ck.rows(name, shape[0], 1).is_err());
+        }
+    }
 
     /// The one-pass conversion agrees bit for bit with candle's, on awkward values too
     /// (subnormals, infinities, the largest finite values), across a chunk boundary.

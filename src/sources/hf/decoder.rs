@@ -252,10 +252,11 @@ pub fn params(c: DecoderConfig, ck: Checkpoint) -> Result<Params> {
     // GPT2LMHeadModel saves `transformer.wte.weight`, GPT2Model `wte.weight`.
     let pre = if c.is_gpt2() && ck.has("transformer.wte.weight") { "transformer." } else { "" };
     let p = |name: &str| format!("{pre}{name}");
-    let token = ck.get(&p(if c.is_gpt2() { "wte.weight" } else { "model.embed_tokens.weight" }), &[c.vocab_size, d])?;
-    // The whole table stays (the head of a tied model is the same tensor): a patching sweep
-    // embeds a second input with it.
-
+    let token_name = p(if c.is_gpt2() { "wte.weight" } else { "model.embed_tokens.weight" });
+    let stored = super::stored::tables(&both, &token_name)?;
+    // Otherwise the whole table stays (the head of a tied model is the same tensor): a
+    // patching sweep embeds a second input with it.
+    let token = if stored.is_some() { None } else { Some(ck.get(&token_name, &[c.vocab_size, d])?) };
     let position = if c.is_gpt2() { Some(ck.get(&p("wpe.weight"), &[c.max_position_embeddings, d])?) } else { None };
     let pre = pre.to_string();
     let shared = both.clone();
@@ -269,28 +270,22 @@ pub fn params(c: DecoderConfig, ck: Checkpoint) -> Result<Params> {
     };
     let first = load(0)?;
     let final_norm = if c.is_gpt2() { norm(ck, &p("ln_f"), d, true)? } else { norm(ck, "model.norm", d, false)? };
-    let head = if c.tied() {
-        token.clone()
-    } else {
-        ck.get("lm_head.weight", &[c.vocab_size, d]).map_err(|_| {
-            usage(
-                ck.what(),
-                "the checkpoint has no lm_head.weight and config.json says tie_word_embeddings is false",
-                "restore the checkpoint's lm_head, or the config's tie_word_embeddings",
-            )
-        })?
+    let head = match (&stored, &token) {
+        (None, Some(token)) if c.tied() => Some(token.clone()),
+        (None, _) => Some(ck.get("lm_head.weight", &[c.vocab_size, d]).map_err(|_| super::stored::no_head(ck))?),
+        (Some(_), _) => None,
     };
     Ok(Params {
-        token: Some(token.clone()),
+        token,
         token_rows: None,
         position,
         token_type: None,
         embed_norm: None,
         layers: Layers::lazy(layers, std::sync::Arc::new(load), first),
         final_norm: Some(final_norm),
-        lm_head: Some(Linear { weight: head, bias: None }),
+        lm_head: head.map(|weight| Linear { weight, bias: None }),
         mlm: None,
-        stored: None,
+        stored,
     })
 }
 

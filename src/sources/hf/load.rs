@@ -180,7 +180,8 @@ fn open_decoder(
         stored_dtype: checkpoint.stored_dtype(),
         attn_bias: checkpoint.has(&layer0_q_bias(&c, &checkpoint)),
     };
-    let loaded = decoder_loaded(settings, w, &c, tokenizer, how, sentence, facts)?;
+    let mut loaded = decoder_loaded(settings, w, &c, tokenizer, how, sentence, facts)?;
+    loaded.cfg.parts.vocab_stored = super::stored::will_store(&c, &checkpoint);
     Ok((loaded, Source::Decoder(Box::new((c, checkpoint)))))
 }
 

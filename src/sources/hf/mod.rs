@@ -8,6 +8,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod decoder;
 pub mod load;
+mod stored;
 pub mod weights;
 
 pub use load::open;
