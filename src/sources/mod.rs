@@ -11,6 +11,7 @@
 pub mod batch;
 pub mod file;
 pub mod gguf;
+mod gguf_params;
 mod gguf_tokenizer;
 pub mod given;
 pub mod hf;
@@ -129,7 +130,7 @@ impl Source {
             }
             Source::Gguf(both) => {
                 let (c, g) = *both;
-                gguf::params(c, g)
+                gguf_params::params(c, g)
             }
         }
     }

@@ -253,7 +253,7 @@ pub fn params(c: DecoderConfig, ck: Checkpoint) -> Result<Params> {
     let pre = if c.is_gpt2() && ck.has("transformer.wte.weight") { "transformer." } else { "" };
     let p = |name: &str| format!("{pre}{name}");
     let token_name = p(if c.is_gpt2() { "wte.weight" } else { "model.embed_tokens.weight" });
-    let stored = super::stored::tables(&both, &token_name)?;
+    let stored = super::stored::tables(&both, |b| &b.1, ([c.vocab_size, d], c.tied()), &token_name)?;
     // Otherwise the whole table stays (the head of a tied model is the same tensor): a
     // patching sweep embeds a second input with it.
     let token = if stored.is_some() { None } else { Some(ck.get(&token_name, &[c.vocab_size, d])?) };

@@ -181,7 +181,7 @@ fn open_decoder(
         attn_bias: checkpoint.has(&layer0_q_bias(&c, &checkpoint)),
     };
     let mut loaded = decoder_loaded(settings, w, &c, tokenizer, how, sentence, facts)?;
-    loaded.cfg.parts.vocab_stored = super::stored::will_store(&c, &checkpoint);
+    loaded.cfg.parts.vocab_stored = super::stored::will_store(c.is_gpt2(), [c.vocab_size, c.hidden_size], &checkpoint);
     Ok((loaded, Source::Decoder(Box::new((c, checkpoint)))))
 }
 

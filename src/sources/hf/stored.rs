@@ -3,7 +3,6 @@
 //! tables are 1 GB in f32, of which an input needs a few rows and a product a slice at a time.
 
 use super::checkpoint::Checkpoint;
-use super::decoder::DecoderConfig;
 use crate::error::usage;
 use crate::sources::params::{Stored, StoredRows};
 use anyhow::Result;
@@ -18,52 +17,64 @@ pub(super) fn no_head(ck: &Checkpoint) -> anyhow::Error {
     )
 }
 
-/// Whether `tables` will leave the token table stored (for the memory estimate).
-pub(super) fn will_store(c: &DecoderConfig, ck: &Checkpoint) -> bool {
-    let name = if !c.is_gpt2() {
+/// Whether `tables` will leave the token table stored (for the memory estimate): `shape`
+/// is [vocab_size, d_model].
+pub(super) fn will_store(gpt2: bool, shape: [usize; 2], ck: &Checkpoint) -> bool {
+    let name = if !gpt2 {
         "model.embed_tokens.weight"
     } else if ck.has("transformer.wte.weight") {
         "transformer.wte.weight"
     } else {
         "wte.weight"
     };
-    ck.has_rows(name, &[c.vocab_size, c.hidden_size])
+    ck.has_rows(name, &shape)
 }
 
-/// The token table and head left in a mapped safetensors checkpoint (f32, bf16 or f16) and
-/// read a few rows at a time, as a GGUF file's are; None for a pickle, read whole.
-pub(super) fn tables(both: &Arc<(DecoderConfig, Checkpoint)>, token: &str) -> Result<Option<Stored>> {
-    let (c, ck) = (&both.0, &both.1);
-    let shape = [c.vocab_size, c.hidden_size];
+/// The token table `token` and the head left in a mapped safetensors checkpoint (f32, bf16 or
+/// f16) and read a few rows at a time, as a GGUF file's are; None for a pickle, read whole.
+/// `owner` holds the checkpoint (`ck` finds it there), and the tables hold `owner`.
+pub(super) fn tables<T: Send + Sync + 'static>(
+    owner: &Arc<T>,
+    ck: fn(&T) -> &Checkpoint,
+    (shape, tied): ([usize; 2], bool),
+    token: &str,
+) -> Result<Option<Stored>> {
     let rows = |name: &str| -> Arc<dyn StoredRows> {
-        Arc::new(Rows { both: both.clone(), name: name.to_string(), dims: (shape[0], shape[1]) })
+        Arc::new(Rows { owner: owner.clone(), ck, name: name.to_string(), dims: (shape[0], shape[1]) })
     };
-    if !ck.has_rows(token, &shape) {
+    let c = ck(owner);
+    if !c.has_rows(token, &shape) {
         return Ok(None);
     }
-    let head = if c.tied() {
+    let head = if tied {
         None
-    } else if ck.has_rows("lm_head.weight", &shape) {
+    } else if c.has_rows("lm_head.weight", &shape) {
         Some(rows("lm_head.weight"))
     } else {
         // Missing, or of another type or shape: `get` says which.
-        ck.get("lm_head.weight", &shape).map_err(|e| if ck.has("lm_head.weight") { e } else { no_head(ck) })?;
+        c.get("lm_head.weight", &shape).map_err(|e| if c.has("lm_head.weight") { e } else { no_head(c) })?;
         return Ok(None);
     };
     Ok(Some(Stored { token: rows(token), head }))
 }
 
 /// A vocabulary table of a mapped checkpoint, converted to f32 a few rows at a time.
-#[derive(Debug)]
-struct Rows {
-    both: Arc<(DecoderConfig, Checkpoint)>,
+struct Rows<T> {
+    owner: Arc<T>,
+    ck: fn(&T) -> &Checkpoint,
     name: String,
     dims: (usize, usize),
 }
 
-impl StoredRows for Rows {
+impl<T> std::fmt::Debug for Rows<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Rows({}, {:?})", self.name, self.dims)
+    }
+}
+
+impl<T: Send + Sync> StoredRows for Rows<T> {
     fn rows(&self, start: usize, len: usize) -> Result<Tensor> {
-        self.both.1.rows(&self.name, start, len)
+        (self.ck)(&self.owner).rows(&self.name, start, len)
     }
 
     fn dims(&self) -> (usize, usize) {

@@ -1,0 +1,127 @@
+//! A GGUF file's parameters: the layers dequantized one at a time as the forward pass reaches
+//! them, and the vocabulary tables left in the file and read a few rows at a time
+//! (`params::Stored`): the token table's rows for the input, the head a slice at a time.
+
+use super::gguf::Gguf;
+use super::hf::decoder::DecoderConfig;
+use super::params::{LayerNorm, Layers, Params, Stored, StoredRows};
+use crate::error::usage;
+use anyhow::Result;
+use candle_core::Tensor;
+use std::sync::Arc;
+
+/// Every parameter, by GGUF names (`token_embd`, `blk.{i}.attn_q`, …, `output_norm`,
+/// `output`), dequantized to f32 as it is needed: the token table and the head stay in the
+/// file's form ([`Stored`]: the input's rows, and the head a slice at a time), and layers are
+/// dequantized one at a time as the forward pass reaches them (layer 0 once here, so a file
+/// with the wrong names or shapes is refused before anything runs).
+pub fn params(c: DecoderConfig, g: Gguf) -> Result<Params> {
+    let both = Arc::new((c, g));
+    let (c, g) = (&both.0, &both.1);
+    let d = c.hidden_size;
+    let table = |name: &str| -> Result<Arc<dyn StoredRows>> {
+        g.check(name, &[c.vocab_size, d])?;
+        Ok(Arc::new(Rows { both: both.clone(), name: name.to_string(), dims: (c.vocab_size, d) }))
+    };
+    let token = table("token_embd.weight")?;
+    let head = if c.tied() { None } else { Some(table("output.weight")?) };
+    let shared = both.clone();
+    let load = move |i: usize| super::gguf::layer(&shared.0, &shared.1, i);
+    // Read here so that a bad file is refused before anything runs; kept for the forward pass.
+    let first = load(0)?;
+    Ok(Params {
+        token: None,
+        token_rows: None,
+        position: None,
+        token_type: None,
+        embed_norm: None,
+        layers: Layers::lazy(c.num_hidden_layers, Arc::new(load), first),
+        final_norm: Some(LayerNorm { weight: g.get("output_norm.weight", &[d])?, bias: None }),
+        lm_head: None,
+        mlm: None,
+        stored: Some(Stored { token, head }),
+    })
+}
+
+impl Gguf {
+    /// The tensor `name`'s table entry, checked to have `shape`.
+    pub fn check(&self, name: &str, shape: &[usize]) -> Result<&candle_core::quantized::gguf_file::TensorInfo> {
+        let info = self.info(name)?;
+        if info.shape.dims() != shape {
+            return Err(usage(
+                &self.what,
+                format!("tensor {name} has shape {:?} but the metadata implies {shape:?}", info.shape.dims()),
+                "use a consistent GGUF file",
+            ));
+        }
+        Ok(info)
+    }
+
+    /// Rows `start .. start + len` of the 2-D tensor `name`, dequantized to f32: the same
+    /// numbers as those rows of [`get`](Self::get)'s (ggml quantizes each row in whole
+    /// blocks, so a row's bytes are a slice of the tensor's).
+    pub fn rows(&self, name: &str, start: usize, len: usize) -> Result<Tensor> {
+        let info = self.info(name)?;
+        let dims = info.shape.dims();
+        let (rows, cols) = (dims[0], dims.get(1).copied().unwrap_or(1));
+        let (block, size) = (info.ggml_dtype.block_size(), info.ggml_dtype.type_size());
+        if dims.len() != 2 || start + len > rows || cols % block != 0 {
+            return Err(usage(
+                &self.what,
+                format!("rows {start}..{} of tensor {name} {dims:?}", start + len),
+                "use a consistent GGUF file",
+            ));
+        }
+        let slice = candle_core::quantized::gguf_file::TensorInfo {
+            ggml_dtype: info.ggml_dtype,
+            shape: candle_core::Shape::from((len, cols)),
+            offset: info.offset + (start * cols / block * size) as u64,
+        };
+        Ok(self.read(name, &slice)?.reshape((len, cols))?)
+    }
+}
+
+/// A vocabulary table of a GGUF file, read and dequantized a few rows at a time.
+#[derive(Debug)]
+pub struct Rows {
+    pub both: Arc<(DecoderConfig, Gguf)>,
+    pub name: String,
+    pub dims: (usize, usize),
+}
+
+impl StoredRows for Rows {
+    fn rows(&self, start: usize, len: usize) -> Result<Tensor> {
+        self.both.1.rows(&self.name, start, len)
+    }
+
+    fn dims(&self) -> (usize, usize) {
+        self.dims
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Gguf;
+    use std::path::Path;
+
+    /// A stored table's rows are the same numbers as those rows of the whole tensor, for
+    /// every type the fixtures hold (Q8_0, Q4_K… in tiny-llama.gguf, F32 in the f32 file).
+    #[test]
+    fn rows_read_alone_equal_the_rows_of_the_whole_tensor() {
+        for file in ["tiny-llama.gguf", "tiny-llama-f32.gguf", "tiny-qwen2-f32.gguf"] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/gguf").join(file);
+            let g = Gguf::open(&path, file).unwrap();
+            for (name, info) in &g.content.tensor_infos {
+                let dims = info.shape.dims().to_vec();
+                if dims.len() != 2 {
+                    continue;
+                }
+                let whole = g.get(name, &dims).unwrap();
+                let (start, len) = (dims[0] / 3, (dims[0] / 2).max(1));
+                let rows = g.rows(name, start, len).unwrap().to_vec2::<f32>().unwrap();
+                assert_eq!(rows, whole.narrow(0, start, len).unwrap().to_vec2::<f32>().unwrap(), "{file} {name}");
+            }
+            assert!(g.rows("token_embd.weight", usize::MAX / 2, 2).is_err());
+        }
+    }
+}
