@@ -26,19 +26,6 @@ pub fn printable(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Byte-level BPE tokens (GPT-2, Llama 3, Qwen2) spell a leading space `Ġ` and a newline
-/// `Ċ`, SentencePiece tokens (Llama 2) a space `▁` and a newline the byte token `<0x0A>`;
-/// labels show them as `·` and `↵` (JSON keeps the exact strings).
-pub fn readable(s: &str) -> Cow<'_, str> {
-    if !s.contains(['Ġ', 'Ċ', '▁']) && s != "<0x0A>" {
-        return Cow::Borrowed(s);
-    }
-    if s == "<0x0A>" {
-        return Cow::Borrowed("↵");
-    }
-    Cow::Owned(s.replace(['Ġ', '▁'], "·").replace('Ċ', "↵"))
-}
-
 /// Breaks `text` at spaces so that no line is wider than `width` where words allow; the
 /// text's own leading spaces stay on its first line, later lines start with `indent`.
 /// A word wider than a line is broken into pieces that fit, so that no line is ever wider.
@@ -139,10 +126,10 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
     hard_break(lines, width)
 }
 
-/// `s` made [`printable`] and [`readable`], cut to `max` characters, the last one `…` when
-/// cut. Every token label goes through here.
+/// `s` made [`printable`], cut to `max` characters, the last one `…` when cut. Every token
+/// label (`Trace::label`: the decoded text, spaces as `·`) goes through here.
 pub fn cut(s: &str, max: usize) -> String {
-    let s = readable(&printable(s)).into_owned();
+    let s = printable(s).into_owned();
     if s.chars().count() <= max {
         s
     } else {

@@ -15,7 +15,6 @@ use crate::error::usage;
 use anyhow::Result;
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::{Device, Tensor};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Architectures this reader maps.
@@ -187,14 +186,17 @@ impl Gguf {
         DecoderConfig::read(raw, &self.what)
     }
 
-    /// The tensor types by group (`attn_q`, `ffn_down`, `token_embd`, …), for `config`.
-    pub fn tensor_types(&self) -> BTreeMap<String, String> {
-        let mut out = BTreeMap::new();
+    /// The tensor types by group (`attn_q`, `ffn_down`, `attn_q.bias`, `token_embd`, …), each
+    /// type with its count, for `config`. The tensor table is a hash map: only ordered maps
+    /// and counts make the result independent of its iteration order.
+    pub fn tensor_types(&self) -> crate::config::TensorTypes {
+        let mut out = crate::config::TensorTypes::new();
         for (name, info) in &self.content.tensor_infos {
             let group = name.trim_start_matches("blk.").trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
-            let group = group.trim_end_matches(".weight").trim_end_matches(".bias").to_string();
+            // A bias keeps its suffix: its type (f32) is not its weight's.
+            let group = group.trim_end_matches(".weight").to_string();
             let ty = format!("{:?}", info.ggml_dtype).to_lowercase();
-            out.entry(group).or_insert(ty);
+            *out.entry(group).or_default().entry(ty).or_insert(0) += 1;
         }
         out
     }
@@ -354,9 +356,8 @@ pub fn open(
     let c = g.config()?;
     let (tokenizer, _) = super::gguf_tokenizer::build(&g.content.metadata, &what)?;
     let types = g.tensor_types();
-    let mut kinds: Vec<&str> = types.values().map(String::as_str).collect();
-    kinds.sort();
-    kinds.dedup();
+    let kinds: std::collections::BTreeSet<&str> = types.values().flat_map(|t| t.keys()).map(String::as_str).collect();
+    let kinds: Vec<&str> = kinds.into_iter().collect();
     let facts = super::hf::load::Facts {
         path: path.display().to_string(),
         weights: path.display().to_string(),

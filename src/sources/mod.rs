@@ -19,6 +19,7 @@ pub mod params;
 pub mod seeded;
 pub mod text;
 mod textbook;
+pub mod token_text;
 pub mod tokenize;
 mod toy;
 mod toy_pad;
@@ -56,6 +57,14 @@ pub struct Loaded {
     pub notes: Vec<String>,
     /// A real model's tokenizer, to name predicted token ids.
     pub tokenizer: Option<tokenizers::Tokenizer>,
+}
+
+impl Loaded {
+    /// What each token spells as text, for a real model whose vocabulary spells bytes
+    /// (byte-level BPE, SentencePiece); None for WordPiece and the toy vocabularies.
+    pub fn texts(&self) -> Option<Vec<String>> {
+        token_text::texts(self.tokenizer.as_ref(), &self.tokens)
+    }
 }
 
 /// Where the parameters come from; consumed by [`Source::params`].

@@ -12,7 +12,8 @@ pub const MERGE_RULE: &str =
 /// The attention maps to draw, all over the same labels.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Maps {
-    /// Row and column labels: the tokens, or the words with --merge-pieces.
+    /// Row and column labels: the tokens' labels (`Trace::label`), or the words with
+    /// --merge-pieces.
     pub labels: Vec<String>,
     /// With --merge-pieces: each word's token positions.
     pub pieces: Option<Vec<Vec<usize>>>,
@@ -62,9 +63,10 @@ impl Maps {
 pub fn maps(trace: &Trace, merge: bool, average: bool) -> Maps {
     let n = trace.tokens.len();
     let pieces = merge.then(|| words(&trace.tokens));
+    let all = trace.labels();
     let labels = match &pieces {
-        Some(ws) => ws.iter().map(|w| w.iter().map(|&p| trace.tokens[p].trim_start_matches("##")).collect()).collect(),
-        None => trace.tokens.clone(),
+        Some(ws) => ws.iter().map(|w| w.iter().map(|&p| all[p].trim_start_matches("##")).collect()).collect(),
+        None => all,
     };
     let mut rules = Vec::new();
     if merge {

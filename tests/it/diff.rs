@@ -223,7 +223,7 @@ fn unusable_inputs_exit_2_with_one_line() {
     std::fs::write(d.join("ragged.json"), "{\"layers.0.attn.q\": [[1, 2], [3]]}").unwrap();
     std::fs::write(d.join("null.json"), "{\"layers.0.attn.q\": [[1, null]]}").unwrap();
     std::fs::write(d.join("nothing.json"), "{\"weights\": [1], \"foo\": 2}").unwrap();
-    std::fs::write(d.join("v2.json"), "{\"schema_version\": 2, \"steps\": []}").unwrap();
+    std::fs::write(d.join("v9.json"), "{\"schema_version\": 9, \"steps\": []}").unwrap();
     std::fs::write(d.join("empty.npz"), b"PK\x05\x06").unwrap();
     let cases: &[(&[&str], &str)] = &[
         (&["missing.json", "reference.json"], "missing.json"),
@@ -233,7 +233,7 @@ fn unusable_inputs_exit_2_with_one_line() {
         (&["ragged.json", "reference.json"], "ragged"),
         (&["null.json", "reference.json"], "null is not a number"),
         (&["nothing.json", "reference.json"], "no step in common"),
-        (&["v2.json", "reference.json"], "schema_version 2"),
+        (&["v9.json", "reference.json"], "schema_version 9"),
         (&["empty.npz", "reference.json"], "npz"),
         (&["reference.json"], "required arguments"),
         (&["reference.json", "reference.json", "--atol", "-1"], "--atol"),

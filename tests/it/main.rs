@@ -22,6 +22,7 @@ mod reference;
 mod seeds;
 mod students;
 mod textbook;
+mod token_text;
 mod toy_padding;
 mod transformer_lens;
 mod tutorial;
