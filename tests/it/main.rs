@@ -7,6 +7,7 @@ mod bert;
 mod cli;
 mod common;
 mod decoders;
+mod determinism;
 mod diff;
 mod export;
 mod firsthour;
