@@ -243,7 +243,8 @@ fn header<R: std::io::Read + std::io::Seek>(r: &mut R, len: u64, what: &str) -> 
         )
     })?;
     // candle decodes names lossily: a U+FFFD marks bytes that were not UTF-8.
-    let bad = content.metadata.keys().chain(content.tensor_infos.keys()).find(|k| k.contains('\u{fffd}'));
+    // The first in name order: the maps' own order changes from run to run.
+    let bad = content.metadata.keys().chain(content.tensor_infos.keys()).filter(|k| k.contains('\u{fffd}')).min();
     if let Some(k) = bad {
         return Err(usage(
             what,
@@ -251,7 +252,9 @@ fn header<R: std::io::Read + std::io::Seek>(r: &mut R, len: u64, what: &str) -> 
             "use an intact GGUF file",
         ));
     }
-    for (name, info) in &content.tensor_infos {
+    let mut infos: Vec<_> = content.tensor_infos.iter().collect();
+    infos.sort_by_key(|(name, _)| name.as_str());
+    for (name, info) in infos {
         let (elems, block) = (info.shape.elem_count() as u64, info.ggml_dtype.block_size() as u64);
         let bytes = elems / block.max(1) * info.ggml_dtype.type_size() as u64;
         let end = content.tensor_data_offset.saturating_add(info.offset).saturating_add(bytes);

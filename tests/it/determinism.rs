@@ -68,3 +68,34 @@ fn a_mixed_quantization_gguf_gives_the_same_bytes_every_run() {
     assert!(header.lines().take(4).collect::<String>().contains("f32+q4_1+q5_0+q8_0"), "{header}");
     crate::export::assert_valid("mixed GGUF", &doc);
 }
+
+/// No map or set with a per-process iteration order is declared in the source, except where
+/// it is only looked up (never iterated into output) or its order is undone before writing.
+/// A new one fails here: use a BTreeMap/BTreeSet, or add it below with the reason.
+#[test]
+fn no_unordered_map_reaches_output() {
+    let allowed = [
+        ("strict_json.rs", "the keys seen so far in one object: membership only"),
+        ("export/safetensors.rs", "a comment on why the writer avoids one"),
+        ("sources/gguf_tokenizer.rs", "token scores and the vocabulary: looked up; merges keep vocabulary order"),
+        ("sources/meta.rs", "safetensors' serializer takes one; the header is rewritten sorted"),
+    ];
+    let src = root().join("src");
+    let mut stack = vec![src.clone()];
+    let mut found = Vec::new();
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let rel = p.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+                let text = std::fs::read_to_string(&p).unwrap();
+                if (text.contains("HashMap") || text.contains("HashSet")) && !allowed.iter().any(|(f, _)| *f == rel) {
+                    found.push(rel);
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "hash maps or sets in {found:?}: their iteration order changes from run to run");
+}
