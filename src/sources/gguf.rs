@@ -139,10 +139,12 @@ impl Gguf {
     pub fn architecture(&self) -> Result<String> {
         let arch = self.meta("general.architecture").and_then(|v| v.to_string().ok()).cloned().unwrap_or_default();
         if !ARCHITECTURES.contains(&arch.as_str()) {
-            return Err(usage(
-                &self.what,
-                format!("GGUF architecture {arch:?} is not supported"),
-                format!("use a GGUF of a supported architecture: {}", ARCHITECTURES.join(", ")),
+            let model = self.what.trim_start_matches("--model ");
+            return Err(super::unsupported_architecture(
+                model,
+                &arch,
+                "the GGUF's general.architecture",
+                ARCHITECTURES,
             ));
         }
         Ok(arch)

@@ -154,6 +154,17 @@ pub(crate) fn stored_note(dtype: &str) -> String {
     }
 }
 
+/// The one refusal of a model whose architecture attn-trace does not map, whether a folder's
+/// config.json or a GGUF file's metadata names it: `--model PATH: architecture "falcon"
+/// (config.json's model_type) is not supported (use a model of a supported architecture: …)`.
+pub(crate) fn unsupported_architecture(model: &str, arch: &str, whence: &str, supported: &[&str]) -> anyhow::Error {
+    usage(
+        format!("--model {model}"),
+        format!("architecture {arch:?} ({whence}) is not supported"),
+        format!("use a model of a supported architecture: {}", supported.join(", ")),
+    )
+}
+
 /// Takes the file's value, or the flag's if it agrees; a contradiction names both values.
 pub(crate) fn agree(flag: &str, given: Option<usize>, from_file: usize, weights: &str) -> Result<usize> {
     match given {

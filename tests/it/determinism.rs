@@ -7,12 +7,17 @@ use crate::common::*;
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::Device;
 
-/// The tiny Llama with `attn_v` in Q8_0 (layer 0) and Q5_0 (layer 1), `ffn_down` in Q4_1 and
-/// Q8_0, everything else F32.
-fn mixed_gguf(dir: &std::path::Path) -> String {
+/// The tiny F32 Llama of fixtures/gguf written again as `file` in `dir`, each tensor stored as
+/// `types` says and the metadata in `overrides` replaced.
+pub fn rewrite_gguf(
+    dir: &std::path::Path,
+    file: &str,
+    types: &dyn Fn(&str) -> GgmlDType,
+    overrides: &[(&str, gguf_file::Value)],
+) -> String {
     let src = root().join("fixtures/gguf/tiny-llama-f32.gguf");
     let mut f = std::fs::File::open(src).unwrap();
-    let content = gguf_file::Content::read(&mut f).unwrap();
+    let mut content = gguf_file::Content::read(&mut f).unwrap();
     let mut names: Vec<&String> = content.tensor_infos.keys().collect();
     names.sort();
     let tensors: Vec<(&str, QTensor)> = names
@@ -20,23 +25,32 @@ fn mixed_gguf(dir: &std::path::Path) -> String {
         .map(|name| {
             let q = content.tensor_infos[*name].read(&mut f, content.tensor_data_offset, &Device::Cpu).unwrap();
             let t = q.dequantize(&Device::Cpu).unwrap();
-            let ty = match name.as_str() {
-                "blk.0.attn_v.weight" | "blk.1.ffn_down.weight" => GgmlDType::Q8_0,
-                "blk.1.attn_v.weight" => GgmlDType::Q5_0,
-                "blk.0.ffn_down.weight" => GgmlDType::Q4_1,
-                _ => GgmlDType::F32,
-            };
-            (name.as_str(), QTensor::quantize(&t, ty).unwrap())
+            (name.as_str(), QTensor::quantize(&t, types(name)).unwrap())
         })
         .collect();
+    for (k, v) in overrides {
+        content.metadata.insert(k.to_string(), v.clone());
+    }
     let mut keys: Vec<&String> = content.metadata.keys().collect();
     keys.sort();
     let metadata: Vec<(&str, &gguf_file::Value)> = keys.iter().map(|k| (k.as_str(), &content.metadata[*k])).collect();
     let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (*n, t)).collect();
-    let path = dir.join("mixed.gguf");
+    let path = dir.join(file);
     let mut out = std::fs::File::create(&path).unwrap();
     gguf_file::write(&mut out, &metadata, &tensors).unwrap();
     path.to_str().unwrap().to_string()
+}
+
+/// The tiny Llama with `attn_v` in Q8_0 (layer 0) and Q5_0 (layer 1), `ffn_down` in Q4_1 and
+/// Q8_0, everything else F32.
+fn mixed_gguf(dir: &std::path::Path) -> String {
+    let types = |name: &str| match name {
+        "blk.0.attn_v.weight" | "blk.1.ffn_down.weight" => GgmlDType::Q8_0,
+        "blk.1.attn_v.weight" => GgmlDType::Q5_0,
+        "blk.0.ffn_down.weight" => GgmlDType::Q4_1,
+        _ => GgmlDType::F32,
+    };
+    rewrite_gguf(dir, "mixed.gguf", &types, &[])
 }
 
 fn stdout(args: &[&str]) -> Vec<u8> {

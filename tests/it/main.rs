@@ -20,6 +20,7 @@ mod padding;
 mod patching;
 mod props;
 mod reference;
+mod refusals;
 mod seeds;
 mod students;
 mod textbook;
