@@ -108,7 +108,7 @@ pub fn write_rollout(
 }
 
 fn top_json(top: &[Prediction]) -> String {
-    let items: Vec<String> = top.iter().map(|p| super::predictions::prediction_json(p)).collect();
+    let items: Vec<String> = top.iter().map(super::predictions::prediction_json).collect();
     format!("[{}]", items.join(", "))
 }
 

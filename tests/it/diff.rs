@@ -57,6 +57,18 @@ fn identical_traces_agree() {
     assert!(text.contains("no divergence") && text.contains("result: all 23 common steps within tolerance"), "{text}");
 }
 
+/// A version-1 document (before `tensor_types` changed form; the steps are the same) is read
+/// as the current version is.
+#[test]
+fn a_schema_version_1_trace_is_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = reference(dir.path(), &[]);
+    let mut old: Value = serde_json::from_str(&std::fs::read_to_string(&r).unwrap()).unwrap();
+    old["schema_version"] = 1.into();
+    let (code, rep, stderr) = diff(&write(dir.path(), "v1.json", &old), &r, &[]);
+    assert_eq!((code, &rep["compared"]), (0, &Value::from(23)), "{stderr}");
+}
+
 #[test]
 fn one_changed_value_is_found_and_named() {
     let dir = tempfile::tempdir().unwrap();
