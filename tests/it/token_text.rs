@@ -69,8 +69,25 @@ fn a_real_vocabulary_reads_as_text() {
         assert_eq!(f["focus"]["position"], 1, "--focus {focus}");
     }
     let dir = tempfile::tempdir().unwrap();
-    let page = dir.path().join("p.html");
-    run(&[s, "--model", &model, "--layer", "0", "--html", page.to_str().unwrap()]);
+    let (page, svg) = (dir.path().join("p.html"), dir.path().join("p.svg"));
+    let heatmap = run(&[
+        s,
+        "--model",
+        &model,
+        "--layer",
+        "0",
+        "--head",
+        "0",
+        "--format",
+        "heatmap",
+        "--html",
+        page.to_str().unwrap(),
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(heatmap.contains("·café") && !heatmap.contains('Ã'), "{heatmap}");
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("\"·café\"") && !html.contains("ĠcafÃ©"), "the page's labels");
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.contains(">·café<") && svg.contains("&lt;0xB7&gt;") && !svg.contains('Ã'), "the picture's labels");
 }
