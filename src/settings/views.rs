@@ -107,7 +107,8 @@ pub fn spelling(tokens: &[String], texts: Option<&[String]>) -> Vec<String> {
 }
 
 /// As [`resolve`], naming `flag` in errors (`--knockout` resolves its words the same way).
-/// The token as spelled (`Ġcaf`) is found first, then its text (`café`, ` café`, `·café`).
+/// With `texts`, a token is found by its exact spelling (`ĠcafÃ©`) or its text (` café`), then
+/// as a word (`café`, `·café`).
 pub fn resolve_for(flag: &str, given: &str, tokens: &[String], texts: Option<&[String]>) -> Result<usize> {
     let listing = || {
         // A huge token is cut here; control characters are escaped with the whole message.
@@ -117,12 +118,7 @@ pub fn resolve_for(flag: &str, given: &str, tokens: &[String], texts: Option<&[S
         let all: Vec<String> = (0..tokens.len()).map(|i| format!("{i} {}", short(&label(i)))).collect();
         format!("the tokens are {}", all.join(", "))
     };
-    if texts.is_some() {
-        if let [one] = (0..tokens.len()).filter(|&i| tokens[i] == given).collect::<Vec<_>>()[..] {
-            return Ok(one);
-        }
-    }
-    let spelled = spelling(tokens, texts);
+    let (raw, spelled) = (tokens, spelling(tokens, texts));
     let tokens = spelled.as_slice();
     if let Ok(pos) = given.trim().parse::<usize>() {
         if pos < tokens.len() {
@@ -134,12 +130,14 @@ pub fn resolve_for(flag: &str, given: &str, tokens: &[String], texts: Option<&[S
             listing(),
         ));
     }
-    let exact: Vec<usize> = (0..tokens.len()).filter(|&i| tokens[i] == given).collect();
+    // The exact spelling first (with texts, `tokens` are the texts: the vocabulary's own
+    // spelling, `ĠcafÃ©`, is `raw`).
+    let exact: Vec<usize> = (0..tokens.len()).filter(|&i| raw[i] == given || tokens[i] == given).collect();
     let by_case =
         || -> Vec<usize> { (0..tokens.len()).filter(|&i| tokens[i].to_lowercase() == given.to_lowercase()).collect() };
     // Byte-level BPE marks a leading space with `Ġ`, SentencePiece with `▁`, labels with `·`:
     // "shoes" finds "Ġshoes".
-    let bare = |t: &str| t.trim_start_matches(['Ġ', '▁', '·']).to_lowercase();
+    let bare = |t: &str| t.trim_start_matches(['Ġ', '▁', '·', ' ']).to_lowercase();
     let by_word = || -> Vec<usize> { (0..tokens.len()).filter(|&i| bare(&tokens[i]) == bare(given)).collect() };
     let found = if !exact.is_empty() {
         exact
@@ -232,6 +230,20 @@ mod tests {
         assert!(e.contains("ambiguous") && e.contains("positions 0, 4") && e.contains("4 my"), "{e}");
         assert!(resolve("hat", &t, None).unwrap_err().to_string().contains("not a token"));
         assert!(resolve("6", &t, None).unwrap_err().to_string().contains("past the last"));
+    }
+
+    #[test]
+    fn a_token_is_found_by_its_text_or_its_spelling() {
+        let t: Vec<String> = ["un", "ĠcafÃ©", "Ġ3"].map(String::from).to_vec();
+        let texts: Vec<String> = ["un", " café", " 3"].map(String::from).to_vec();
+        for given in ["café", "CAFÉ", "·café", " café", "ĠcafÃ©"] {
+            assert_eq!(resolve(given, &t, Some(&texts)).unwrap(), 1, "{given}");
+        }
+        // A number is a position, even where a token spells it.
+        assert_eq!(resolve("2", &t, Some(&texts)).unwrap(), 2);
+        assert!(resolve("3", &t, Some(&texts)).unwrap_err().to_string().contains("past the last"));
+        let e = resolve("thé", &t, Some(&texts)).unwrap_err().to_string();
+        assert!(e.contains("1 ·café"), "the listing shows labels: {e}");
     }
 
     #[test]
