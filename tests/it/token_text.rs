@@ -35,6 +35,16 @@ fn tiny_vocabularies_show_bytes_alike() {
     }
 }
 
+/// JSON's other token lists keep the exact strings: the views' labels, the focus's keys.
+#[test]
+fn json_keeps_the_spelling_elsewhere() {
+    let gpt2 = fixture("fixtures/decoders/gpt2");
+    let doc = trace_json(&["my shoes", "--model", &gpt2, "--average-heads", "--focus", "shoes"]);
+    assert_eq!(doc["views"]["labels"], serde_json::json!(["my", "Ġshoes"]));
+    assert_eq!(doc["focus"]["key_tokens"], serde_json::json!(["my", "Ġshoes"]));
+    assert_eq!(doc["input"]["texts"], serde_json::json!(["my", " shoes"]));
+}
+
 /// A BERT WordPiece vocabulary has no byte form: no texts, labels as before.
 #[test]
 fn wordpiece_has_no_texts() {
