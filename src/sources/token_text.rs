@@ -38,7 +38,9 @@ pub struct TokenText {
 
 impl TokenText {
     /// The decoder for `tok`'s vocabulary, or None when its tokens are not spelled in bytes
-    /// (WordPiece, or a decoder this does not know).
+    /// (WordPiece, or a decoder this does not know). The scheme is read from the tokenizer's
+    /// own decoder, which a `tokenizer.json` and a GGUF file's metadata both set, so neither
+    /// loader needs to say which spelling it built.
     pub fn of(tok: &Tokenizer) -> Option<TokenText> {
         let decoder = serde_json::to_value(tok.get_decoder()?).ok()?;
         let mut types = Vec::new();
