@@ -45,6 +45,16 @@ fn json_keeps_the_spelling_elsewhere() {
     assert_eq!(doc["input"]["texts"], serde_json::json!(["my", " shoes"]));
 }
 
+/// A control character a byte-level token decodes to is escaped in tables, as any other is.
+#[test]
+fn decoded_control_characters_are_escaped() {
+    let gpt2 = fixture("fixtures/decoders/gpt2");
+    let table = run(&["a\u{1b}[31mb\tc", "--model", &gpt2, "--steps", "tokens"]);
+    assert!(table.contains("\\u{1b}") && table.contains("\\t") && !table.contains('\u{1b}'), "{table}");
+    let doc = trace_json(&["a\u{1b}b", "--model", &gpt2, "--steps", "tokens"]);
+    assert_eq!(doc["input"]["texts"][1], "\u{1b}", "JSON has the text itself");
+}
+
 /// A BERT WordPiece vocabulary has no byte form: no texts, labels as before.
 #[test]
 fn wordpiece_has_no_texts() {
