@@ -103,6 +103,9 @@ pub enum InitConfig {
     Given,
 }
 
+/// Tensor group → tensor type → count (ordered maps: the same bytes on every run).
+pub type TensorTypes = std::collections::BTreeMap<String, std::collections::BTreeMap<String, usize>>;
+
 /// What a real model adds to the configuration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RealModel {
@@ -118,9 +121,11 @@ pub struct RealModel {
     /// Whether the tokenizer added a beginning-of-sequence token (decoders).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bos_added: Option<bool>,
-    /// A GGUF file's tensor types by tensor group (`attn_q`: `q4_1`, …).
+    /// A GGUF file's tensor types by tensor group (`attn_q`: {`q4_1`: 30}, `attn_v`:
+    /// {`q5_0`: 15, `q8_0`: 15}, `attn_q.bias`: {`f32`: 30}): every type present, with how
+    /// many tensors of the group have it; groups and types in name order.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tensor_types: Option<std::collections::BTreeMap<String, String>>,
+    pub tensor_types: Option<TensorTypes>,
 }
 
 /// The encoder's shape and arithmetic.

@@ -51,7 +51,7 @@ pub struct Traced {
 /// Opens the sources the settings name and checks the settings against the model.
 pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
     let (mut loaded, source) = sources::open(settings)?;
-    let plan = Plan::new(settings, &loaded.cfg, &loaded.tokens)?;
+    let plan = Plan::new(settings, &loaded.cfg, &loaded.tokens, loaded.texts().as_deref())?;
     // Before any parameter or activation exists: the estimate follows what the plan records.
     let n = loaded.tokens.len();
     let record = (&plan.record, plan.streamed);
@@ -72,6 +72,7 @@ fn recorder(loaded: &Loaded, selection: Selection, settings: &Settings) -> Recor
         sources::Input::Matrix(_) => (None, None),
     };
     rec.set_input(loaded.sentence.clone(), ids, type_ids);
+    rec.set_texts(loaded.texts());
     rec
 }
 
@@ -104,11 +105,13 @@ fn name_predictions(trace: &mut Trace, loaded: &Loaded, own_vocab: bool) {
         _ => Default::default(),
     };
     let lens = trace.lens.iter_mut().flatten().flatten();
+    let decode = loaded.tokenizer.as_ref().and_then(sources::token_text::TokenText::of);
     for p in trace.predictions.iter_mut().flatten().flatten().chain(lens.flatten()) {
         p.token = match &loaded.tokenizer {
             Some(tok) => tok.id_to_token(p.id),
             None => toy.get(&p.id).cloned(),
         };
+        p.text = decode.as_ref().zip(p.token.as_deref()).map(|(d, t)| d.text(t));
     }
 }
 
@@ -335,7 +338,11 @@ fn computed(
     }
     if let Some(corrupted) = &settings.analysis.patch {
         let (sweep, corrupted) = patching(settings, &loaded, &params, corrupted)?;
-        views.attach_patching(sweep, corrupted, &trace.tokens);
+        let texts = sources::token_text::texts(loaded.tokenizer.as_ref(), &corrupted);
+        let labels = (0..corrupted.len())
+            .map(|i| trace::label::label(&corrupted[i], texts.as_ref().map(|t| t[i].as_str())).into_owned())
+            .collect();
+        views.attach_patching(sweep, (corrupted, labels), &trace.labels());
         clock.lap("patching sweep");
     }
     let notes = loaded.notes.clone();

@@ -20,11 +20,12 @@ pub struct Raw {
 
 /// The steps of an attn-trace JSON document (or of JSONL lines gathered into one).
 pub fn doc_steps(doc: &Value, what: &str) -> Result<Vec<Raw>> {
-    let version = doc["schema_version"].as_u64();
-    if version != Some(crate::trace::schema::SCHEMA_VERSION as u64) {
+    // Version 2 changed `config.model.tensor_types`, not the steps: both read the same.
+    let current = crate::trace::schema::SCHEMA_VERSION as u64;
+    if !doc["schema_version"].as_u64().is_some_and(|v| (1..=current).contains(&v)) {
         return Err(usage(
             what,
-            format!("schema_version {} is not the {} this attn-trace reads", doc["schema_version"], 1),
+            format!("schema_version {} is not one this attn-trace reads (1 to {current})", doc["schema_version"]),
             "make both traces with the same attn-trace version",
         ));
     }

@@ -91,6 +91,7 @@ fn is_jsonl(text: &str) -> bool {
 /// attn-trace's `--format jsonl`: a header line, then one step object per line.
 fn jsonl(text: &str, what: &str) -> Result<Vec<Raw>> {
     let mut steps = Vec::new();
+    let mut version = serde_json::Value::Null;
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let v = crate::strict_json::parse(line.as_bytes())
             .map_err(|e| usage(what, format!("line {}: not valid JSON: {e}", i + 1), "pass a whole JSONL trace"))?;
@@ -98,11 +99,12 @@ fn jsonl(text: &str, what: &str) -> Result<Vec<Raw>> {
             if v.get("schema_version").is_none() {
                 return Err(usage(what, "not valid JSON, nor attn-trace JSONL", "pass a JSON object of named tensors"));
             }
+            version = v["schema_version"].clone();
             continue;
         }
         steps.push(v);
     }
-    let doc = serde_json::json!({"schema_version": 1, "steps": steps});
+    let doc = serde_json::json!({"schema_version": version, "steps": steps});
     doc_steps(&doc, what)
 }
 

@@ -3,7 +3,7 @@
 //! tables; every layer's in JSON). The numbers come from the model (lens) and
 //! `views::analysis`; this file only lays them out.
 
-use super::numbers::{f32_json, f64_json};
+use super::numbers::f64_json;
 use super::table;
 use super::text::{blocks, cut, wrap_parts, wrap_words};
 use crate::model::patch::{Metric, Sweep, What};
@@ -29,7 +29,7 @@ pub fn write_lens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<
             row.iter().map(|top| top.first().map_or(String::new(), |p| format!("{} {:.2}", label(p), p.prob)))
         })
         .collect();
-    let cols: Vec<String> = (0..n).map(|i| format!("{i} {}", cut(&trace.tokens[i], 8))).collect();
+    let cols: Vec<String> = (0..n).map(|i| format!("{i} {}", cut(&trace.label(i), 8))).collect();
     let rows: Vec<String> = (0..layers.len()).map(|l| format!("layer {l}")).collect();
     let col_w = cells.iter().chain(&cols).map(|c| c.chars().count()).max().unwrap_or(1);
     for (start, end) in blocks(n, col_w + 3, 9, width) {
@@ -44,7 +44,7 @@ pub fn write_lens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<
 }
 
 fn label(p: &Prediction) -> String {
-    p.token.as_deref().map_or(format!("#{}", p.id), |t| cut(t, 10))
+    p.label().map_or(format!("#{}", p.id), |t| cut(&t, 10))
 }
 
 /// Per-head statistics, one row per layer and head.
@@ -90,7 +90,7 @@ pub fn write_rollout(
     for line in wrap_words(&format!("view: {ROLLOUT_RULE}."), width, "  ") {
         writeln!(w, "{line}")?;
     }
-    let labels: Vec<String> = trace.tokens.iter().map(|t| cut(t, 12)).collect();
+    let labels: Vec<String> = trace.labels().iter().map(|t| cut(t, 12)).collect();
     let rows: Vec<String> = (0..n).map(|i| format!("{i} {}", labels[i])).collect();
     let cells: Vec<String> = values.iter().map(|v| format!("{v:.precision$}")).collect();
     let col_w = cells.iter().chain(&labels).map(|c| c.chars().count()).max().unwrap_or(1);
@@ -108,13 +108,7 @@ pub fn write_rollout(
 }
 
 fn top_json(top: &[Prediction]) -> String {
-    let items: Vec<String> = top
-        .iter()
-        .map(|p| {
-            let token = serde_json::to_string(&p.token).unwrap_or_else(|_| "null".into());
-            format!("{{\"id\": {}, \"token\": {token}, \"prob\": {}}}", p.id, f32_json(p.prob))
-        })
-        .collect();
+    let items: Vec<String> = top.iter().map(super::predictions::prediction_json).collect();
     format!("[{}]", items.join(", "))
 }
 
@@ -175,7 +169,7 @@ pub fn rollout_json(rollout: &[(usize, Vec<f64>)]) -> String {
 /// The patching sweep: a matrix of effects, layers down, heads (or positions) across.
 pub fn write_patching(
     trace: &Trace,
-    patching: &(Sweep, Vec<String>),
+    patching: (&Sweep, &[String]),
     precision: usize,
     width: usize,
     w: &mut dyn Write,
@@ -185,7 +179,7 @@ pub fn write_patching(
     let count = sweep.rows.len().checked_div(layers).unwrap_or(0);
     let cols: Vec<String> = match sweep.what {
         What::Heads => (0..count).map(|h| format!("head {h}")).collect(),
-        What::Resid => (0..count).map(|p| format!("{p} {}", cut(&trace.tokens[p], 8))).collect(),
+        What::Resid => (0..count).map(|p| format!("{p} {}", cut(&trace.label(p), 8))).collect(),
     };
     let rows: Vec<String> = (0..layers).map(|l| format!("layer {l}")).collect();
     let cells: Vec<String> = sweep.rows.iter().map(|r| format!("{:.precision$}", r.effect)).collect();
@@ -194,6 +188,7 @@ pub fn write_patching(
         What::Heads => "each head's context",
         What::Resid => "each position of each layer's output",
     };
+    // The corrupted sentence's token labels.
     let corrupted: Vec<String> = corrupted.iter().map(|t| cut(t, 12)).collect();
     let metric = match sweep.metric {
         Metric::LogitDiff { a, b, position } => format!("logit[{a}] − logit[{b}] at position {position}"),

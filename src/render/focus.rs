@@ -35,7 +35,7 @@ fn mul(a: f64, b: f64, p: usize) -> String {
 
 pub fn write(f: &Focus, out: &Output, w: &mut dyn Write) -> io::Result<()> {
     if let Some(r) = &f.pieces {
-        let pieces: Vec<&str> = f.keys[r.clone()].iter().map(String::as_str).collect();
+        let pieces: Vec<&str> = f.labels[r.clone()].iter().map(String::as_str).collect();
         let others: Vec<String> = (r.start + 1..r.end).map(|p| p.to_string()).collect();
         writeln!(w)?;
         lines(
@@ -47,7 +47,7 @@ pub fn write(f: &Focus, out: &Output, w: &mut dyn Write) -> io::Result<()> {
                 pieces.join(" "),
                 r.start,
                 r.end - 1,
-                f.token,
+                f.labels[f.position],
                 others.join(", ")
             ),
             out,
@@ -65,7 +65,7 @@ pub fn write(f: &Focus, out: &Output, w: &mut dyn Write) -> io::Result<()> {
                 "Head {} of {n} is shown: its largest weight from {:?}, {}, is the highest of \
                  the {n} heads. --head N shows head N, --head 0-{} every head.",
                 h.head,
-                f.token,
+                f.labels[f.position],
                 num(peak as f64, out.precision),
                 n - 1
             ),
@@ -88,12 +88,13 @@ fn lines(text: &str, out: &Output, w: &mut dyn Write) -> io::Result<()> {
 
 fn write_head(f: &Focus, h: &FocusHead, out: &Output, w: &mut dyn Write) -> io::Result<()> {
     let (p, i, l, n) = (out.precision, f.position, f.layer, f.keys.len());
-    let key = |j: usize| format!("{j} {}", cut(&f.keys[j], 10));
+    let key = |j: usize| format!("{j} {}", cut(&f.labels[j], 10));
     let vec = |v: &[f32]| v.iter().map(|&x| num(x as f64, p)).collect::<Vec<_>>().join(", ");
     writeln!(w)?;
     // Debug quoting shows control characters escaped; a huge token is cut (JSON has it whole).
+    let shown = &f.labels[i];
     let token: String =
-        if f.token.chars().count() > 40 { f.token.chars().take(39).chain(['…']).collect() } else { f.token.clone() };
+        if shown.chars().count() > 40 { shown.chars().take(39).chain(['…']).collect() } else { shown.clone() };
     let title = [format!("focus {token:?} (position {i})"), format!("layers.{l}.attn"), format!("head {}", h.head)];
     for line in wrap_parts(&title, out.width) {
         writeln!(w, "{line}")?;

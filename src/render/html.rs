@@ -151,8 +151,9 @@ pub fn section(
     }
     let _ = writeln!(s, "<section id=\"steps{sfx}\">\n<h2>Steps</h2>");
     if out.views.html_tables {
+        let labels = trace.labels();
         for step in trace.steps.iter().filter(|st| st.name != "attn.weights") {
-            step_tables(&mut s, step, &trace.tokens, out.precision, sfx);
+            step_tables(&mut s, step, &labels, out.precision, sfx);
         }
     } else {
         s.push_str("<p class=\"rule\">A real model's step tables are left out unless --steps asks for them ");
@@ -230,7 +231,7 @@ fn data_json(maps: &Maps, precision: usize) -> String {
     )
 }
 
-/// One table per head (or one for the step), rows labelled by token.
+/// One table per head (or one for the step), rows labelled by token (`labels`).
 fn step_tables(s: &mut String, step: &Step, tokens: &[String], precision: usize, sfx: &str) {
     let (groups, rows, cols) = match step.shape.as_slice() {
         [c] => (1, 1, *c),

@@ -24,7 +24,7 @@ pub fn write(trace: &Trace, w: &mut dyn Write) -> io::Result<()> {
 }
 
 /// The document's `input` object (also the first line of `--format jsonl`): the sentence,
-/// its tokens and ids, and a real model's token types.
+/// its tokens and ids, a real model's token types, and the tokens' decoded texts.
 pub fn input_object(trace: &Trace) -> serde_json::Value {
     let mut input = serde_json::json!({
         "sentence": trace.sentence,
@@ -33,6 +33,10 @@ pub fn input_object(trace: &Trace) -> serde_json::Value {
     });
     if let Some(types) = &trace.token_type_ids {
         input["token_type_ids"] = serde_json::json!(types);
+    }
+    // What each token spells (sources/token_text.rs), beside the exact token strings.
+    if let Some(texts) = &trace.texts {
+        input["texts"] = serde_json::json!(texts);
     }
     input
 }

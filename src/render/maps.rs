@@ -66,7 +66,7 @@ pub fn to_json(maps: &Maps) -> String {
     let mut o = format!(
         "{{\"rules\": {}, \"labels\": {}",
         serde_json::to_string(&maps.rules).unwrap_or_default(),
-        serde_json::to_string(&maps.labels).unwrap_or_default()
+        serde_json::to_string(&maps.spelled).unwrap_or_default()
     );
     if let Some(p) = &maps.pieces {
         o += &format!(", \"word_pieces\": {}", serde_json::to_string(p).unwrap_or_default());

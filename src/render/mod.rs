@@ -104,8 +104,8 @@ fn write_after_tables(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Wr
     if let Some(r) = &views.rollout {
         analysis::write_rollout(trace, r, out.precision, out.width, w)?;
     }
-    if let Some(p) = &views.patching {
-        analysis::write_patching(trace, p, out.precision, out.width, w)?;
+    if let Some((sweep, _)) = &views.patching {
+        analysis::write_patching(trace, (sweep, &views.corrupted_labels), out.precision, out.width, w)?;
     }
     if let Some(p) = &views.params {
         table::write_params(p, out.precision, out.width, w)?;

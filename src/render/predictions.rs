@@ -37,39 +37,49 @@ pub fn write(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
             cell.push_str(sep);
             cell.push_str(&item);
         }
-        t.add_row(vec![i.to_string(), cut(&trace.tokens[i], 12), cell]);
+        t.add_row(vec![i.to_string(), cut(&trace.label(i), 12), cell]);
     }
     table::emit(&t, w)
 }
 
 fn label(p: &Prediction) -> String {
-    match &p.token {
-        Some(t) => cut(t, 14),
+    match p.label() {
+        Some(t) => cut(&t, 14),
         None => format!("#{}", p.id),
     }
 }
 
-/// The JSON: `[{"pos", "token", "top": [{"id", "token", "prob"}, …]}, …]`, probabilities as
-/// the shortest decimals that read back to the same f32.
+/// One predicted token as JSON: `{"id", "token", "text", "prob"}`, `text` (the decoded text,
+/// as `input.texts`) only when the vocabulary spells bytes.
+pub fn prediction_json(p: &Prediction) -> String {
+    let text = match &p.text {
+        Some(t) => format!(", \"text\": {}", serde_json::to_string(t).unwrap_or_else(|_| "null".into())),
+        None => String::new(),
+    };
+    format!(
+        "{{\"id\": {}, \"token\": {}{text}, \"prob\": {}}}",
+        p.id,
+        serde_json::to_string(&p.token).unwrap_or_else(|_| "null".into()),
+        f32_json(p.prob)
+    )
+}
+
+/// The JSON: `[{"pos", "token", "text", "top": [{"id", "token", "text", "prob"}, …]}, …]`
+/// (`text` as in `input.texts`, when there are texts), probabilities as the shortest decimals
+/// that read back to the same f32.
 pub fn to_json(trace: &Trace) -> Option<String> {
     let rows = trace.predictions.as_ref()?;
     let items: Vec<String> = rows
         .iter()
         .enumerate()
         .map(|(i, row)| {
-            let top: Vec<String> = row
-                .iter()
-                .map(|p| {
-                    format!(
-                        "{{\"id\": {}, \"token\": {}, \"prob\": {}}}",
-                        p.id,
-                        serde_json::to_string(&p.token).unwrap_or_else(|_| "null".into()),
-                        f32_json(p.prob)
-                    )
-                })
-                .collect();
+            let top: Vec<String> = row.iter().map(prediction_json).collect();
             let token = serde_json::to_string(&trace.tokens[i]).unwrap_or_else(|_| "null".into());
-            format!("{{\"pos\": {i}, \"token\": {token}, \"top\": [{}]}}", top.join(", "))
+            let text = match trace.texts.as_ref().and_then(|t| t.get(i)) {
+                Some(t) => format!(", \"text\": {}", serde_json::to_string(t).unwrap_or_else(|_| "null".into())),
+                None => String::new(),
+            };
+            format!("{{\"pos\": {i}, \"token\": {token}{text}, \"top\": [{}]}}", top.join(", "))
         })
         .collect();
     Some(format!("[{}]", items.join(", ")))

@@ -14,7 +14,7 @@ pub fn write(trace: &Trace, summary: &[LayerLinks], width: usize, w: &mut dyn Wr
     table::write_header(trace, width, w)?;
     table::write_tokens(trace, width, w)?;
     // Positions disambiguate repeated words ("my(0)" and "my(4)").
-    let label = |i: usize| format!("{}({i})", cut(&trace.tokens[i], 10));
+    let label = |i: usize| format!("{}({i})", cut(&trace.label(i), 10));
     // The links column gets what the head and markers columns leave of the width.
     let room = width.saturating_sub(6 + 10 + 3);
     for LayerLinks { layer, heads, marker } in summary {

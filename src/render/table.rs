@@ -21,7 +21,7 @@ pub fn write_header(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Resul
 
 pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
     write_header(trace, width, w)?;
-    let labels: Vec<String> = trace.tokens.iter().map(|t| cut(t, MAX_LABEL)).collect();
+    let labels: Vec<String> = trace.labels().iter().map(|t| cut(t, MAX_LABEL)).collect();
     let mut tokens_done = false;
     for step in &trace.steps {
         match step.name.as_str() {
@@ -142,7 +142,7 @@ pub fn write_tokens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Resul
     if let Some(col) = t.column_mut(0) {
         col.set_padding((0, 1));
     }
-    for (i, tok) in trace.tokens.iter().enumerate() {
+    for (i, tok) in trace.labels().iter().enumerate() {
         let mut row = vec![i.to_string(), cut(tok, max_token)];
         if let Some(ids) = &trace.token_ids {
             row.push(ids[i].to_string());

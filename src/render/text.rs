@@ -26,19 +26,6 @@ pub fn printable(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Byte-level BPE tokens (GPT-2, Llama 3, Qwen2) spell a leading space `Ġ` and a newline
-/// `Ċ`, SentencePiece tokens (Llama 2) a space `▁` and a newline the byte token `<0x0A>`;
-/// labels show them as `·` and `↵` (JSON keeps the exact strings).
-pub fn readable(s: &str) -> Cow<'_, str> {
-    if !s.contains(['Ġ', 'Ċ', '▁']) && s != "<0x0A>" {
-        return Cow::Borrowed(s);
-    }
-    if s == "<0x0A>" {
-        return Cow::Borrowed("↵");
-    }
-    Cow::Owned(s.replace(['Ġ', '▁'], "·").replace('Ċ', "↵"))
-}
-
 /// Breaks `text` at spaces so that no line is wider than `width` where words allow; the
 /// text's own leading spaces stay on its first line, later lines start with `indent`.
 /// A word wider than a line is broken into pieces that fit, so that no line is ever wider.
@@ -136,13 +123,40 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
             cur.push_str(part);
         }
     }
-    hard_break(lines, width)
+    lines.iter().flat_map(|l| break_words(l, width)).collect()
 }
 
-/// `s` made [`printable`] and [`readable`], cut to `max` characters, the last one `…` when
-/// cut. Every token label goes through here.
+/// Breaks a line wider than `width` at its last space that fits, else after its last path
+/// separator that fits, continuing under a two-space indent: a model's path stays whole
+/// where it fits a line and otherwise breaks between folders, never mid-name. Only a word
+/// with neither, wider than a line, is cut where the line ends.
+fn break_words(line: &str, width: usize) -> Vec<String> {
+    // Too narrow for an indent to leave room (only tests go there): cut as `hard_break` does.
+    if width < 8 {
+        return hard_break(vec![line.to_string()], width);
+    }
+    let mut out = Vec::new();
+    let mut rest: Vec<char> = line.chars().collect();
+    while rest.len() > width {
+        let content = |i: usize| rest[..i].iter().any(|c| *c != ' ');
+        let space = (1..width).rev().find(|&i| rest[i] == ' ' && content(i));
+        let slash = (2..=width).rev().find(|&i| rest[i - 1] == '/' && content(i - 1));
+        let (end, next) = match (space, slash) {
+            (Some(i), _) => (i, i + 1),
+            (None, Some(i)) => (i, i),
+            (None, None) => (width, width),
+        };
+        out.push(rest[..end].iter().collect());
+        rest = "  ".chars().chain(rest[next..].iter().copied()).collect();
+    }
+    out.push(rest.into_iter().collect());
+    out
+}
+
+/// `s` made [`printable`], cut to `max` characters, the last one `…` when cut. Every token
+/// label (`Trace::label`: the decoded text, spaces as `·`) goes through here.
 pub fn cut(s: &str, max: usize) -> String {
-    let s = readable(&printable(s)).into_owned();
+    let s = printable(s).into_owned();
     if s.chars().count() <= max {
         s
     } else {
@@ -178,6 +192,19 @@ mod tests {
         assert_eq!(printable("a\u{1b}[31mb\u{7}\0\n"), "a\\u{1b}[31mb\\u{7}\\u{0}\\n");
         assert_eq!(cut("\u{1b}]0;title\u{7}", 8), "\\u{1b}]…");
         assert_eq!(esc("<\u{1b}>"), "&lt;\\u{1b}&gt;");
+    }
+
+    #[test]
+    fn a_path_breaks_between_folders() {
+        let path = "/home/someone/models/a-rather-long-folder-name/SmolLM2-135M-Instruct.Q4_1.gguf";
+        let lines = wrap(&format!("4 tokens, llama model {path} (gguf q4_1 weights, computed in f32)"), 50);
+        assert!(lines.iter().all(|l| l.chars().count() <= 50), "{lines:?}");
+        // Each folder and the file name whole on one line, and nothing lost.
+        for name in path.split('/').filter(|n| !n.is_empty()) {
+            assert!(lines.iter().any(|l| l.contains(name)), "{name}: {lines:?}");
+        }
+        let flat: String = lines.iter().map(|l| l.trim_start()).collect::<Vec<_>>().join("");
+        assert!(flat.contains(path), "{lines:?}");
     }
 
     #[test]

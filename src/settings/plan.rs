@@ -35,9 +35,11 @@ pub struct Plan {
 
 impl Plan {
     /// Checks `--layer`, `--head`, `--steps`, `--focus` and `--check` against the model.
-    pub fn new(settings: &Settings, cfg: &ModelConfig, tokens: &[String]) -> Result<Plan> {
+    /// `texts` are the tokens' decoded texts, when the vocabulary has them: `--focus` and
+    /// `--knockout` find a token by its text too.
+    pub fn new(settings: &Settings, cfg: &ModelConfig, tokens: &[String], texts: Option<&[String]>) -> Result<Plan> {
         let mut show = selection(settings, cfg.layers, cfg.heads)?;
-        let focus = settings.output.views.focus.as_deref().map(|f| resolve(f, tokens)).transpose()?;
+        let focus = settings.output.views.focus.as_deref().map(|f| resolve(f, tokens, texts)).transpose()?;
         // `--focus` alone asks for the walkthrough: as tables, show it after the tokens, not
         // after every step of the trace (`--steps` brings the steps back; a page or a picture
         // still gets every step).
@@ -55,7 +57,8 @@ impl Plan {
         }
         let focus_pieces = match (settings.output.views.focus.as_deref(), focus) {
             (Some(word), Some(pos)) => {
-                super::views::split_word(word, tokens).into_iter().find(|r| r.start == pos && r.len() > 1)
+                let spelled = super::views::spelling(tokens, texts);
+                super::views::split_word(word, &spelled).into_iter().find(|r| r.start == pos && r.len() > 1)
             }
             _ => None,
         };
@@ -87,7 +90,7 @@ impl Plan {
             ));
         }
         drawing_fits(settings, cfg, tokens.len())?;
-        let interventions = interventions(settings, cfg, tokens)?;
+        let interventions = interventions(settings, cfg, (tokens, texts))?;
         Ok(Plan { record, show, focus, focus_pieces, interventions, reduce_summary, streamed })
     }
 }
@@ -189,7 +192,11 @@ fn drawing_fits(settings: &Settings, cfg: &ModelConfig, n: usize) -> Result<()> 
 }
 
 /// `--ablate` and `--knockout` against the model's layers and heads and the input's tokens.
-fn interventions(settings: &Settings, cfg: &ModelConfig, tokens: &[String]) -> Result<Interventions> {
+fn interventions(
+    settings: &Settings,
+    cfg: &ModelConfig,
+    (tokens, texts): (&[String], Option<&[String]>),
+) -> Result<Interventions> {
     let a = &settings.analysis;
     let (layers, heads) = (cfg.layers, cfg.heads);
     let layer_ok = |flag: &str, l: usize| -> Result<()> {
@@ -235,7 +242,8 @@ fn interventions(settings: &Settings, cfg: &ModelConfig, tokens: &[String]) -> R
         if let Some(h) = head {
             head_ok("--knockout", h)?;
         }
-        let (query, key) = (resolve_for("--knockout", q.trim(), tokens)?, resolve_for("--knockout", k.trim(), tokens)?);
+        let find = |w: &str| resolve_for("--knockout", w.trim(), tokens, texts);
+        let (query, key) = (find(q)?, find(k)?);
         knockout.push(Knockout { layer, head, query, key });
     }
     Ok(Interventions {

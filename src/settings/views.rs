@@ -92,19 +92,34 @@ pub fn options(cli: &Cli, env: &Env) -> Result<ViewOptions> {
 
 /// `--focus TOKEN|POS`: a number is a position; a word must occur exactly once (exact
 /// spelling first, then ignoring case). Errors list the tokens with their positions.
-pub fn resolve(given: &str, tokens: &[String]) -> Result<usize> {
-    resolve_for("--focus", given, tokens)
+pub fn resolve(given: &str, tokens: &[String], texts: Option<&[String]>) -> Result<usize> {
+    resolve_for("--focus", given, tokens, texts)
+}
+
+/// The strings a position is found by: a real model's decoded text (`texts`) with each space
+/// spelled `▁`, so that the leading-space rules below hold for every vocabulary alike, or
+/// the token as spelled when there is no text.
+pub fn spelling(tokens: &[String], texts: Option<&[String]>) -> Vec<String> {
+    match texts {
+        Some(t) => t.iter().map(|t| t.replace(' ', "▁")).collect(),
+        None => tokens.to_vec(),
+    }
 }
 
 /// As [`resolve`], naming `flag` in errors (`--knockout` resolves its words the same way).
-pub fn resolve_for(flag: &str, given: &str, tokens: &[String]) -> Result<usize> {
+/// With `texts`, a token is found by its exact spelling (`ĠcafÃ©`) or its text (` café`), then
+/// as a word (`café`, `·café`).
+pub fn resolve_for(flag: &str, given: &str, tokens: &[String], texts: Option<&[String]>) -> Result<usize> {
     let listing = || {
         // A huge token is cut here; control characters are escaped with the whole message.
         let short =
             |t: &str| if t.chars().count() > 40 { t.chars().take(39).chain(['…']).collect() } else { t.to_string() };
-        let all: Vec<String> = tokens.iter().enumerate().map(|(i, t)| format!("{i} {}", short(t))).collect();
+        let label = |i: usize| crate::trace::label::label(&tokens[i], texts.map(|t| t[i].as_str())).into_owned();
+        let all: Vec<String> = (0..tokens.len()).map(|i| format!("{i} {}", short(&label(i)))).collect();
         format!("the tokens are {}", all.join(", "))
     };
+    let (raw, spelled) = (tokens, spelling(tokens, texts));
+    let tokens = spelled.as_slice();
     if let Ok(pos) = given.trim().parse::<usize>() {
         if pos < tokens.len() {
             return Ok(pos);
@@ -115,13 +130,15 @@ pub fn resolve_for(flag: &str, given: &str, tokens: &[String]) -> Result<usize> 
             listing(),
         ));
     }
-    let exact: Vec<usize> = (0..tokens.len()).filter(|&i| tokens[i] == given).collect();
+    // The exact spelling first (with texts, `tokens` are the texts: the vocabulary's own
+    // spelling, `ĠcafÃ©`, is `raw`).
+    let exact: Vec<usize> = (0..tokens.len()).filter(|&i| raw[i] == given || tokens[i] == given).collect();
     let by_case =
         || -> Vec<usize> { (0..tokens.len()).filter(|&i| tokens[i].to_lowercase() == given.to_lowercase()).collect() };
-    // Byte-level BPE marks a leading space with `Ġ`, SentencePiece with `▁`: "shoes" finds "Ġshoes".
-    let bare = |t: &str| t.trim_start_matches(['Ġ', '▁']).to_lowercase();
-    let by_word =
-        || -> Vec<usize> { (0..tokens.len()).filter(|&i| bare(&tokens[i]) == given.to_lowercase()).collect() };
+    // Byte-level BPE marks a leading space with `Ġ`, SentencePiece with `▁`, labels with `·`:
+    // "shoes" finds "Ġshoes".
+    let bare = |t: &str| t.trim_start_matches(['Ġ', '▁', '·', ' ']).to_lowercase();
+    let by_word = || -> Vec<usize> { (0..tokens.len()).filter(|&i| bare(&tokens[i]) == bare(given)).collect() };
     let found = if !exact.is_empty() {
         exact
     } else if !by_case().is_empty() {
@@ -191,12 +208,12 @@ mod tests {
     fn a_word_split_into_pieces_is_found_by_its_first_piece() {
         let t: Vec<String> = ["[CLS]", "the", "em", "##bed", "##ding", "##s", "[SEP]"].map(String::from).to_vec();
         assert_eq!(split_word("embeddings", &t).first(), Some(&(2..6)));
-        assert_eq!(resolve("Embeddings", &t).unwrap(), 2);
+        assert_eq!(resolve("Embeddings", &t, None).unwrap(), 2);
         assert_eq!(split_word("embed", &t).first(), Some(&(2..4)));
         assert!(split_word("embedx", &t).is_empty());
         let bpe: Vec<String> = ["The", "Ġemb", "ed", "dings", "Ġare"].map(String::from).to_vec();
         assert_eq!(split_word("embeddings", &bpe).first(), Some(&(1..4)));
-        assert!(resolve("embeddingsare", &bpe).is_err());
+        assert!(resolve("embeddingsare", &bpe, None).is_err());
     }
 
     fn toks(s: &str) -> Vec<String> {
@@ -206,20 +223,34 @@ mod tests {
     #[test]
     fn positions_words_and_case() {
         let t = toks("my shoes are small my feet");
-        assert_eq!(resolve("1", &t).unwrap(), 1);
-        assert_eq!(resolve("feet", &t).unwrap(), 5);
-        assert_eq!(resolve("SHOES", &t).unwrap(), 1);
-        let e = resolve("my", &t).unwrap_err().to_string();
+        assert_eq!(resolve("1", &t, None).unwrap(), 1);
+        assert_eq!(resolve("feet", &t, None).unwrap(), 5);
+        assert_eq!(resolve("SHOES", &t, None).unwrap(), 1);
+        let e = resolve("my", &t, None).unwrap_err().to_string();
         assert!(e.contains("ambiguous") && e.contains("positions 0, 4") && e.contains("4 my"), "{e}");
-        assert!(resolve("hat", &t).unwrap_err().to_string().contains("not a token"));
-        assert!(resolve("6", &t).unwrap_err().to_string().contains("past the last"));
+        assert!(resolve("hat", &t, None).unwrap_err().to_string().contains("not a token"));
+        assert!(resolve("6", &t, None).unwrap_err().to_string().contains("past the last"));
+    }
+
+    #[test]
+    fn a_token_is_found_by_its_text_or_its_spelling() {
+        let t: Vec<String> = ["un", "ĠcafÃ©", "Ġ3"].map(String::from).to_vec();
+        let texts: Vec<String> = ["un", " café", " 3"].map(String::from).to_vec();
+        for given in ["café", "CAFÉ", "·café", " café", "ĠcafÃ©"] {
+            assert_eq!(resolve(given, &t, Some(&texts)).unwrap(), 1, "{given}");
+        }
+        // A number is a position, even where a token spells it.
+        assert_eq!(resolve("2", &t, Some(&texts)).unwrap(), 2);
+        assert!(resolve("3", &t, Some(&texts)).unwrap_err().to_string().contains("past the last"));
+        let e = resolve("thé", &t, Some(&texts)).unwrap_err().to_string();
+        assert!(e.contains("1 ·café"), "the listing shows labels: {e}");
     }
 
     #[test]
     fn exact_spelling_wins_over_case() {
         // Seed 003's sentence has "My" and "my": each spelling names one token.
         let t = toks("My shoes my");
-        assert_eq!(resolve("My", &t).unwrap(), 0);
-        assert_eq!(resolve("my", &t).unwrap(), 2);
+        assert_eq!(resolve("My", &t, None).unwrap(), 0);
+        assert_eq!(resolve("my", &t, None).unwrap(), 2);
     }
 }

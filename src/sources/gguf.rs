@@ -15,7 +15,6 @@ use crate::error::usage;
 use anyhow::Result;
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::{Device, Tensor};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Architectures this reader maps.
@@ -140,10 +139,12 @@ impl Gguf {
     pub fn architecture(&self) -> Result<String> {
         let arch = self.meta("general.architecture").and_then(|v| v.to_string().ok()).cloned().unwrap_or_default();
         if !ARCHITECTURES.contains(&arch.as_str()) {
-            return Err(usage(
-                &self.what,
-                format!("GGUF architecture {arch:?} is not supported"),
-                format!("use a GGUF of a supported architecture: {}", ARCHITECTURES.join(", ")),
+            let model = self.what.trim_start_matches("--model ");
+            return Err(super::unsupported_architecture(
+                model,
+                &arch,
+                "the GGUF's general.architecture",
+                ARCHITECTURES,
             ));
         }
         Ok(arch)
@@ -187,14 +188,17 @@ impl Gguf {
         DecoderConfig::read(raw, &self.what)
     }
 
-    /// The tensor types by group (`attn_q`, `ffn_down`, `token_embd`, …), for `config`.
-    pub fn tensor_types(&self) -> BTreeMap<String, String> {
-        let mut out = BTreeMap::new();
+    /// The tensor types by group (`attn_q`, `ffn_down`, `attn_q.bias`, `token_embd`, …), each
+    /// type with its count, for `config`. The tensor table is a hash map: only ordered maps
+    /// and counts make the result independent of its iteration order.
+    pub fn tensor_types(&self) -> crate::config::TensorTypes {
+        let mut out = crate::config::TensorTypes::new();
         for (name, info) in &self.content.tensor_infos {
             let group = name.trim_start_matches("blk.").trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
-            let group = group.trim_end_matches(".weight").trim_end_matches(".bias").to_string();
+            // A bias keeps its suffix: its type (f32) is not its weight's.
+            let group = group.trim_end_matches(".weight").to_string();
             let ty = format!("{:?}", info.ggml_dtype).to_lowercase();
-            out.entry(group).or_insert(ty);
+            *out.entry(group).or_default().entry(ty).or_insert(0) += 1;
         }
         out
     }
@@ -243,7 +247,8 @@ fn header<R: std::io::Read + std::io::Seek>(r: &mut R, len: u64, what: &str) -> 
         )
     })?;
     // candle decodes names lossily: a U+FFFD marks bytes that were not UTF-8.
-    let bad = content.metadata.keys().chain(content.tensor_infos.keys()).find(|k| k.contains('\u{fffd}'));
+    // The first in name order: the maps' own order changes from run to run.
+    let bad = content.metadata.keys().chain(content.tensor_infos.keys()).filter(|k| k.contains('\u{fffd}')).min();
     if let Some(k) = bad {
         return Err(usage(
             what,
@@ -251,7 +256,9 @@ fn header<R: std::io::Read + std::io::Seek>(r: &mut R, len: u64, what: &str) -> 
             "use an intact GGUF file",
         ));
     }
-    for (name, info) in &content.tensor_infos {
+    let mut infos: Vec<_> = content.tensor_infos.iter().collect();
+    infos.sort_by_key(|(name, _)| name.as_str());
+    for (name, info) in infos {
         let (elems, block) = (info.shape.elem_count() as u64, info.ggml_dtype.block_size() as u64);
         let bytes = elems / block.max(1) * info.ggml_dtype.type_size() as u64;
         let end = content.tensor_data_offset.saturating_add(info.offset).saturating_add(bytes);
@@ -326,9 +333,8 @@ pub fn open(
     let c = g.config()?;
     let (tokenizer, _) = super::gguf_tokenizer::build(&g.content.metadata, &what)?;
     let types = g.tensor_types();
-    let mut kinds: Vec<&str> = types.values().map(String::as_str).collect();
-    kinds.sort();
-    kinds.dedup();
+    let kinds: std::collections::BTreeSet<&str> = types.values().flat_map(|t| t.keys()).map(String::as_str).collect();
+    let kinds: Vec<&str> = kinds.into_iter().collect();
     let facts = super::hf::load::Facts {
         path: path.display().to_string(),
         weights: path.display().to_string(),

@@ -20,6 +20,7 @@ pub mod params;
 pub mod seeded;
 pub mod text;
 mod textbook;
+pub mod token_text;
 pub mod tokenize;
 mod toy;
 mod toy_pad;
@@ -57,6 +58,14 @@ pub struct Loaded {
     pub notes: Vec<String>,
     /// A real model's tokenizer, to name predicted token ids.
     pub tokenizer: Option<tokenizers::Tokenizer>,
+}
+
+impl Loaded {
+    /// What each token spells as text, for a real model whose vocabulary spells bytes
+    /// (byte-level BPE, SentencePiece); None for WordPiece and the toy vocabularies.
+    pub fn texts(&self) -> Option<Vec<String>> {
+        token_text::texts(self.tokenizer.as_ref(), &self.tokens)
+    }
 }
 
 /// Where the parameters come from; consumed by [`Source::params`].
@@ -144,6 +153,17 @@ pub(crate) fn stored_note(dtype: &str) -> String {
     } else {
         format!("the weights are stored as {dtype}; the arithmetic is f32 on the stored values")
     }
+}
+
+/// The one refusal of a model whose architecture attn-trace does not map, whether a folder's
+/// config.json or a GGUF file's metadata names it: `--model PATH: architecture "falcon"
+/// (config.json's model_type) is not supported (use a model of a supported architecture: …)`.
+pub(crate) fn unsupported_architecture(model: &str, arch: &str, whence: &str, supported: &[&str]) -> anyhow::Error {
+    usage(
+        format!("--model {model}"),
+        format!("architecture {arch:?} ({whence}) is not supported"),
+        format!("use a model of a supported architecture: {}", supported.join(", ")),
+    )
 }
 
 /// Takes the file's value, or the flag's if it agrees; a contradiction names both values.

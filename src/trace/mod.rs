@@ -7,6 +7,7 @@
 //! are API (see TRACE.md in the design notes and the README's step table): `layers.0.attn.weights`,
 //! with the layer and the in-layer name also kept apart so nobody parses strings.
 
+pub mod label;
 pub mod record;
 pub mod schema;
 pub mod steps;
@@ -78,8 +79,11 @@ impl Step {
 pub struct Trace {
     /// The sentence as given, if any.
     pub sentence: Option<String>,
-    /// Token strings, one per position: row and column labels.
+    /// Token strings, one per position, exactly as the vocabulary spells them.
     pub tokens: Vec<String>,
+    /// What each token spells as text, for a real model's byte-level or SentencePiece
+    /// vocabulary (`sources/token_text.rs`); the row and column labels show it.
+    pub texts: Option<Vec<String>>,
     /// Vocabulary ids, absent for a raw input matrix.
     pub token_ids: Option<Vec<u32>>,
     /// BERT's token types (segment ids) for real models.
@@ -101,8 +105,17 @@ pub struct Prediction {
     pub id: u32,
     /// The tokenizer's string for the id (exact, e.g. `Ġshoes`), if it has one.
     pub token: Option<String>,
+    /// What the token spells as text (` shoes`), as for [`Trace::texts`].
+    pub text: Option<String>,
     /// softmax(logits) at this id.
     pub prob: f32,
+}
+
+impl Prediction {
+    /// The token's label, as [`Trace::label`]; None for an id without a token string.
+    pub fn label(&self) -> Option<String> {
+        self.token.as_deref().map(|t| label::label(t, self.text.as_deref()).into_owned())
+    }
 }
 
 /// Splits `layers.3.attn.q` into (Some(3), "attn.q"); other ids have no layer.
@@ -122,6 +135,17 @@ impl Trace {
     /// depend on the struct's field order.
     pub fn config_json(&self) -> serde_json::Value {
         serde_json::to_value(&self.config).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The label of position `i` ([`label::label`]: the decoded text, spaces as `·`).
+    pub fn label(&self, i: usize) -> String {
+        let text = self.texts.as_ref().and_then(|t| t.get(i)).map(String::as_str);
+        label::label(&self.tokens[i], text).into_owned()
+    }
+
+    /// Every position's [`label`](Trace::label).
+    pub fn labels(&self) -> Vec<String> {
+        (0..self.tokens.len()).map(|i| self.label(i)).collect()
     }
 
     pub fn get(&self, id: &str) -> Option<&Step> {

@@ -95,16 +95,16 @@ impl Recorder {
     pub fn push_lens(&mut self, top: Vec<Vec<(u32, f32)>>) {
         let rows = top
             .into_iter()
-            .map(|r| r.into_iter().map(|(id, prob)| super::Prediction { id, token: None, prob }).collect());
+            .map(|r| r.into_iter().map(|(id, prob)| super::Prediction { id, token: None, text: None, prob }).collect());
         self.trace.lens.get_or_insert_with(Vec::new).push(rows.collect());
     }
 
     /// The model's predictions (ids and probabilities; token strings are added later).
     pub fn set_predictions(&mut self, top: Vec<Vec<(u32, f32)>>) {
         if self.top_k > 0 {
-            let rows = top
-                .into_iter()
-                .map(|r| r.into_iter().map(|(id, prob)| super::Prediction { id, token: None, prob }).collect());
+            let rows = top.into_iter().map(|r| {
+                r.into_iter().map(|(id, prob)| super::Prediction { id, token: None, text: None, prob }).collect()
+            });
             self.trace.predictions = Some(rows.collect());
         }
     }
@@ -119,6 +119,11 @@ impl Recorder {
         self.trace.sentence = sentence;
         self.trace.token_ids = ids;
         self.trace.token_type_ids = type_ids;
+    }
+
+    /// Sets each token's decoded text (the labels' text; JSON's `input.texts`).
+    pub fn set_texts(&mut self, texts: Option<Vec<String>>) {
+        self.trace.texts = texts;
     }
 
     /// Hands every step to `f` as it is recorded; with `keep` false the trace does not hold

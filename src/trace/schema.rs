@@ -1,8 +1,9 @@
 //! `attn-trace schema`: the JSON Schema (draft 2020-12) of the trace document, kept beside
 //! this file as `schema.json` so that it reads as JSON and is reviewed as JSON.
 //!
-//! The schema is versioned with the document: its `$id` ends in `schema_version:1`, its
-//! `version` field is the same number, and it requires `"schema_version": 1`. A change of a
+//! The schema is versioned with the document: its `$id` ends in `schema_version:N`, its
+//! `version` field is the same number, and it requires `"schema_version": N` (N is
+//! [`SCHEMA_VERSION`]). A change of a
 //! step name or field changes all three and gets a CHANGELOG.md entry. The `jsonl` format
 //! is the same steps, one per line, after a first line with `schema_version`, `input` and
 //! `config`.
@@ -12,7 +13,7 @@ use std::io::{self, Write};
 
 /// The JSON document's `schema_version`: bumped when a step is renamed or a field changes
 /// meaning (CHANGELOG.md records each version).
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The schema's text, exactly as `attn-trace schema` prints it.
 pub const SCHEMA: &str = include_str!("schema.json");

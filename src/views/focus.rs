@@ -21,8 +21,10 @@ pub struct Focus {
     pub layer: usize,
     /// The factor applied to q·k (the config's `scale`, 1/√d_k unless --scale says otherwise).
     pub scale: f64,
-    /// Every key token (the row labels of the arithmetic).
+    /// Every key token, exactly as spelled (JSON's `key_tokens`).
     pub keys: Vec<String>,
+    /// Every key token's label (`Trace::label`), as the tables show them.
+    pub labels: Vec<String>,
     pub heads: Vec<FocusHead>,
     /// Whether q and k are the rotated `attn.q_rot`/`attn.k_rot` (rotary positions).
     pub rotated: bool,
@@ -157,6 +159,7 @@ pub fn derive(trace: &Trace, position: usize, layer: usize) -> Result<Focus> {
         layer,
         scale,
         keys: trace.tokens.clone(),
+        labels: trace.labels(),
         heads,
         rotated,
         chosen_from: None,

@@ -12,8 +12,11 @@ pub const MERGE_RULE: &str =
 /// The attention maps to draw, all over the same labels.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Maps {
-    /// Row and column labels: the tokens, or the words with --merge-pieces.
+    /// Row and column labels: the tokens' labels (`Trace::label`), or the words with
+    /// --merge-pieces.
     pub labels: Vec<String>,
+    /// The same, from the tokens exactly as spelled (JSON's `views.labels`).
+    pub spelled: Vec<String>,
     /// With --merge-pieces: each word's token positions.
     pub pieces: Option<Vec<Vec<usize>>>,
     /// With --average-heads: the heads each mean is over.
@@ -62,10 +65,11 @@ impl Maps {
 pub fn maps(trace: &Trace, merge: bool, average: bool) -> Maps {
     let n = trace.tokens.len();
     let pieces = merge.then(|| words(&trace.tokens));
-    let labels = match &pieces {
-        Some(ws) => ws.iter().map(|w| w.iter().map(|&p| trace.tokens[p].trim_start_matches("##")).collect()).collect(),
-        None => trace.tokens.clone(),
+    let join = |all: Vec<String>| match &pieces {
+        Some(ws) => ws.iter().map(|w| w.iter().map(|&p| all[p].trim_start_matches("##")).collect()).collect(),
+        None => all,
     };
+    let (labels, spelled): (Vec<String>, Vec<String>) = (join(trace.labels()), join(trace.tokens.clone()));
     let mut rules = Vec::new();
     if merge {
         rules.push(MERGE_RULE.to_string());
@@ -96,7 +100,7 @@ pub fn maps(trace: &Trace, merge: bool, average: bool) -> Maps {
         rules.push(format!("mean over heads {}", span(hs)));
     }
     let pad = padding(trace, pieces.as_deref(), labels.len());
-    Maps { labels, pieces, averaged, rules, maps: out, pad }
+    Maps { labels, spelled, pieces, averaged, rules, maps: out, pad }
 }
 
 /// Which labels are pads: a token whose `attention_mask` is 0, or a word all of whose pieces

@@ -36,14 +36,23 @@ pub struct Views {
     pub rollout: Option<Vec<(usize, Vec<f64>)>>,
     /// `--patch`: the sweep, and the corrupted sentence's tokens (attached by `run`).
     pub patching: Option<(crate::model::patch::Sweep, Vec<String>)>,
+    /// `--patch`: the corrupted sentence's token labels (`Trace::label`), for the tables.
+    pub corrupted_labels: Vec<String>,
     /// `--patch`: the sweep as the heatmaps draw it.
     pub patch_grid: Option<patching::PatchGrid>,
 }
 
 impl Views {
-    /// Attaches a patching sweep (computed after the trace) and its heatmap grid.
-    pub fn attach_patching(&mut self, sweep: crate::model::patch::Sweep, corrupted: Vec<String>, tokens: &[String]) {
-        self.patch_grid = Some(patching::grid(&sweep, tokens));
+    /// Attaches a patching sweep (computed after the trace), the corrupted sentence's tokens
+    /// and their labels, and its heatmap grid (positions labelled by the clean `labels`).
+    pub fn attach_patching(
+        &mut self,
+        sweep: crate::model::patch::Sweep,
+        (corrupted, corrupted_labels): (Vec<String>, Vec<String>),
+        labels: &[String],
+    ) {
+        self.patch_grid = Some(patching::grid(&sweep, labels));
+        self.corrupted_labels = corrupted_labels;
         self.patching = Some((sweep, corrupted));
     }
 }
@@ -76,5 +85,18 @@ pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
         other => other,
     };
     let summary = (out.summary && out.format == Format::Table).then(|| summary::summarize(&trace));
-    Ok((trace, Views { focus, maps, summary, stats, rollout, patching: None, patch_grid: None, params: None }))
+    Ok((
+        trace,
+        Views {
+            focus,
+            maps,
+            summary,
+            stats,
+            rollout,
+            patching: None,
+            corrupted_labels: Vec::new(),
+            patch_grid: None,
+            params: None,
+        },
+    ))
 }

@@ -148,7 +148,7 @@ fn bad_decoder_folders_are_one_line_errors() {
     expect(&d, &[], "rope_scaling type \"yarn\" is not supported");
     let d = copy("llama-gqa");
     edit(&d, &|v| v["model_type"] = "falcon".into());
-    expect(&d, &[], "model_type \"falcon\" is not supported");
+    expect(&d, &[], "architecture \"falcon\" (config.json's model_type) is not supported");
     // An input longer than the model's positions, unless --truncate.
     let long = "my shoes are small ".repeat(40);
     let out = cmd()

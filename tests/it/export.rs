@@ -28,7 +28,7 @@ fn jsonl_lines_are_the_documents_steps() {
         let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         let steps = doc["steps"].as_array().unwrap();
         assert_eq!(lines.len(), steps.len() + 1, "a header line, then one line per step");
-        assert_eq!(lines[0], json!({"schema_version": 1, "input": doc["input"], "config": doc["config"]}));
+        assert_eq!(lines[0], json!({"schema_version": 2, "input": doc["input"], "config": doc["config"]}));
         assert_eq!(&lines[1..], &steps[..]);
     }
 }
@@ -86,7 +86,7 @@ fn save_trace_holds_the_json_numbers_in_both_formats() {
     assert_eq!(header["layers.0.attn.mask"]["dtype"], "U8");
     assert_eq!(header["token_ids"]["dtype"], "I64");
     assert_eq!(header["layers.0.attn.weights"]["dtype"], "F32");
-    assert_eq!(header["__metadata__"]["schema_version"], "1");
+    assert_eq!(header["__metadata__"]["schema_version"], "2");
 }
 
 trait Strings {
@@ -287,7 +287,7 @@ pub fn assert_valid(what: &str, doc: &Value) {
 fn every_json_golden_and_fresh_output_fits_the_schema() {
     let s = schema();
     assert_eq!(s["$schema"], "https://json-schema.org/draft/2020-12/schema");
-    assert_eq!(s["version"], 1);
+    assert_eq!(s["version"], 2);
     let mut n = 0;
     for entry in std::fs::read_dir(root().join("fixtures/golden")).unwrap() {
         let path = entry.unwrap().path();

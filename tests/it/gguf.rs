@@ -68,8 +68,8 @@ fn a_quantized_gguf_traces_as_the_gguf_packages_dequantization() {
     let b = trace_json(&["my shoes are small", "--model", &tiny("tiny-llama.gguf"), "--steps", "all"]);
     assert_eq!(a["input"]["token_ids"], b["input"]["token_ids"], "the metadata's tokenizer");
     let types = &b["config"]["model"]["tensor_types"];
-    assert_eq!(types["attn_q"], "q4_1");
-    assert_eq!(types["token_embd"], "q8_0");
+    assert_eq!(types["attn_q"], serde_json::json!({"q4_1": 2}));
+    assert_eq!(types["token_embd"], serde_json::json!({"q8_0": 1}));
     let (sa, sb) = (steps(&a), steps(&b));
     assert!(sa.len() > 30);
     for (id, (_, va)) in &sa {
@@ -140,9 +140,10 @@ fn smollm2_says_paris() {
     assert_eq!(doc["input"]["token_ids"], serde_json::json!([504, 3575, 282, 4649, 314]));
     let last = &doc["predictions"][4]["top"][0];
     assert_eq!(last["token"], "ĠParis", "{last}");
+    assert_eq!(last["text"], " Paris", "{last}");
     let c = &doc["config"];
     assert_eq!((c["layers"].as_u64(), c["heads"].as_u64(), c["kv_heads"].as_u64()), (Some(30), Some(9), Some(3)));
-    assert_eq!(c["model"]["tensor_types"]["attn_q"], "q4_1");
+    assert_eq!(c["model"]["tensor_types"]["attn_q"], serde_json::json!({"q4_1": 30}));
 }
 
 #[test]

@@ -6,12 +6,12 @@ use crate::error::usage;
 use anyhow::Result;
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 enum Store {
     Safetensors(MmapedSafetensors),
-    Pickle(HashMap<String, Tensor>),
+    Pickle(BTreeMap<String, Tensor>),
 }
 
 pub struct Checkpoint {
@@ -67,13 +67,18 @@ impl Checkpoint {
         prefixes.iter().map(|p| format!("{p}{name}")).find(|n| self.has(n)).unwrap_or_else(|| name.to_string())
     }
 
-    /// The stored dtype of the weights when it is not f32 (`f16`, `bf16`, …).
+    /// The stored dtypes of the weights other than f32 (`f16`, `bf16`, …), sorted and joined
+    /// by `+`. Every tensor counts: the safetensors index is a hash map, so "the first tensor's
+    /// type" would change from run to run where the types are mixed (f32 norms, bf16 weights).
     pub fn stored_dtype(&self) -> Option<String> {
-        let dtype = match &self.store {
-            Store::Safetensors(st) => st.tensors().first().map(|(_, v)| format!("{:?}", v.dtype()).to_lowercase()),
-            Store::Pickle(m) => m.values().next().map(|t| format!("{:?}", t.dtype()).to_lowercase()),
-        }?;
-        (dtype != "f32").then_some(dtype)
+        let kinds: BTreeSet<String> = match &self.store {
+            Store::Safetensors(st) => {
+                st.tensors().iter().map(|(_, v)| format!("{:?}", v.dtype()).to_lowercase()).collect()
+            }
+            Store::Pickle(m) => m.values().map(|t| format!("{:?}", t.dtype()).to_lowercase()).collect(),
+        };
+        let kinds: Vec<String> = kinds.into_iter().filter(|d| d != "f32").collect();
+        (!kinds.is_empty()).then(|| kinds.join("+"))
     }
 
     /// The tensor `name` as f32, checked to have `shape`.

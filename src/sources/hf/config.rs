@@ -63,15 +63,9 @@ impl HfConfig {
             .map_err(|e| usage(&what, format!("not valid JSON: {e}"), "restore the model's config.json"))?;
         let model_type = raw["model_type"].as_str().unwrap_or("(none)").to_string();
         if !SUPPORTED.contains(&model_type.as_str()) {
-            return Err(usage(
-                &what,
-                format!("model_type {model_type:?} is not supported"),
-                format!(
-                    "use a model of a supported family: {}, {}",
-                    SUPPORTED.join(", "),
-                    super::decoder::FAMILIES.join(", ")
-                ),
-            ));
+            let dir = path.parent().unwrap_or(path).display().to_string();
+            let all: Vec<&str> = SUPPORTED.iter().chain(super::decoder::FAMILIES).copied().collect();
+            return Err(crate::sources::unsupported_architecture(&dir, &model_type, "config.json's model_type", &all));
         }
         let cfg: HfConfig = serde_json::from_value(raw).map_err(|e| {
             usage(&what, format!("a BERT config field is missing or wrong: {e}"), "restore the model's config.json")
