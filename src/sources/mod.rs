@@ -11,6 +11,8 @@
 pub mod batch;
 pub mod file;
 pub mod gguf;
+mod gguf_check;
+mod gguf_meta;
 mod gguf_tokenizer;
 pub mod given;
 pub mod hf;

@@ -73,6 +73,7 @@ impl HfConfig {
                 ),
             ));
         }
+        super::fields::check(&raw, super::fields::BERT, &what)?;
         let cfg: HfConfig = serde_json::from_value(raw).map_err(|e| {
             usage(&what, format!("a BERT config field is missing or wrong: {e}"), "restore the model's config.json")
         })?;
