@@ -210,6 +210,31 @@ def test_a_bad_weights_dict_is_an_error(tmp_path):
         attn_trace.trace(SHOES, model=MINILM, weights={"embed.token.weight": np.zeros((2, 2))})
 
 
+def test_hostile_weights_dicts_are_clean_errors(tmp_path):
+    """Issue 27: NaN is accepted with a note (as the command does); wrong dtypes, ragged or
+    empty arrays and wrong shapes are one-line errors naming the tensor, never a panic."""
+    named = read_safetensors(_weights(tmp_path))
+    nan = dict(named)
+    nan["layers.0.attn.q_proj.weight"] = np.full((4, 4), np.nan)
+    with pytest.warns(UserWarning, match="NaN"):
+        attn_trace.trace(SHOES, weights=nan)
+    for value, message in [
+        (np.array([["a", "b"], ["c", "d"]]), r"tensor layers\.0\.attn\.q_proj\.weight holds <U1; expected real numbers"),
+        (np.ones((4, 4), dtype=np.complex64), r"holds complex64; expected real numbers"),
+        (np.array([None, 1.0]), r"holds object; expected real numbers"),
+        (np.array([True, False]), r"holds bool; expected real numbers"),
+        ([[1.0, 2.0], [3.0]], r"tensor layers\.0\.attn\.q_proj\.weight is not an array of numbers"),
+        (np.zeros((0, 4)), r"^weights: "),
+        (np.zeros((4, 4, 4)), r"^weights: "),
+        (np.float32(1.0), r"^weights: "),
+    ]:
+        bad = dict(named)
+        bad["layers.0.attn.q_proj.weight"] = value
+        with pytest.raises(attn_trace.Error, match=message) as e:
+            attn_trace.trace(SHOES, weights=bad)
+        assert e.value.code == 2 and "\n" not in str(e.value) and "panicked" not in str(e.value)
+
+
 def test_diff_reports_as_the_cli(cli, tmp_path):
     a = attn_trace.trace(SHOES, heads=2)
     same = attn_trace.diff(a, attn_trace.trace(SHOES, heads=2))

@@ -192,8 +192,11 @@ fn header<R: std::io::BufRead + std::io::Seek>(r: &mut R, len: u64, what: &str) 
         ));
     }
     for (name, info) in &content.tensor_infos {
-        let (elems, block) = (info.shape.elem_count() as u64, info.ggml_dtype.block_size() as u64);
-        let bytes = elems / block.max(1) * info.ggml_dtype.type_size() as u64;
+        // Dimensions whose product overflows claim more than any file holds (candle's
+        // `elem_count` would overflow on them).
+        let elems = info.shape.dims().iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64)).unwrap_or(u64::MAX);
+        let block = info.ggml_dtype.block_size() as u64;
+        let bytes = (elems / block.max(1)).saturating_mul(info.ggml_dtype.type_size() as u64);
         let end = content.tensor_data_offset.saturating_add(info.offset).saturating_add(bytes);
         if end > len || elems % block.max(1) != 0 {
             return Err(usage(

@@ -318,3 +318,49 @@ fn class7_messages_name_the_key_in_one_line() {
     let bert = folder(dir.path(), "tiny-bert", |v| v["vocab_size"] = serde_json::json!(-1));
     refused_line(&trace(&bert), "config.json: vocab_size is -1; expected an integer ≥ 0");
 }
+
+/// A stable-toolchain stand-in for the fuzz targets (tests/fuzz: pickle, gguf): every seed,
+/// mutated a few thousand times (bytes overwritten with edge values, cut short, spliced), goes
+/// through the readers' `check_bytes` and must end in a result or an error, never a panic.
+/// `ATTN_TRACE_MUTATIONS=N` runs N per seed (400 by default) and takes large seeds too.
+#[test]
+fn mutated_model_files_end_in_a_result_or_an_error() {
+    let runs: usize = std::env::var("ATTN_TRACE_MUTATIONS").ok().and_then(|n| n.parse().ok()).unwrap_or(400);
+    let seeds = |target: &str| -> Vec<Vec<u8>> {
+        let dir = root().join("tests/fuzz/seeds").join(target);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        let small = |b: &Vec<u8>| b.len() < 8192 || runs > 400;
+        files.iter().map(|p| std::fs::read(p).unwrap()).filter(small).collect()
+    };
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n.max(1) as u64) as usize
+    };
+    let checks: [(&str, fn(&[u8]) -> anyhow::Result<()>); 2] = [
+        ("pickle", attn_trace::sources::hf::pickle::check_bytes),
+        ("gguf", attn_trace::sources::gguf::Gguf::check_bytes),
+    ];
+    for (target, check) in checks {
+        let seeds = seeds(target);
+        assert!(seeds.len() >= 8, "{target}: {} seeds", seeds.len());
+        for seed in &seeds {
+            for _ in 0..runs {
+                let mut b = seed.clone();
+                for _ in 0..1 + next(4) {
+                    let at = next(b.len());
+                    match next(4) {
+                        0 => b[at] = [0x00, 0xff, 0x7f, 0x80, 0x01][next(5)],
+                        1 => b[at..].iter_mut().take(8).for_each(|x| *x = 0xff),
+                        2 => b.truncate(at.max(1)),
+                        _ => b[at] ^= 1 << next(8),
+                    }
+                }
+                let _ = check(&b);
+            }
+        }
+    }
+}
