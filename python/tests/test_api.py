@@ -235,6 +235,28 @@ def test_hostile_weights_dicts_are_clean_errors(tmp_path):
         assert e.value.code == 2 and "\n" not in str(e.value) and "panicked" not in str(e.value)
 
 
+def test_hostile_model_files_are_clean_errors(tmp_path):
+    """Issue 27 through the API: the hostile GGUF and pickle seeds of the fuzz targets are
+    attn_trace.Error with the command's message (a panic would be a PanicException)."""
+    import shutil
+    seeds = ROOT / "tests/fuzz/seeds"
+    for name, message in [
+        ("alignment_0.gguf", r"general\.alignment is 0; expected a power of two"),
+        ("block_count_2p40.gguf", r"llama\.block_count is 1099511627776 but the file holds blocks"),
+        ("duplicate_tensor.gguf", r"tensor \"blk\.0\.attn_q\.weight\" appears twice"),
+    ]:
+        with pytest.raises(attn_trace.Error, match=message) as e:
+            attn_trace.trace(SHOES, model=str(seeds / "gguf" / name))
+        assert e.value.code == 2
+    for name, message in [("string_4gib.bin", "a string of 4294967295 bytes"), ("memo_bomb.bin", "no dictionary")]:
+        folder = tmp_path / name
+        shutil.copytree(ROOT / "fixtures/decoders/llama-bin", folder)
+        shutil.copy(seeds / "pickle" / name, folder / "pytorch_model.bin")
+        with pytest.raises(attn_trace.Error, match=message) as e:
+            attn_trace.trace("The capital of France is", model=str(folder))
+        assert e.value.code == 2
+
+
 def test_diff_reports_as_the_cli(cli, tmp_path):
     a = attn_trace.trace(SHOES, heads=2)
     same = attn_trace.diff(a, attn_trace.trace(SHOES, heads=2))
