@@ -278,6 +278,11 @@ fn class4_malformed_files_are_named_not_read_as_something_else() {
         });
         refused_line(&trace(&m), shown);
     }
+    // A config.json key given twice (BERT's config was read leniently: the last one won).
+    let twice = folder(dir.path(), "tiny-bert", |_| {});
+    let text = std::fs::read_to_string(twice.join("config.json")).unwrap().replacen('{', "{\"hidden_size\": 7, ", 1);
+    std::fs::write(twice.join("config.json"), text).unwrap();
+    refused_line(&trace(&twice), "the key \"hidden_size\" appears twice");
     let mistral = folder(dir.path(), "decoders/mistral", |v| v["sliding_window"] = serde_json::json!(0));
     refused_line(&trace(&mistral), "sliding_window is 0; expected a window of at least 1 token");
     // Integer weights are refused, not converted: an i32 token table (safetensors) and

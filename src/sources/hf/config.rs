@@ -59,7 +59,8 @@ impl HfConfig {
         let what = format!("--model: {}", path.display());
         let text = std::fs::read_to_string(path)
             .map_err(|e| usage(&what, e, "pass a Hugging Face model folder with a config.json"))?;
-        let raw: serde_json::Value = serde_json::from_str(&text)
+        // Strict: a key given twice is refused, not read as its last value.
+        let raw: serde_json::Value = crate::strict_json::parse(text.as_bytes())
             .map_err(|e| usage(&what, format!("not valid JSON: {e}"), "restore the model's config.json"))?;
         let model_type = raw["model_type"].as_str().unwrap_or("(none)").to_string();
         if !SUPPORTED.contains(&model_type.as_str()) {
