@@ -144,6 +144,9 @@ pub fn config(content: &Content, what: &str) -> Result<DecoderConfig> {
         "eos_token_id": uint(g, "tokenizer.ggml.eos_token_id")?,
     });
     let c = DecoderConfig::read(raw, g.what)?;
+    let shape = |n: &str| g.content.tensor_infos.get(n).map(|t| t.shape.dims().to_vec());
+    let names = ["token_embd.weight", "blk.0.attn_q.weight", "blk.0.attn_k.weight"];
+    super::hf::dims::check(&c, names, shape, "the metadata", g.what)?;
     if let Some(n) = uint(g, &k("rope.dimension_count"))?.filter(|&n| n != c.d_head() as u64) {
         let why = format!(
             "GGUF metadata {} is {n} but the heads are {} wide (embedding_length / head_count); \

@@ -203,6 +203,23 @@ fn class3_impossible_models_are_refused_before_any_loop() {
     refused_line(&trace(&llama), "num_hidden_layers is 1000000000000 but the checkpoint holds layers 0 to 1");
     let bert = folder(dir.path(), "tiny-bert", layers);
     refused_line(&trace(&bert), "num_hidden_layers is 1000000000000 but the checkpoint holds layers 0 to");
+    // 10^12 heads of 10^12 wide models: sizes are checked against the stored shapes first
+    // (a head map of 10^12 entries was allocated before the memory cap was consulted).
+    let heads = folder(&dir.path().join("heads"), "decoders/llama-gqa", |v| {
+        v["num_attention_heads"] = serde_json::json!(1_000_000_000_000u64);
+        v["hidden_size"] = serde_json::json!(1_000_000_000_000u64);
+    });
+    refused_line(
+        &trace(&heads),
+        "model.embed_tokens.weight has shape [416, 32] but config.json implies [416, 1000000000000]",
+    );
+    let wide = llama_kvs(&[
+        ("llama.embedding_length", Some(V::U64(1 << 40))),
+        ("llama.attention.head_count", Some(V::U64(1 << 39))),
+        ("llama.attention.head_count_kv", Some(V::U32(1))),
+    ]);
+    let wide = trace_gguf(dir.path(), "wide", &gguf(&wide, TENSORS, 32));
+    refused_line(&wide, "token_embd.weight has shape [10, 8] but the metadata implies [10, 1099511627776]");
     let bin = with_pickle(dir.path(), "bin", |b| b);
     let cfg = bin.join("config.json");
     let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();

@@ -66,6 +66,14 @@ impl Checkpoint {
         prefixes.iter().map(|p| format!("{p}{name}")).find(|n| self.has(n)).unwrap_or_else(|| name.to_string())
     }
 
+    /// The stored shape of `name`, without reading it.
+    pub fn shape(&self, name: &str) -> Option<Vec<usize>> {
+        match &self.store {
+            Store::Safetensors(st) => st.get(name).ok().map(|v| v.shape().to_vec()),
+            Store::Pickle(p) => p.info(name).map(|i| i.shape.clone()),
+        }
+    }
+
     /// config.json's `num_hidden_layers` is the number of layers the checkpoint holds
     /// (`{prefix}N.…` for one of `prefixes`), checked before any loop runs over the layers.
     pub fn check_layers(&self, count: usize, prefixes: &[&str]) -> Result<()> {

@@ -7,6 +7,7 @@ pub mod check;
 pub mod checkpoint;
 pub mod config;
 pub mod decoder;
+pub mod dims;
 mod fields;
 pub mod load;
 pub mod pickle;
