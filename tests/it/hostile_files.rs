@@ -362,7 +362,8 @@ fn mutated_model_files_end_in_a_result_or_an_error() {
         state ^= state << 17;
         (state % n.max(1) as u64) as usize
     };
-    let checks: [(&str, fn(&[u8]) -> anyhow::Result<()>); 2] = [
+    type Check = fn(&[u8]) -> anyhow::Result<()>;
+    let checks: [(&str, Check); 2] = [
         ("pickle", attn_trace::sources::hf::pickle::check_bytes),
         ("gguf", attn_trace::sources::gguf::Gguf::check_bytes),
     ];
