@@ -39,6 +39,11 @@ fn folder(dir: &Path, name: &str, edit: impl Fn(&mut serde_json::Value)) -> Path
 
 /// The llama-bin fixture's pytorch_model.bin with data.pkl given by `edit`, and the rest as is.
 fn with_pickle(dir: &Path, tag: &str, edit: impl Fn(Vec<u8>) -> Vec<u8>) -> PathBuf {
+    with_entries(dir, tag, |name, b| if name.ends_with("data.pkl") { edit(b) } else { b })
+}
+
+/// The llama-bin fixture's pytorch_model.bin with each entry given by `edit(name, bytes)`.
+fn with_entries(dir: &Path, tag: &str, edit: impl Fn(&str, Vec<u8>) -> Vec<u8>) -> PathBuf {
     use std::io::{Read, Write};
     let model = folder(&dir.join(tag), "decoders/llama-bin", |_| {});
     let bin = model.join("pytorch_model.bin");
@@ -50,7 +55,7 @@ fn with_pickle(dir: &Path, tag: &str, edit: impl Fn(Vec<u8>) -> Vec<u8>) -> Path
         let mut bytes = Vec::new();
         f.read_to_end(&mut bytes).unwrap();
         let name = f.name().unwrap().to_string();
-        let bytes = if name.ends_with("data.pkl") { edit(bytes) } else { bytes };
+        let bytes = edit(&name, bytes);
         out.start_file(name, opts).unwrap();
         out.write_all(&bytes).unwrap();
     }
@@ -315,6 +320,9 @@ fn class4_malformed_files_are_named_not_read_as_something_else() {
     refused_line(&trace(&ints), "tensor model.embed_tokens.weight is stored as i32; expected floats");
     let pkl = with_pickle(dir.path(), "int", |b| replace(&b, b"ctorch\nFloatStorage\n", b"ctorch\nIntStorage\n"));
     refused_line(&trace(&pkl), "is stored as i32 (torch.IntStorage); expected floats");
+    // Storages written by a big-endian machine (they were read as little-endian values).
+    let big = with_entries(dir.path(), "big", |name, b| if name.ends_with("byteorder") { b"big".to_vec() } else { b });
+    refused_line(&trace(&big), "pytorch_model.bin: byteorder is \"big\"; expected little");
 }
 
 #[test]

@@ -127,6 +127,15 @@ fn index<R: Read + Seek>(zip: &mut ZipArchive<R>, len: u64, what: &str) -> Resul
         entry.take(size).read_to_end(&mut bytes).map_err(|e| bad(what, format!("data.pkl: {e}")))?;
         bytes
     };
+    // torch.save writes the storages in the saving machine's byte order; this reader reads
+    // little-endian values only.
+    if let Ok(entry) = zip.by_name(&format!("{dir}byteorder")) {
+        let mut order = String::new();
+        let _ = entry.take(16).read_to_string(&mut order);
+        if order.trim() != "little" {
+            return Err(bad(what, format!("byteorder is {}; expected little", crate::error::quote(order.trim()))));
+        }
+    }
     let top = parse(&bytes).map_err(|why| bad(what, format!("data.pkl: {why}")))?;
     let Node::Dict(items) = &*top.node else {
         return Err(bad(what, "data.pkl holds no dictionary of tensors"));
