@@ -121,9 +121,7 @@ pub struct RealModel {
     /// Whether the tokenizer added a beginning-of-sequence token (decoders).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bos_added: Option<bool>,
-    /// A GGUF file's tensor types by tensor group (`attn_q`: {`q4_1`: 30}, `attn_v`:
-    /// {`q5_0`: 15, `q8_0`: 15}, `attn_q.bias`: {`f32`: 30}): every type present, with how
-    /// many tensors of the group have it; groups and types in name order.
+    /// A GGUF file's tensor types per group, with counts (`attn_v`: {`q5_0`: 15, `q8_0`: 15}).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tensor_types: Option<TensorTypes>,
 }
@@ -278,8 +276,7 @@ pub struct Parts {
     /// decoders): the memory estimate counts one layer's, not all. Not part of the JSON.
     #[serde(skip)]
     pub layer_at_a_time: bool,
-    /// The token table and the head stay in the checkpoint's stored form (GGUF files): the
-    /// memory estimate counts the input's rows and one slice of the head. Not part of the JSON.
+    /// The token table and head stay stored (`params::Stored`), for the estimate. Not in JSON.
     #[serde(skip)]
     pub vocab_stored: bool,
 }

@@ -106,12 +106,21 @@ def _argv(sentence: Optional[str], pair: Optional[str], model: Any, options: dic
 
 
 def _given(weights: Mapping) -> list:
-    """A dict of arrays (numpy, torch, anything with __array__) as float32 C-order arrays."""
+    """A dict of arrays (numpy, torch, anything with __array__) as float32 C-order arrays.
+    Arrays of anything but real numbers (strings, objects, complex numbers, ragged lists) are
+    refused as ``Error``, naming the tensor, rather than converted or raised as numpy's own
+    exception."""
     out = []
     for name, value in weights.items():
         if hasattr(value, "detach"):  # a torch tensor that may require grad or live on a GPU
             value = value.detach().cpu()
-        out.append((str(name), np.ascontiguousarray(np.asarray(value, dtype=np.float32))))
+        try:
+            a = np.asarray(value)
+        except (ValueError, TypeError) as e:
+            raise Error(f"weights: tensor {name} is not an array of numbers ({e}) (pass arrays of floats)", 2) from None
+        if a.dtype.kind not in "fiu":
+            raise Error(f"weights: tensor {name} holds {a.dtype}; expected real numbers (pass arrays of floats)", 2)
+        out.append((str(name), np.ascontiguousarray(a, dtype=np.float32)))
     return out
 
 

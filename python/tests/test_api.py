@@ -210,6 +210,53 @@ def test_a_bad_weights_dict_is_an_error(tmp_path):
         attn_trace.trace(SHOES, model=MINILM, weights={"embed.token.weight": np.zeros((2, 2))})
 
 
+def test_hostile_weights_dicts_are_clean_errors(tmp_path):
+    """Issue 27: NaN is accepted with a note (as the command does); wrong dtypes, ragged or
+    empty arrays and wrong shapes are one-line errors naming the tensor, never a panic."""
+    named = read_safetensors(_weights(tmp_path))
+    nan = dict(named)
+    nan["layers.0.attn.q_proj.weight"] = np.full((4, 4), np.nan)
+    with pytest.warns(UserWarning, match="NaN"):
+        attn_trace.trace(SHOES, weights=nan)
+    for value, message in [
+        (np.array([["a", "b"], ["c", "d"]]), r"tensor layers\.0\.attn\.q_proj\.weight holds <U1; expected real numbers"),
+        (np.ones((4, 4), dtype=np.complex64), r"holds complex64; expected real numbers"),
+        (np.array([None, 1.0]), r"holds object; expected real numbers"),
+        (np.array([True, False]), r"holds bool; expected real numbers"),
+        ([[1.0, 2.0], [3.0]], r"tensor layers\.0\.attn\.q_proj\.weight is not an array of numbers"),
+        (np.zeros((0, 4)), r"^weights: "),
+        (np.zeros((4, 4, 4)), r"^weights: "),
+        (np.float32(1.0), r"^weights: "),
+    ]:
+        bad = dict(named)
+        bad["layers.0.attn.q_proj.weight"] = value
+        with pytest.raises(attn_trace.Error, match=message) as e:
+            attn_trace.trace(SHOES, weights=bad)
+        assert e.value.code == 2 and "\n" not in str(e.value) and "panicked" not in str(e.value)
+
+
+def test_hostile_model_files_are_clean_errors(tmp_path):
+    """Issue 27 through the API: the hostile GGUF and pickle seeds of the fuzz targets are
+    attn_trace.Error with the command's message (a panic would be a PanicException)."""
+    import shutil
+    seeds = ROOT / "tests/fuzz/seeds"
+    for name, message in [
+        ("alignment_0.gguf", r"general\.alignment is 0; expected a power of two"),
+        ("block_count_2p40.gguf", r"llama\.block_count is 1099511627776 but the file holds blocks"),
+        ("duplicate_tensor.gguf", r"tensor \"blk\.0\.attn_q\.weight\" appears twice"),
+    ]:
+        with pytest.raises(attn_trace.Error, match=message) as e:
+            attn_trace.trace(SHOES, model=str(seeds / "gguf" / name))
+        assert e.value.code == 2
+    for name, message in [("string_4gib.bin", "a string of 4294967295 bytes"), ("memo_bomb.bin", "no dictionary")]:
+        folder = tmp_path / name
+        shutil.copytree(ROOT / "fixtures/decoders/llama-bin", folder)
+        shutil.copy(seeds / "pickle" / name, folder / "pytorch_model.bin")
+        with pytest.raises(attn_trace.Error, match=message) as e:
+            attn_trace.trace("The capital of France is", model=str(folder))
+        assert e.value.code == 2
+
+
 def test_diff_reports_as_the_cli(cli, tmp_path):
     a = attn_trace.trace(SHOES, heads=2)
     same = attn_trace.diff(a, attn_trace.trace(SHOES, heads=2))

@@ -13,12 +13,12 @@ use super::hf::decoder::DecoderConfig;
 use super::params::{Block, LayerNorm, LayerParams, Linear};
 use crate::error::usage;
 use anyhow::Result;
-use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::gguf_file::Content;
 use candle_core::{Device, Tensor};
 use std::path::{Path, PathBuf};
 
 /// Architectures this reader maps.
-pub const ARCHITECTURES: &[&str] = &["llama", "qwen2"];
+pub use super::gguf_meta::ARCHITECTURES;
 
 /// An opened GGUF file: its parsed header and where to read tensors from.
 pub struct Gguf {
@@ -100,9 +100,9 @@ pub fn find(spec: &str) -> Option<PathBuf> {
 impl Gguf {
     /// Reads the header (metadata and tensor table); tensors are read when needed.
     pub fn open(path: &Path, what: &str) -> Result<Gguf> {
-        let mut f = std::fs::File::open(path).map_err(|e| usage(what, e, "pass a readable .gguf file"))?;
+        let f = std::fs::File::open(path).map_err(|e| usage(what, e, "pass a readable .gguf file"))?;
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        let content = header(&mut f, len, what)?;
+        let content = header(&mut std::io::BufReader::new(f), len, what)?;
         Ok(Gguf { path: path.to_path_buf(), content, what: what.to_string() })
     }
 
@@ -118,74 +118,10 @@ impl Gguf {
         Ok(())
     }
 
-    fn meta(&self, key: &str) -> Option<&Value> {
-        self.content.metadata.get(key)
-    }
-
-    fn meta_u64(&self, key: &str) -> Result<u64> {
-        let v = self
-            .meta(key)
-            .ok_or_else(|| usage(&self.what, format!("the GGUF metadata has no {key}"), "use a complete GGUF file"))?;
-        v.to_u64().or_else(|_| v.to_u32().map(u64::from)).or_else(|_| v.to_i32().map(|x| x.max(0) as u64)).map_err(
-            |_| usage(&self.what, format!("GGUF metadata {key} is not an integer"), "use a complete GGUF file"),
-        )
-    }
-
-    fn meta_f64(&self, key: &str) -> Option<f64> {
-        self.meta(key).and_then(|v| v.to_f32().map(f64::from).or_else(|_| v.to_f64()).ok())
-    }
-
-    /// The architecture (`general.architecture`), checked against the supported ones.
-    pub fn architecture(&self) -> Result<String> {
-        let arch = self.meta("general.architecture").and_then(|v| v.to_string().ok()).cloned().unwrap_or_default();
-        if !ARCHITECTURES.contains(&arch.as_str()) {
-            let model = self.what.trim_start_matches("--model ");
-            return Err(super::unsupported_architecture(
-                model,
-                &arch,
-                "the GGUF's general.architecture",
-                ARCHITECTURES,
-            ));
-        }
-        Ok(arch)
-    }
-
-    /// The metadata as a Hugging Face `config.json` of the same model, checked as one.
+    /// The metadata as a Hugging Face `config.json` of the same model, checked as one
+    /// (`gguf_meta.rs`).
     pub fn config(&self) -> Result<DecoderConfig> {
-        let arch = self.architecture()?;
-        let k = |name: &str| format!("{arch}.{name}");
-        let embd = self.content.tensor_infos.get("token_embd.weight").map(|t| t.shape.dims().to_vec());
-        let vocab = match embd.as_deref() {
-            Some([rows, _]) => *rows,
-            _ => return Err(usage(&self.what, "the GGUF has no 2-D token_embd.weight", "use a complete GGUF file")),
-        };
-        if let Some(t) = self.meta(&k("rope.scaling.type")).and_then(|v| v.to_string().ok()) {
-            if t != "none" {
-                return Err(usage(
-                    &self.what,
-                    format!("GGUF rope scaling {t:?} is not supported"),
-                    "use a GGUF without it",
-                ));
-            }
-        }
-        let raw = serde_json::json!({
-            "model_type": arch,
-            "vocab_size": vocab,
-            "hidden_size": self.meta_u64(&k("embedding_length"))?,
-            "num_hidden_layers": self.meta_u64(&k("block_count"))?,
-            "num_attention_heads": self.meta_u64(&k("attention.head_count"))?,
-            "num_key_value_heads": self.meta_u64(&k("attention.head_count_kv")).ok(),
-            "intermediate_size": self.meta_u64(&k("feed_forward_length"))?,
-            "max_position_embeddings": self.meta_u64(&k("context_length"))?,
-            "hidden_act": "silu",
-            "rms_norm_eps": self.meta_f64(&k("attention.layer_norm_rms_epsilon")).unwrap_or(1e-5),
-            "rope_theta": self.meta_f64(&k("rope.freq_base")).unwrap_or(10000.0),
-            "tie_word_embeddings": !self.content.tensor_infos.contains_key("output.weight"),
-            // For --pad-to, as config.json's.
-            "pad_token_id": self.meta_u64("tokenizer.ggml.padding_token_id").ok(),
-            "eos_token_id": self.meta_u64("tokenizer.ggml.eos_token_id").ok(),
-        });
-        DecoderConfig::read(raw, &self.what)
+        super::gguf_meta::config(&self.content, &self.what)
     }
 
     /// The tensor types by group (`attn_q`, `ffn_down`, `attn_q.bias`, `token_embd`, …), each
@@ -236,9 +172,13 @@ impl Gguf {
 }
 
 /// Reads the header (magic, version, metadata, tensor table) with candle's reader, which
-/// bounds every length by the bytes left, then checks that every tensor lies inside the file,
+/// bounds every length by the bytes left, after `gguf_check::scan`; then checks that every tensor lies inside the file,
 /// so a truncated file is refused before anything is computed.
-fn header<R: std::io::Read + std::io::Seek>(r: &mut R, len: u64, what: &str) -> Result<Content> {
+fn header<R: std::io::BufRead + std::io::Seek>(r: &mut R, len: u64, what: &str) -> Result<Content> {
+    // Our own scan first: candle's reader divides by the alignment and keeps the last of a
+    // key or tensor given twice.
+    super::gguf_check::scan(r, len, what)?;
+    r.seek(std::io::SeekFrom::Start(0)).map_err(|e| usage(what, e, "pass a readable .gguf file"))?;
     let content = Content::read(r).map_err(|e| {
         usage(
             what,
@@ -259,8 +199,11 @@ fn header<R: std::io::Read + std::io::Seek>(r: &mut R, len: u64, what: &str) -> 
     let mut infos: Vec<_> = content.tensor_infos.iter().collect();
     infos.sort_by_key(|(name, _)| name.as_str());
     for (name, info) in infos {
-        let (elems, block) = (info.shape.elem_count() as u64, info.ggml_dtype.block_size() as u64);
-        let bytes = elems / block.max(1) * info.ggml_dtype.type_size() as u64;
+        // Dimensions whose product overflows claim more than any file holds (candle's
+        // `elem_count` would overflow on them).
+        let elems = info.shape.dims().iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64)).unwrap_or(u64::MAX);
+        let block = info.ggml_dtype.block_size() as u64;
+        let bytes = (elems / block.max(1)).saturating_mul(info.ggml_dtype.type_size() as u64);
         let end = content.tensor_data_offset.saturating_add(info.offset).saturating_add(bytes);
         if end > len || elems % block.max(1) != 0 {
             return Err(usage(

@@ -12,6 +12,8 @@ pub mod batch;
 pub mod file;
 pub mod gguf;
 mod gguf_params;
+mod gguf_check;
+mod gguf_meta;
 mod gguf_tokenizer;
 pub mod given;
 pub mod hf;
@@ -161,7 +163,7 @@ pub(crate) fn stored_note(dtype: &str) -> String {
 pub(crate) fn unsupported_architecture(model: &str, arch: &str, whence: &str, supported: &[&str]) -> anyhow::Error {
     usage(
         format!("--model {model}"),
-        format!("architecture {arch:?} ({whence}) is not supported"),
+        format!("architecture {} ({whence}) is not supported", crate::error::quote(arch)),
         format!("use a model of a supported architecture: {}", supported.join(", ")),
     )
 }

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::process::Output;
 
 /// Runs attn-trace with `args` and, if given, `stdin`.
-fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
+pub fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_attn-trace"));
     c.args(args).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
     c.stderr(std::process::Stdio::piped());
@@ -20,7 +20,7 @@ fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
 }
 
 /// A refusal: exit 1 or 2, a short message naming `fragment`, nothing on stdout, no panic.
-fn refused(out: &Output, fragment: &str) {
+pub fn refused(out: &Output, fragment: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(matches!(out.status.code(), Some(1 | 2)), "exit {:?}: {err}", out.status.code());
     assert!(out.stdout.is_empty(), "stdout: {}", String::from_utf8_lossy(&out.stdout));

@@ -15,6 +15,7 @@ mod gguf;
 mod golden;
 mod hostile;
 mod hostile_outputs;
+mod hostile_files;
 mod interventions;
 mod oracle;
 mod padding;

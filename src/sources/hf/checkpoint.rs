@@ -1,17 +1,18 @@
 //! A checkpoint's tensors by name, whatever holds them: one or several memory-mapped
-//! safetensors files, or a PyTorch pickle (`pytorch_model.bin`, read whole by candle). Every
-//! tensor comes out as f32 with its shape checked against what config.json implies.
+//! safetensors files, or a PyTorch pickle (`pytorch_model.bin`, our own reader: `pickle.rs`).
+//! Every tensor comes out as f32 with its shape checked against what config.json implies;
+//! tensors stored as integers are refused, not converted.
 
 use crate::error::usage;
 use anyhow::Result;
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 
 enum Store {
     Safetensors(MmapedSafetensors),
-    Pickle(BTreeMap<String, Tensor>),
+    Pickle(super::pickle::Pickle),
 }
 
 pub struct Checkpoint {
@@ -40,8 +41,7 @@ impl Checkpoint {
             )
         };
         let store = if files.len() == 1 && files[0].extension().is_some_and(|e| e == "bin") {
-            let all = candle_core::pickle::read_all(&files[0]).map_err(bad)?;
-            Store::Pickle(all.into_iter().collect())
+            Store::Pickle(super::pickle::Pickle::open(&files[0], what)?)
         } else {
             // SAFETY: the files are mapped read-only; as everywhere with mmap, they must not be
             // truncated while we run. candle's reader checks headers and offsets.
@@ -57,7 +57,7 @@ impl Checkpoint {
     pub fn has(&self, name: &str) -> bool {
         match &self.store {
             Store::Safetensors(st) => st.get(name).is_ok(),
-            Store::Pickle(m) => m.contains_key(name),
+            Store::Pickle(p) => p.info(name).is_some(),
         }
     }
 
@@ -65,6 +65,24 @@ impl Checkpoint {
     /// name their tensors with or without `transformer.`).
     pub fn prefixed(&self, prefixes: &[&str], name: &str) -> String {
         prefixes.iter().map(|p| format!("{p}{name}")).find(|n| self.has(n)).unwrap_or_else(|| name.to_string())
+    }
+
+    /// The stored shape of `name`, without reading it.
+    pub fn shape(&self, name: &str) -> Option<Vec<usize>> {
+        match &self.store {
+            Store::Safetensors(st) => st.get(name).ok().map(|v| v.shape().to_vec()),
+            Store::Pickle(p) => p.info(name).map(|i| i.shape.clone()),
+        }
+    }
+
+    /// config.json's `num_hidden_layers` is the number of layers the checkpoint holds
+    /// (`{prefix}N.…` for one of `prefixes`), checked before any loop runs over the layers.
+    pub fn check_layers(&self, count: usize, prefixes: &[&str]) -> Result<()> {
+        let names: Vec<String> = match &self.store {
+            Store::Safetensors(st) => st.tensors().into_iter().map(|(n, _)| n).collect(),
+            Store::Pickle(p) => p.names(),
+        };
+        check_layers(count, &layer_numbers(&names, prefixes), &self.what)
     }
 
     /// The stored dtypes of the weights other than f32 (`f16`, `bf16`, …), sorted and joined
@@ -75,7 +93,7 @@ impl Checkpoint {
             Store::Safetensors(st) => {
                 st.tensors().iter().map(|(_, v)| format!("{:?}", v.dtype()).to_lowercase()).collect()
             }
-            Store::Pickle(m) => m.values().map(|t| format!("{:?}", t.dtype()).to_lowercase()).collect(),
+            Store::Pickle(p) => p.stored_dtypes(),
         };
         let kinds: Vec<String> = kinds.into_iter().filter(|d| d != "f32").collect();
         (!kinds.is_empty()).then(|| kinds.join("+"))
@@ -94,6 +112,7 @@ impl Checkpoint {
             Store::Safetensors(st) => {
                 use candle_core::safetensors::Load;
                 let view = st.get(name).map_err(|_| missing())?;
+                self.check(name, view.shape(), shape, view.dtype())?;
                 let t = match to_f32s(view.dtype(), view.data(), release) {
                     Some(values) => Tensor::from_vec(values, view.shape(), &Device::Cpu)?,
                     None => view.load(&Device::Cpu)?,
@@ -103,16 +122,25 @@ impl Checkpoint {
                 release(view.data());
                 t
             }
-            Store::Pickle(m) => m.get(name).cloned().ok_or_else(missing)?,
+            Store::Pickle(p) => {
+                let info = p.info(name).ok_or_else(missing)?;
+                self.check(name, &info.shape, shape, safetensors::Dtype::F32)?;
+                p.get(name)?
+            }
         };
-        if t.dims() != shape {
+        Ok(if t.dtype() == DType::F32 { t } else { t.to_dtype(DType::F32)? })
+    }
+
+    /// Refuses a tensor whose stored shape is not `want`, or whose type is not a float.
+    fn check(&self, name: &str, got: &[usize], want: &[usize], dtype: safetensors::Dtype) -> Result<()> {
+        if got != want {
             return Err(usage(
                 &self.what,
-                format!("tensor {name} has shape {:?} but config.json implies {shape:?}", t.dims()),
+                format!("tensor {name} has shape {got:?} but config.json implies {want:?}"),
                 "use the config.json that belongs to these weights",
             ));
         }
-        Ok(if t.dtype() == DType::F32 { t } else { t.to_dtype(DType::F32)? })
+        float_dtype(name, dtype, &self.what)
     }
 }
 
@@ -150,6 +178,85 @@ impl Checkpoint {
         release(bytes);
         Ok(Tensor::from_vec(values, (len, cols), &Device::Cpu)?)
     }
+}
+
+/// The checkpoint's weight files in `dir`, in the order transformers prefers them.
+pub fn weight_files(dir: &Path, what: &str) -> Result<Vec<std::path::PathBuf>> {
+    let single = dir.join("model.safetensors");
+    if single.is_file() {
+        return Ok(vec![single]);
+    }
+    let index = dir.join("model.safetensors.index.json");
+    if index.is_file() {
+        let text = std::fs::read_to_string(&index).map_err(|e| usage(what, e, "restore the index file"))?;
+        let v = crate::strict_json::parse(text.as_bytes())
+            .map_err(|e| usage(what, format!("model.safetensors.index.json: {e}"), "restore the index file"))?;
+        let map = v["weight_map"]
+            .as_object()
+            .ok_or_else(|| usage(what, "model.safetensors.index.json has no weight_map", "restore the index file"))?;
+        let mut files: Vec<String> = map.values().filter_map(|f| f.as_str().map(String::from)).collect();
+        files.sort();
+        files.dedup();
+        for f in &files {
+            if f.contains('/') || f.contains("..") || !dir.join(f).is_file() {
+                return Err(usage(
+                    what,
+                    format!("the shard {f} named by model.safetensors.index.json is missing"),
+                    "download every shard of the checkpoint",
+                ));
+            }
+        }
+        return Ok(files.iter().map(|f| dir.join(f)).collect());
+    }
+    let bin = dir.join("pytorch_model.bin");
+    if bin.is_file() {
+        return Ok(vec![bin]);
+    }
+    Err(usage(
+        what,
+        "no weights: neither model.safetensors, model.safetensors.index.json nor pytorch_model.bin",
+        "pass a model folder that holds its weights",
+    ))
+}
+
+/// The layer numbers N of the tensors named `{prefix}N.…` for one of `prefixes`.
+pub fn layer_numbers(names: &[String], prefixes: &[&str]) -> std::collections::BTreeSet<usize> {
+    let number = |n: &String| prefixes.iter().find_map(|p| n.strip_prefix(p)?.split('.').next()?.parse().ok());
+    names.iter().filter_map(number).collect()
+}
+
+/// `num_hidden_layers` is `count` and the checkpoint holds the layers `present`: they must
+/// be 0 to count − 1 (a config claiming 10^12 layers would loop, or allocate, that often).
+pub fn check_layers(count: usize, present: &std::collections::BTreeSet<usize>, what: &str) -> Result<()> {
+    let dense = present.iter().enumerate().all(|(i, &n)| i == n);
+    if count == present.len() && dense {
+        return Ok(());
+    }
+    let held = match (present.first(), present.last()) {
+        (Some(a), Some(b)) => format!("layers {a} to {b} ({} in all)", present.len()),
+        _ => "no numbered layers".into(),
+    };
+    Err(usage(
+        what,
+        format!("config.json: num_hidden_layers is {count} but the checkpoint holds {held}"),
+        "use the config.json that belongs to these weights",
+    ))
+}
+
+/// Refuses a tensor stored as anything but floats (an i64 table is not converted silently).
+pub fn float_dtype(name: &str, dtype: safetensors::Dtype, what: &str) -> Result<()> {
+    use safetensors::Dtype;
+    if matches!(dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16 | Dtype::F64) {
+        return Ok(());
+    }
+    Err(usage(
+        what,
+        format!(
+            "tensor {name} is stored as {}; expected floats (f32, f16, bf16 or f64)",
+            format!("{dtype:?}").to_lowercase()
+        ),
+        "use a checkpoint whose weights are floats",
+    ))
 }
 
 /// The stored values as f32 in one pass over the mapped bytes, for the float types

@@ -59,7 +59,8 @@ impl HfConfig {
         let what = format!("--model: {}", path.display());
         let text = std::fs::read_to_string(path)
             .map_err(|e| usage(&what, e, "pass a Hugging Face model folder with a config.json"))?;
-        let raw: serde_json::Value = serde_json::from_str(&text)
+        // Strict: a key given twice is refused, not read as its last value.
+        let raw: serde_json::Value = crate::strict_json::parse(text.as_bytes())
             .map_err(|e| usage(&what, format!("not valid JSON: {e}"), "restore the model's config.json"))?;
         let model_type = raw["model_type"].as_str().unwrap_or("(none)").to_string();
         if !SUPPORTED.contains(&model_type.as_str()) {
@@ -67,6 +68,7 @@ impl HfConfig {
             let all: Vec<&str> = SUPPORTED.iter().chain(super::decoder::FAMILIES).copied().collect();
             return Err(crate::sources::unsupported_architecture(&dir, &model_type, "config.json's model_type", &all));
         }
+        super::fields::check(&raw, super::fields::BERT, &what)?;
         let cfg: HfConfig = serde_json::from_value(raw).map_err(|e| {
             usage(&what, format!("a BERT config field is missing or wrong: {e}"), "restore the model's config.json")
         })?;

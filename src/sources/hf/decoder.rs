@@ -15,7 +15,6 @@ use crate::sources::params::{Block, LayerNorm, LayerParams, Layers, Linear, Para
 use anyhow::Result;
 
 use serde::Deserialize;
-use std::path::Path;
 
 /// The families this loader reads.
 pub const FAMILIES: &[&str] = &["gpt2", "llama", "qwen2", "mistral"];
@@ -91,6 +90,7 @@ impl DecoderConfig {
 
     /// Reads and checks `config.json`; `raw` is its parsed JSON.
     pub fn read(raw: serde_json::Value, what: &str) -> Result<DecoderConfig> {
+        super::fields::check(&raw, super::fields::DECODER, what)?;
         let c: DecoderConfig = serde_json::from_value(raw).map_err(|e| {
             usage(what, format!("config.json: a field is missing or wrong: {e}"), "restore the model's config.json")
         })?;
@@ -125,6 +125,7 @@ impl DecoderConfig {
         if !c.eps().is_finite() || c.eps() < 0.0 {
             return Err(usage(what, format!("the norm's eps {} is not finite and ≥ 0", c.eps()), "restore the config"));
         }
+        c.check_positions(what)?;
         for (flag, on) in [
             ("scale_attn_by_inverse_layer_idx", c.scale_attn_by_inverse_layer_idx),
             ("reorder_and_upcast_attn", c.reorder_and_upcast_attn),
@@ -135,6 +136,23 @@ impl DecoderConfig {
             }
         }
         Ok(c)
+    }
+
+    /// The rotary base, the head width rotary positions turn in pairs, Mistral's window.
+    fn check_positions(&self, what: &str) -> Result<()> {
+        let restore = "restore the model's config.json";
+        if let Some(t) = self.rope_theta.filter(|t| !t.is_finite() || *t <= 0.0) {
+            return Err(usage(what, format!("config.json: rope_theta is {t}; expected a number above 0"), restore));
+        }
+        if !self.is_gpt2() && !self.d_head().is_multiple_of(2) {
+            let why = format!("the heads are {} wide, an odd width; rotary positions turn pairs", self.d_head());
+            return Err(usage(what, why, "restore head_dim, or hidden_size / num_attention_heads, to an even width"));
+        }
+        if self.sliding_window == Some(0) && self.model_type == "mistral" {
+            let why = "config.json: sliding_window is 0; expected a window of at least 1 token (or null for none)";
+            return Err(usage(what, why, restore));
+        }
+        Ok(())
     }
 
     /// The activation `hidden_act` names.
@@ -354,43 +372,4 @@ fn gpt2_layer(c: &DecoderConfig, ck: &Checkpoint, p: &str) -> Result<LayerParams
             gate: None,
         }),
     })
-}
-
-/// The checkpoint's weight files in `dir`, in the order transformers prefers them.
-pub fn weight_files(dir: &Path, what: &str) -> Result<Vec<std::path::PathBuf>> {
-    let single = dir.join("model.safetensors");
-    if single.is_file() {
-        return Ok(vec![single]);
-    }
-    let index = dir.join("model.safetensors.index.json");
-    if index.is_file() {
-        let text = std::fs::read_to_string(&index).map_err(|e| usage(what, e, "restore the index file"))?;
-        let v = crate::strict_json::parse(text.as_bytes())
-            .map_err(|e| usage(what, format!("model.safetensors.index.json: {e}"), "restore the index file"))?;
-        let map = v["weight_map"]
-            .as_object()
-            .ok_or_else(|| usage(what, "model.safetensors.index.json has no weight_map", "restore the index file"))?;
-        let mut files: Vec<String> = map.values().filter_map(|f| f.as_str().map(String::from)).collect();
-        files.sort();
-        files.dedup();
-        for f in &files {
-            if f.contains('/') || f.contains("..") || !dir.join(f).is_file() {
-                return Err(usage(
-                    what,
-                    format!("the shard {f} named by model.safetensors.index.json is missing"),
-                    "download every shard of the checkpoint",
-                ));
-            }
-        }
-        return Ok(files.iter().map(|f| dir.join(f)).collect());
-    }
-    let bin = dir.join("pytorch_model.bin");
-    if bin.is_file() {
-        return Ok(vec![bin]);
-    }
-    Err(usage(
-        what,
-        "no weights: neither model.safetensors, model.safetensors.index.json nor pytorch_model.bin",
-        "pass a model folder that holds its weights",
-    ))
 }

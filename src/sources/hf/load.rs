@@ -171,9 +171,18 @@ fn open_decoder(
     sentence: Option<String>,
 ) -> Result<(Loaded, Source)> {
     let c = DecoderConfig::read(raw, w)?;
-    let files = decoder::weight_files(dir, w)?;
+    let files = super::checkpoint::weight_files(dir, w)?;
     let tokenizer = load_tokenizer(dir, c.vocab_size, w)?;
     let checkpoint = Checkpoint::open(&files, w)?;
+    let layers: &[&str] = if c.is_gpt2() { &["h.", "transformer.h."] } else { &["model.layers."] };
+    checkpoint.check_layers(c.num_hidden_layers, layers)?;
+    let table = if c.is_gpt2() {
+        checkpoint.prefixed(&["transformer.", ""], "wte.weight")
+    } else {
+        "model.embed_tokens.weight".into()
+    };
+    let (q, k) = ("model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight");
+    super::dims::check(&c, [&table, q, k], |n| checkpoint.shape(n), "config.json", w)?;
     let facts = Facts {
         path: dir.display().to_string(),
         weights: files[0].display().to_string(),

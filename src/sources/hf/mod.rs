@@ -7,8 +7,12 @@ pub mod check;
 pub mod checkpoint;
 pub mod config;
 pub mod decoder;
+pub mod dims;
+mod fields;
 pub mod load;
 mod stored;
+pub mod pickle;
+mod pickle_ops;
 pub mod weights;
 
 pub use load::open;
@@ -89,6 +93,7 @@ impl HfModel {
         let config = HfConfig::read(&dir.join("config.json"))?;
         let tokenizer = load_tokenizer(dir, config.vocab_size, &what)?;
         let weights = weights::Weights::open(&dir.join("model.safetensors"), &what)?;
+        weights.check_layers(config.num_hidden_layers)?;
         Ok(HfModel { dir: dir.to_path_buf(), config, tokenizer, weights })
     }
 

@@ -35,6 +35,13 @@ impl Weights {
         Ok(Weights { st, prefix, what: what.to_string(), whole_table: false })
     }
 
+    /// config.json's `num_hidden_layers` is the number of `encoder.layer.N` the file holds.
+    pub fn check_layers(&self, count: usize) -> Result<()> {
+        let names: Vec<String> = self.st.tensors().into_iter().map(|(n, _)| n).collect();
+        let present = super::checkpoint::layer_numbers(&names, &[&format!("{}encoder.layer.", self.prefix)]);
+        super::checkpoint::check_layers(count, &present, &self.what)
+    }
+
     fn missing(&self, full: &str) -> anyhow::Error {
         usage(
             &self.what,
@@ -68,8 +75,11 @@ impl Weights {
 
     /// A tensor named without the `bert.` prefix (the masked-LM head's).
     fn get_raw(&self, full: &str, shape: &[usize]) -> Result<Tensor> {
-        let t = self.st.load(full, &Device::Cpu).map_err(|_| self.missing(full))?;
-        self.check_shape(full, t.dims(), shape)?;
+        // Shape and type are checked on the view, before anything is read.
+        let view = self.st.get(full).map_err(|_| self.missing(full))?;
+        self.check_shape(full, view.shape(), shape)?;
+        super::checkpoint::float_dtype(full, view.dtype(), &self.what)?;
+        let t = self.st.load(full, &Device::Cpu)?;
         Ok(if t.dtype() == DType::F32 { t } else { t.to_dtype(DType::F32)? })
     }
 
@@ -97,10 +107,7 @@ impl Weights {
     }
 
     fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
-        let full = format!("{}{name}", self.prefix);
-        let t = self.st.load(&full, &Device::Cpu).map_err(|_| self.missing(&full))?;
-        self.check_shape(&full, t.dims(), shape)?;
-        Ok(if t.dtype() == DType::F32 { t } else { t.to_dtype(DType::F32)? })
+        self.get_raw(&format!("{}{name}", self.prefix), shape)
     }
 
     fn linear(&self, name: &str, d_in: usize, d_out: usize) -> Result<Linear> {

@@ -1,0 +1,158 @@
+//! A GGUF file's metadata read as a Hugging Face `config.json` of the same model, every value
+//! by its type: a key of the wrong type is refused naming the type (not read as missing, nor
+//! as 0), a non-finite or non-positive rotary base or epsilon is refused (not replaced by a
+//! default), `rope.dimension_count` must be the head width (llama.cpp refuses it otherwise),
+//! and `block_count` must be the number of `blk.N` blocks the file holds, checked before any
+//! loop runs over the blocks (issue 27).
+
+use super::hf::decoder::DecoderConfig;
+use crate::error::usage;
+use anyhow::Result;
+use candle_core::quantized::gguf_file::{Content, Value};
+use std::collections::BTreeSet;
+
+/// Architectures this reader maps.
+pub const ARCHITECTURES: &[&str] = &["llama", "qwen2"];
+
+/// A GGUF file's parsed header and the name it goes by in messages.
+struct Gguf<'a> {
+    content: &'a Content,
+    what: &'a str,
+}
+
+/// A value's GGUF type, as messages name it (`u32`, `f32`, `string`, …).
+fn type_name(v: &Value) -> String {
+    format!("{:?}", v.value_type()).to_lowercase()
+}
+
+fn bad(g: &Gguf<'_>, why: String) -> anyhow::Error {
+    usage(g.what, why, "use an intact GGUF file")
+}
+
+/// `key` as an unsigned integer of any width; `None` if absent.
+fn uint(g: &Gguf<'_>, key: &str) -> Result<Option<u64>> {
+    let Some(v) = g.content.metadata.get(key) else { return Ok(None) };
+    let n: i128 = match v {
+        Value::U8(x) => (*x).into(),
+        Value::U16(x) => (*x).into(),
+        Value::U32(x) => (*x).into(),
+        Value::U64(x) => (*x).into(),
+        Value::I8(x) => (*x).into(),
+        Value::I16(x) => (*x).into(),
+        Value::I32(x) => (*x).into(),
+        Value::I64(x) => (*x).into(),
+        other => {
+            let why = format!("GGUF metadata {key} holds a {}; expected an unsigned integer", type_name(other));
+            return Err(bad(g, why));
+        }
+    };
+    u64::try_from(n).map(Some).map_err(|_| bad(g, format!("GGUF metadata {key} is {n}; expected an unsigned integer")))
+}
+
+fn required(g: &Gguf<'_>, key: &str) -> Result<u64> {
+    uint(g, key)?.ok_or_else(|| usage(g.what, format!("the GGUF metadata has no {key}"), "use a complete GGUF file"))
+}
+
+/// `key` as a float (f32 or f64) that is finite and positive; `None` if absent.
+fn positive(g: &Gguf<'_>, key: &str) -> Result<Option<f64>> {
+    let x = match g.content.metadata.get(key) {
+        None => return Ok(None),
+        Some(Value::F32(x)) => f64::from(*x),
+        Some(Value::F64(x)) => *x,
+        Some(other) => {
+            return Err(bad(g, format!("GGUF metadata {key} holds a {}; expected an f32", type_name(other))));
+        }
+    };
+    if !x.is_finite() || x <= 0.0 {
+        return Err(bad(g, format!("GGUF metadata {key} is {x}; expected a finite number above 0")));
+    }
+    Ok(Some(x))
+}
+
+/// `key` as a string; `None` if absent.
+fn text(g: &Gguf<'_>, key: &str) -> Result<Option<String>> {
+    match g.content.metadata.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(bad(g, format!("GGUF metadata {key} holds a {}; expected a string", type_name(other)))),
+    }
+}
+
+/// The architecture (`general.architecture`), checked against the supported ones.
+fn architecture(g: &Gguf<'_>) -> Result<String> {
+    let arch = text(g, "general.architecture")?.unwrap_or_default();
+    if !ARCHITECTURES.contains(&arch.as_str()) {
+        let model = g.what.trim_start_matches("--model ");
+        let whence = "the GGUF's general.architecture";
+        return Err(super::unsupported_architecture(model, &arch, whence, ARCHITECTURES));
+    }
+    Ok(arch)
+}
+
+/// The block numbers N of the file's `blk.N.*` tensors.
+fn blocks(g: &Gguf<'_>) -> BTreeSet<u64> {
+    let numbers = g.content.tensor_infos.keys().filter_map(|n| n.strip_prefix("blk.")?.split('.').next()?.parse().ok());
+    numbers.collect()
+}
+
+/// `block_count` is the number of blocks the file holds, numbered from 0.
+fn check_blocks(g: &Gguf<'_>, key: &str, count: u64) -> Result<()> {
+    let present = blocks(g);
+    let dense = present.iter().enumerate().all(|(i, &n)| i as u64 == n);
+    if count != present.len() as u64 || !dense {
+        let held = match (present.first(), present.last()) {
+            (Some(a), Some(b)) => format!("blocks blk.{a} to blk.{b} ({} in all)", present.len()),
+            _ => "no blk.N tensors".into(),
+        };
+        return Err(bad(g, format!("GGUF metadata {key} is {count} but the file holds {held}")));
+    }
+    Ok(())
+}
+
+/// The metadata as a Hugging Face `config.json` of the same model, checked as one.
+pub fn config(content: &Content, what: &str) -> Result<DecoderConfig> {
+    let g = &Gguf { content, what };
+    let arch = architecture(g)?;
+    let k = |name: &str| format!("{arch}.{name}");
+    let embd = g.content.tensor_infos.get("token_embd.weight").map(|t| t.shape.dims().to_vec());
+    let vocab = match embd.as_deref() {
+        Some([rows, _]) => *rows,
+        _ => return Err(usage(g.what, "the GGUF has no 2-D token_embd.weight", "use a complete GGUF file")),
+    };
+    if let Some(t) = text(g, &k("rope.scaling.type"))?.filter(|t| t != "none") {
+        return Err(usage(g.what, format!("GGUF rope scaling {t:?} is not supported"), "use a GGUF without it"));
+    }
+    let layers = required(g, &k("block_count"))?;
+    check_blocks(g, &k("block_count"), layers)?;
+    let raw = serde_json::json!({
+        "model_type": arch,
+        "vocab_size": vocab,
+        "hidden_size": required(g, &k("embedding_length"))?,
+        "num_hidden_layers": layers,
+        "num_attention_heads": required(g, &k("attention.head_count"))?,
+        "num_key_value_heads": uint(g, &k("attention.head_count_kv"))?,
+        "intermediate_size": required(g, &k("feed_forward_length"))?,
+        "max_position_embeddings": required(g, &k("context_length"))?,
+        "hidden_act": "silu",
+        "rms_norm_eps": positive(g, &k("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
+        "rope_theta": positive(g, &k("rope.freq_base"))?.unwrap_or(10000.0),
+        "tie_word_embeddings": !g.content.tensor_infos.contains_key("output.weight"),
+        // For --pad-to, as config.json's.
+        "pad_token_id": uint(g, "tokenizer.ggml.padding_token_id")?,
+        "eos_token_id": uint(g, "tokenizer.ggml.eos_token_id")?,
+    });
+    let c = DecoderConfig::read(raw, g.what)?;
+    let shape = |n: &str| g.content.tensor_infos.get(n).map(|t| t.shape.dims().to_vec());
+    let names = ["token_embd.weight", "blk.0.attn_q.weight", "blk.0.attn_k.weight"];
+    super::hf::dims::check(&c, names, shape, "the metadata", g.what)?;
+    if let Some(n) = uint(g, &k("rope.dimension_count"))?.filter(|&n| n != c.d_head() as u64) {
+        let why = format!(
+            "GGUF metadata {} is {n} but the heads are {} wide (embedding_length / head_count); \
+             partial rotary embeddings are not supported",
+            k("rope.dimension_count"),
+            c.d_head()
+        );
+        return Err(bad(g, why));
+    }
+    Ok(c)
+}
