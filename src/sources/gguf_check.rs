@@ -7,7 +7,7 @@
 
 use crate::error::usage;
 use anyhow::Result;
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::io::{BufRead, Read, Seek};
 
 /// The nesting of arrays candle accepts.
@@ -144,7 +144,7 @@ pub fn scan<R: BufRead + Seek>(r: &mut R, len: u64, what: &str) -> Result<()> {
     if kvs.saturating_mul(13).saturating_add(tensors.saturating_mul(24)) > len {
         return Ok(());
     }
-    let mut seen = HashSet::new();
+    let mut seen = BTreeSet::new();
     let mut alignment: Option<(String, Option<i128>)> = None;
     for _ in 0..kvs {
         let Ok(key) = s.string() else { return Ok(()) };
@@ -172,7 +172,7 @@ pub fn scan<R: BufRead + Seek>(r: &mut R, len: u64, what: &str) -> Result<()> {
             return Err(refuse(why, "use an intact GGUF file"));
         }
     };
-    let mut names = HashSet::new();
+    let mut names = BTreeSet::new();
     for _ in 0..tensors {
         let Ok(name) = s.string() else { return Ok(()) };
         let Ok(dims) = s.u32() else { return Ok(()) };

@@ -11,9 +11,9 @@
 pub mod batch;
 pub mod file;
 pub mod gguf;
-mod gguf_params;
 mod gguf_check;
 mod gguf_meta;
+mod gguf_params;
 mod gguf_tokenizer;
 pub mod given;
 pub mod hf;

@@ -10,9 +10,9 @@ pub mod decoder;
 pub mod dims;
 mod fields;
 pub mod load;
-mod stored;
 pub mod pickle;
 mod pickle_ops;
+mod stored;
 pub mod weights;
 
 pub use load::open;

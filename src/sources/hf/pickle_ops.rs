@@ -4,7 +4,7 @@
 //! memoized object is shared, not copied, when it is referenced again; nesting deeper than
 //! `MAX_DEPTH` and copying more than a few times the pickle's size are refused.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// The deepest nesting of objects accepted (torch.save's state dicts nest about 6 deep).
@@ -99,7 +99,7 @@ impl<'a> Bytes<'a> {
 /// The interpreter's state: the stack (`None` is a MARK), the memo, and the copying done.
 struct Machine {
     stack: Vec<Option<Obj>>,
-    memo: HashMap<u32, Obj>,
+    memo: BTreeMap<u32, Obj>,
     copied: usize,
     budget: usize,
 }
@@ -186,7 +186,7 @@ impl Machine {
 /// Interprets a pickle; the object STOP leaves on the stack.
 pub fn parse(b: &[u8]) -> Result<Obj, String> {
     let mut r = Bytes { b, at: 0 };
-    let mut m = Machine { stack: Vec::new(), memo: HashMap::new(), copied: 0, budget: 16 * b.len() + (1 << 20) };
+    let mut m = Machine { stack: Vec::new(), memo: BTreeMap::new(), copied: 0, budget: 16 * b.len() + (1 << 20) };
     loop {
         let at = r.at;
         let op = r.take(1, "an opcode")?[0];
