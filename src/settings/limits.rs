@@ -123,6 +123,40 @@ pub fn check(
     check_bytes(estimate(cfg, n, record.0, record.1), "of tensors", cap, available)
 }
 
+/// Refuses a run of `n` positions that [`check`] would refuse whatever the model, as soon as
+/// a flag names `n` (`--pad-to`) and before anything sized by it exists: padding to 10⁹
+/// tokens would otherwise make 10⁹ labels (24 GB) before the model's estimate is known.
+/// Every model needs at least one head's `[n, n]` scores and weights, twice over as
+/// [`estimate`] counts them: 32·n² bytes.
+pub fn check_positions(flag: &str, n: usize, cap: u128, available: Option<u128>) -> Result<()> {
+    let need = 32.0 * (n as f64) * (n as f64);
+    let limit = available.map_or(cap, |free| free.min(cap));
+    if need <= limit as f64 {
+        return Ok(());
+    }
+    let why = if limit < cap { "the memory available to this process" } else { "the cap (--max-memory)" };
+    Err(usage(
+        flag,
+        format!(
+            "{n} positions need at least {} for their attention scores alone, above {why} of {}",
+            human_f(need),
+            human(limit)
+        ),
+        format!("pass a smaller {flag}, or raise the cap with --max-memory"),
+    ))
+}
+
+/// [`check`] for a run of `s`: in a batch, the results already held for the sentences before
+/// it (`s.held`) count with this run's tensors, so the whole batch stays under the caps.
+pub fn check_run(cfg: &ModelConfig, n: usize, record: (&Selection, bool), s: &super::Settings) -> Result<()> {
+    let need = estimate(cfg, n, record.0, record.1);
+    if s.held == 0 {
+        return check_bytes(need, "of tensors", s.max_memory, s.memory_available);
+    }
+    let what = format!("(its tensors, and {} of results the batch holds for the sentences before it)", human(s.held));
+    check_bytes(need + s.held as f64, &what, s.max_memory, s.memory_available)
+}
+
 /// Refuses `need` bytes (what they hold: `what`) above the cap or the available memory.
 pub fn check_bytes(need: f64, what: &str, cap: u128, available: Option<u128>) -> Result<()> {
     if need > cap as f64 {

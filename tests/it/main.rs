@@ -13,6 +13,7 @@ mod firsthour;
 mod gguf;
 mod golden;
 mod hostile;
+mod hostile_limits;
 mod interventions;
 mod oracle;
 mod padding;
