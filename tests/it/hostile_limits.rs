@@ -107,6 +107,11 @@ fn a_query_whose_every_key_is_knocked_out_has_weights_and_context_zero() {
     assert!(notes(&doc).is_empty() && err.is_empty(), "{err}");
     let (doc, err) = json(&["my shoes are small", "--causal", "--knockout", "0:0->0", "--quiet"]);
     assert!(err.is_empty() && notes(&doc).len() == 1, "{err}");
+    // The --focus walkthrough of a blind query: exps 0, no NaN, in JSON and in the table.
+    let (doc, _) = json(&["my shoes are small", "--causal", "--knockout", "0:0->0", "--focus", "0"]);
+    assert!(!doc["focus"].to_string().contains("nan"), "{}", doc["focus"]);
+    let out = run(&["my shoes are small", "--causal", "--knockout", "0:0->0", "--focus", "0", "--explain"]);
+    assert!(out.status.success() && !String::from_utf8_lossy(&out.stdout).contains("nan"));
 }
 
 #[test]
