@@ -6,7 +6,8 @@
 //! for the sentences before (their rendered output, exactly as many bytes as will be written,
 //! and their `--html`/`--svg` parts) is counted with each sentence's own estimate
 //! (`Settings::held`), so a batch that would outgrow `--max-memory` is refused at the
-//! sentence where it would, before that sentence allocates anything.
+//! sentence where it would, before that sentence allocates anything. A model's tokenizer is
+//! parsed once for the batch (`sources::memo`), not once per sentence.
 
 use crate::settings::{self, Settings};
 use crate::{computed, output, sources};
@@ -28,6 +29,8 @@ pub fn run(
     let mut notes: Vec<String> = Vec::new();
     let mut files = output::BatchViews::default();
     let mut held = 0u128;
+    // A model's tokenizer is read once for all the sentences.
+    let _once = sources::memo::Scope::new();
     for (i, entry) in batch.iter().enumerate() {
         let mut one = settings.for_sentence(&entry.sentence);
         one.held = held;

@@ -14,6 +14,7 @@ pub mod gguf;
 mod gguf_tokenizer;
 pub mod given;
 pub mod hf;
+pub mod memo;
 pub mod meta;
 pub mod params;
 pub mod seeded;
