@@ -97,7 +97,7 @@ fn recorded(cfg: &ModelConfig, n: usize, record: &Selection) -> (f64, f64) {
             continue;
         }
         let copies = if def.in_layer {
-            (0..cfg.layers).filter(|&l| record.wants(&format!("layers.{l}.{}", def.name), Some(l), def.name)).count()
+            layer_copies(cfg.layers, record, def.name)
         } else {
             usize::from(record.wants(def.name, None, def.name))
         };
@@ -108,6 +108,27 @@ fn recorded(cfg: &ModelConfig, n: usize, record: &Selection) -> (f64, f64) {
         }
     }
     (total, largest)
+}
+
+/// How many of `layers` layers' `name` step `record` keeps: as many as
+/// `record.wants("layers.{l}.{name}", …)` says yes to, counted without asking each layer
+/// (`--layers 4000000000` would loop for minutes before its estimate refused it).
+fn layer_copies(layers: usize, record: &Selection, name: &str) -> usize {
+    let listed = |l: usize| l < layers && record.layer.as_ref().is_none_or(|w| w.contains(&l));
+    let every = match &record.layer {
+        Some(w) => w.iter().filter(|&&l| l < layers).collect::<std::collections::BTreeSet<_>>().len(),
+        None => layers,
+    };
+    match &record.steps {
+        Some(set) if !set.contains(name) => {
+            let layer_of = |id: &String| -> Option<usize> {
+                let (l, rest) = id.strip_prefix("layers.")?.split_once('.')?;
+                (rest == name).then(|| l.parse().ok()).flatten()
+            };
+            set.iter().filter_map(layer_of).filter(|&l| listed(l)).count()
+        }
+        _ => every,
+    }
 }
 
 /// Refuses a run whose tensors would need more than `cap` (`--max-memory`) or than the
@@ -207,6 +228,38 @@ pub fn human(bytes: u128) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn layer_copies_count_what_the_selection_wants() {
+        let ids = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect());
+        let cases = [
+            (Selection::default(), 6),
+            (Selection { layer: Some(vec![1, 3, 3, 9]), ..Default::default() }, 2),
+            (Selection { steps: ids(&["attn.weights"]), ..Default::default() }, 6),
+            (Selection { steps: ids(&["attn.q"]), ..Default::default() }, 0),
+            (
+                Selection {
+                    steps: ids(&["layers.2.attn.weights", "layers.7.attn.weights", "layers.3.attn.q"]),
+                    ..Default::default()
+                },
+                1,
+            ),
+            (
+                Selection {
+                    steps: ids(&["layers.2.attn.weights", "layers.4.attn.weights"]),
+                    layer: Some(vec![4]),
+                    head: None,
+                },
+                1,
+            ),
+        ];
+        for (sel, want) in cases {
+            let asked =
+                (0..6).filter(|&l| sel.wants(&format!("layers.{l}.attn.weights"), Some(l), "attn.weights")).count();
+            assert_eq!((layer_copies(6, &sel, "attn.weights"), asked), (want, want), "{sel:?}");
+        }
+        assert_eq!(layer_copies(4_000_000_000, &Selection::default(), "attn.weights"), 4_000_000_000);
+    }
 
     #[test]
     fn sizes() {

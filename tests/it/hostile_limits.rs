@@ -197,4 +197,9 @@ fn pad_to_is_refused_before_anything_sized_by_it_exists() {
     }
     // A size that fits is not refused by the lower bound.
     assert!(run(&["my shoes", "--pad-to", "64", "--positions", "sinusoidal"]).status.success());
+    // The other size flags reach the estimate before anything they size, and the estimate
+    // itself does not loop over 4·10⁹ layers.
+    for flag in ["--layers", "--d-model", "--d-ff", "--d-k", "--max-len"] {
+        refused(&run(&["my shoes", flag, "4000000000"]), "above the cap of 2.0 GiB");
+    }
 }
