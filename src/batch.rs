@@ -7,7 +7,8 @@
 //! and their `--html`/`--svg` parts) is counted with each sentence's own estimate
 //! (`Settings::held`), so a batch that would outgrow `--max-memory` is refused at the
 //! sentence where it would, before that sentence allocates anything. A model's tokenizer is
-//! parsed once for the batch (`sources::memo`), not once per sentence.
+//! parsed once for the batch, and a decoder's parameters converted once (`sources::memo`),
+//! not once per sentence; they are the parameters each sentence's estimate counts, shared.
 
 use crate::settings::{self, Settings};
 use crate::{computed, output, sources};
@@ -29,7 +30,7 @@ pub fn run(
     let mut notes: Vec<String> = Vec::new();
     let mut files = output::BatchViews::default();
     let mut held = 0u128;
-    // A model's tokenizer is read once for all the sentences.
+    // A model's tokenizer, and a decoder's parameters, are made once for all the sentences.
     let _once = sources::memo::Scope::new();
     for (i, entry) in batch.iter().enumerate() {
         let mut one = settings.for_sentence(&entry.sentence);

@@ -310,7 +310,7 @@ pub(crate) fn computed(
         keep_for_maps(settings, &loaded, &mut plan)?;
     }
     clock.lap("open");
-    let params = source.params(&loaded)?;
+    let params = source.params_once(&loaded)?;
     notes_now(&loaded.notes);
     if let Some(path) = &settings.outputs.save_weights {
         output::save_weights(&params, &loaded, path)?;
