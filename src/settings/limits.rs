@@ -131,20 +131,7 @@ fn layer_copies(layers: usize, record: &Selection, name: &str) -> usize {
     }
 }
 
-/// Refuses a run whose tensors would need more than `cap` (`--max-memory`) or than the
-/// machine has available: an error now instead of an out-of-memory abort part way.
-/// `record` and `streamed` as the plan says (`Plan::record`, `Plan::streamed`).
-pub fn check(
-    cfg: &ModelConfig,
-    n: usize,
-    record: (&Selection, bool),
-    cap: u128,
-    available: Option<u128>,
-) -> Result<()> {
-    check_bytes(estimate(cfg, n, record.0, record.1), "of tensors", cap, available)
-}
-
-/// Refuses a run of `n` positions that [`check`] would refuse whatever the model, as soon as
+/// Refuses a run of `n` positions that [`check_run`] would refuse whatever the model, as soon as
 /// a flag names `n` (`--pad-to`) and before anything sized by it exists: padding to 10⁹
 /// tokens would otherwise make 10⁹ labels (24 GB) before the model's estimate is known.
 /// Every model needs at least one head's `[n, n]` scores and weights, twice over as
@@ -167,8 +154,11 @@ pub fn check_positions(flag: &str, n: usize, cap: u128, available: Option<u128>)
     ))
 }
 
-/// [`check`] for a run of `s`: in a batch, the results already held for the sentences before
-/// it (`s.held`) count with this run's tensors, so the whole batch stays under the caps.
+/// Refuses a run of `s` whose tensors would need more than the cap (`--max-memory`) or than
+/// the machine has available: an error now instead of an out-of-memory abort part way.
+/// `record` as the plan says (`Plan::record`, `Plan::streamed`). In a batch, the results
+/// already held for the sentences before it (`s.held`) count with this run's tensors, so the
+/// whole batch stays under the caps.
 pub fn check_run(cfg: &ModelConfig, n: usize, record: (&Selection, bool), s: &super::Settings) -> Result<()> {
     let need = estimate(cfg, n, record.0, record.1);
     if s.held == 0 {
