@@ -164,8 +164,23 @@ pub fn check_run(cfg: &ModelConfig, n: usize, record: (&Selection, bool), s: &su
     if s.held == 0 {
         return check_bytes(need, "of tensors", s.max_memory, s.memory_available);
     }
-    let what = format!("(its tensors, and {} of results the batch holds for the sentences before it)", human(s.held));
-    check_bytes(need + s.held as f64, &what, s.max_memory, s.memory_available)
+    let total = need + s.held as f64;
+    let limit = s.memory_available.map_or(s.max_memory, |free| free.min(s.max_memory));
+    if total <= limit as f64 {
+        return Ok(());
+    }
+    let why = if limit < s.max_memory { "the memory available to this process" } else { "the cap" };
+    Err(usage(
+        "sizes",
+        format!(
+            "this run needs about {} (its tensors, and {} of results the batch holds for the sentences before it), \
+             above {why} of {}",
+            human_f(total),
+            human(s.held),
+            human(limit)
+        ),
+        "split the batch into smaller files, or raise the cap with --max-memory",
+    ))
 }
 
 /// Refuses `need` bytes (what they hold: `what`) above the cap or the available memory.

@@ -167,7 +167,7 @@ fn a_batch_is_held_to_the_memory_cap_as_a_whole() {
     for format in ["json", "jsonl", "table"] {
         let out = with("20MiB", format);
         refused(&out, "of results the batch holds for the sentences before it");
-        refused(&out, "above the cap of 20.0 MiB");
+        refused(&out, "above the cap of 20.0 MiB (split the batch into smaller files");
         assert!(String::from_utf8_lossy(&out.stderr).contains("--batch"), "the sentence is named");
     }
     // With room for all, the batch runs.
