@@ -13,6 +13,7 @@ use std::ffi::OsString;
 pub fn tune_process() {
     reuse_freed_memory();
     spin_less();
+    count_cores_once();
 }
 
 /// glibc gives each allocation above 32 MiB (and any large one made on another thread, whose
@@ -42,6 +43,22 @@ fn spin_less() {
     if std::env::var_os(CANDLE_SPIN).is_none() {
         // Before any other thread exists, so nothing reads the environment concurrently.
         std::env::set_var(CANDLE_SPIN, "200");
+    }
+}
+
+/// candle asks how many threads to use before every matrix product, and unless
+/// `RAYON_NUM_THREADS` is set the answer (the physical core count, from the num_cpus crate)
+/// reads `/proc/cpuinfo` each time: eight opens and reads per sentence of the default toy
+/// model, 160,000 for a batch of 20,000 short lines (issue 27). Asked once here and set as
+/// `RAYON_NUM_THREADS`, it is the same number, read from the environment. rayon's own pool,
+/// which candle's softmax of large tensors uses, is then that size too (one thread per
+/// physical core rather than per hardware thread). A value the user sets is kept.
+fn count_cores_once() {
+    const RAYON_THREADS: &str = "RAYON_NUM_THREADS";
+    if std::env::var_os(RAYON_THREADS).is_none() {
+        let threads = candle_core::utils::get_num_threads();
+        // Before any other thread exists, so nothing reads the environment concurrently.
+        std::env::set_var(RAYON_THREADS, threads.to_string());
     }
 }
 

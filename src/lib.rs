@@ -15,6 +15,7 @@
 //! built on the same trace and export modules. [`command`] is the whole command as a
 //! function of its arguments, shared by the binary and the Python wheel.
 
+mod batch;
 pub mod cli;
 pub mod command;
 pub mod config;
@@ -54,10 +55,10 @@ pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
     let plan = Plan::new(settings, &loaded.cfg, &loaded.tokens, loaded.texts().as_deref())?;
     // Before any parameter or activation exists: the estimate follows what the plan records.
     let n = loaded.tokens.len();
-    let record = (&plan.record, plan.streamed);
-    settings::limits::check(&loaded.cfg, n, record, settings.max_memory, settings.memory_available)?;
+    settings::limits::check_run(&loaded.cfg, n, (&plan.record, plan.streamed), settings)?;
     // What the forward pass changes is part of the configuration the trace records.
     loaded.cfg.interventions = plan.interventions.clone();
+    loaded.notes.extend(model::intervene::blind_note(&loaded.cfg, &loaded.tokens));
     Ok((loaded, source, plan))
 }
 
@@ -229,7 +230,7 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     let mut clock = output::Clock::new(cli.timings);
     let settings = Settings::from_cli(cli, env)?;
     if let Some(batch) = sources::batch::sentences(&settings)? {
-        return run_batch(&settings, &batch, clock, out);
+        return batch::run(&settings, &batch, clock, out);
     }
     if settings.output.format == cli::Format::Jsonl {
         return stream(&settings, out, &mut clock);
@@ -301,9 +302,9 @@ fn finish_timed(
 
 /// [`finish`] up to the files: the run, its views and `--patch`, with the sources it was
 /// computed from and the model's output (for `--check`).
-fn computed(
+pub(crate) fn computed(
     settings: &Settings,
-    notes: &dyn Fn(&[String]),
+    notes_now: &dyn Fn(&[String]),
     maps: bool,
     clock: &mut output::Clock,
 ) -> Result<(Finished, Loaded, candle_core::Tensor)> {
@@ -312,8 +313,8 @@ fn computed(
         keep_for_maps(settings, &loaded, &mut plan)?;
     }
     clock.lap("open");
-    let params = source.params(&loaded)?;
-    notes(&loaded.notes);
+    let params = source.params_once(&loaded)?;
+    notes_now(&loaded.notes);
     if let Some(path) = &settings.outputs.save_weights {
         output::save_weights(&params, &loaded, path)?;
     }
@@ -336,8 +337,12 @@ fn computed(
     if settings.output.params {
         views.params = Some(views::params::steps(&params, &plan.show)?);
     }
+    let mut notes = loaded.notes.clone();
     if let Some(corrupted) = &settings.analysis.patch {
         let (sweep, corrupted) = patching(settings, &loaded, &params, corrupted)?;
+        let note: Vec<String> = views::patching::note(&sweep).into_iter().collect();
+        notes_now(&note);
+        notes.extend(note);
         let texts = sources::token_text::texts(loaded.tokenizer.as_ref(), &corrupted);
         let labels = (0..corrupted.len())
             .map(|i| trace::label::label(&corrupted[i], texts.as_ref().map(|t| t[i].as_str())).into_owned())
@@ -345,7 +350,7 @@ fn computed(
         views.attach_patching(sweep, (corrupted, labels), &trace.labels());
         clock.lap("patching sweep");
     }
-    let notes = loaded.notes.clone();
+    views.notes = notes.clone();
     let done = Finished { trace, views, check: None, checked: Ok(()), maps: all_maps, notes };
     Ok((done, loaded, last))
 }
@@ -354,41 +359,5 @@ fn computed(
 /// the memory is checked again for what that records.
 fn keep_for_maps(settings: &Settings, loaded: &Loaded, plan: &mut Plan) -> Result<()> {
     plan.for_maps();
-    let record = (&plan.record, plan.streamed);
-    settings::limits::check(&loaded.cfg, loaded.tokens.len(), record, settings.max_memory, settings.memory_available)
-}
-
-/// A batch: every sentence traced on its own with the same settings (the summary table
-/// reduced as a single run reduces it), rendered, and written together once all are
-/// computed, so an error in any leaves stdout empty and writes no file. `--html` and `--svg`
-/// get one section or block per sentence. Notes are printed once each, however many
-/// sentences give them.
-fn run_batch(
-    settings: &Settings,
-    batch: &[sources::batch::Entry],
-    mut clock: output::Clock,
-    out: &mut dyn Write,
-) -> Result<()> {
-    settings::outputs::check_batch(settings)?;
-    let mut items = Vec::with_capacity(batch.len());
-    let mut notes: Vec<String> = Vec::new();
-    let mut files = output::BatchViews::default();
-    for (i, entry) in batch.iter().enumerate() {
-        let one = settings.for_sentence(&entry.sentence);
-        // The single run's pipeline up to its files; check_batch refused every other file.
-        let mut traced = || -> Result<Vec<u8>> {
-            let (done, _, _) = computed(&one, &|_| {}, false, &mut output::Clock::new(false))?;
-            notes.extend(done.notes.iter().filter(|n| !notes.contains(n)).cloned().collect::<Vec<_>>());
-            files.add(&done.trace, &done.views, &one, (i, batch.len()))?;
-            output::batch_item(&done.trace, &done.views, &one.output, (i, batch.len()))
-        };
-        items.push(traced().with_context(|| entry.label.clone())?);
-    }
-    clock.lap("traces");
-    output::notes(&notes, settings.quiet);
-    files.write(&settings.output)?;
-    output::batch(&items, settings.output.format, out)?;
-    clock.lap("render and write");
-    clock.report();
-    Ok(())
+    settings::limits::check_run(&loaded.cfg, loaded.tokens.len(), (&plan.record, plan.streamed), settings)
 }

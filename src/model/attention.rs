@@ -45,7 +45,7 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     let raw_scores = q.matmul(&k.t()?)?; // [head, query_pos, key_pos]
     rec.tensor(&format!("layers.{l}.attn.raw_scores"), cfg, &raw_scores)?;
     let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, query_pos, key_pos]
-    let hidden = hidden_keys(cfg, n);
+    let hidden = super::mask::hidden_keys(cfg, n);
     let scores = match &hidden {
         Some(hidden) => {
             // Hidden keys' scores become −inf, so exp gives exactly 0.
@@ -58,8 +58,8 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     }; // [head, query_pos, key_pos]
     let scores = super::intervene::knockout(cfg, l, scores)?; // [head, query_pos, key_pos]
     rec.tensor(&format!("layers.{l}.attn.scores"), cfg, &scores)?;
-    let weights = candle_nn::ops::softmax_last_dim(&scores)?; // [head, query_pos, key_pos]
-    let weights = match hidden.as_deref().and_then(|h| unseeing_rows(h, n)) {
+    let weights = super::softmax::softmax_last_dim(&scores)?; // [head, query_pos, key_pos]
+    let weights = match super::mask::blind_rows(cfg, l, hidden.as_deref(), (h, n)) {
         Some(rows) => zero_rows(&weights, &rows)?, // [head, query_pos, key_pos]
         None => weights,
     };
@@ -77,35 +77,10 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     Ok(out)
 }
 
-/// `[query, key]` flags, true where a key is hidden: after the query (causal), `window` or
-/// more positions before it (a sliding window, as Mistral's eager attention in transformers
-/// 4.46: query i sees keys i − window + 1 ..= i), or a pad (`--pad-to`, transformers'
-/// `attention_mask`). `None` when nothing is hidden.
-fn hidden_keys(cfg: &ModelConfig, n: usize) -> Option<Vec<bool>> {
-    let window = cfg.parts.window;
-    let pads = cfg.parts.padding.as_ref().map(|p| &p.attention_mask);
-    if !cfg.causal && window.is_none() && pads.is_none() {
-        return None;
-    }
-    let pad = |k: usize| pads.is_some_and(|m| m.get(k) == Some(&0));
-    let hidden = |q: usize, k: usize| (cfg.causal && k > q) || window.is_some_and(|w| q >= k + w) || pad(k);
-    Some((0..n * n).map(|i| hidden(i / n, i % n)).collect())
-}
-
-/// Queries that see no key at all (a left pad under the causal mask): `[query]` flags, or
-/// `None` when every query sees one. Their softmax would be 0/0, and a NaN there would reach
-/// every real token through the next layer's values (0 · NaN is NaN), so their weights are
-/// set to 0. transformers' eager attention gives such rows arbitrary weights instead (every
-/// score is the same large negative number); they are padding, not part of any sentence.
-fn unseeing_rows(hidden: &[bool], n: usize) -> Option<Vec<u8>> {
-    let rows: Vec<u8> = (0..n).map(|q| hidden[q * n..(q + 1) * n].iter().all(|&h| h) as u8).collect();
-    rows.contains(&1).then_some(rows)
-}
-
-/// `weights` with the flagged query rows set to 0.
+/// `weights` with the flagged `[head, query]` rows set to 0.
 fn zero_rows(weights: &Tensor, rows: &[u8]) -> Result<Tensor> {
     let (h, n, k) = weights.dims3()?;
-    let flags = Tensor::from_vec(rows.to_vec(), (1, n, 1), &Device::Cpu)?.broadcast_as((h, n, k))?;
+    let flags = Tensor::from_vec(rows.to_vec(), (h, n, 1), &Device::Cpu)?.broadcast_as((h, n, k))?;
     Ok(flags.where_cond(&weights.zeros_like()?, weights)?)
 }
 

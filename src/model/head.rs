@@ -84,7 +84,7 @@ pub fn top_k(logits: &Tensor, k: usize) -> Result<Vec<Vec<(u32, f32)>>> {
     let mut top = Vec::with_capacity(positions);
     for start in (0..positions).step_by(ROWS) {
         let rows = logits.narrow(0, start, ROWS.min(positions - start))?;
-        let probs = candle_nn::ops::softmax_last_dim(&rows)?.to_vec2::<f32>()?; // [rows, vocab]
+        let probs = super::softmax::softmax_last_dim(&rows)?.to_vec2::<f32>()?; // [rows, vocab]
         top.extend(probs.iter().map(|row| most_probable(row, k)));
     }
     Ok(top)

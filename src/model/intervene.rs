@@ -3,10 +3,18 @@
 //! rest); an ablated head's context becomes zero (transformers' `head_mask`) or its mean over
 //! positions, before the output projection. The recorded `attn.scores` and `attn.context`
 //! show the changed values, and everything after them follows.
+//!
+//! A query whose every key is hidden (by knockouts, with the causal mask, a sliding window or
+//! pads) has a softmax over nothing, 0/0: its weights are defined as 0, so its context is 0
+//! (as PyTorch's `scaled_dot_product_attention` does since 2.5 with its `_safe_softmax`;
+//! `torch.softmax` and `nn.MultiheadAttention` give NaN there). `mask::blind_rows` finds
+//! those rows for the forward pass, and [`blinded_by_knockout`] those a knockout caused, for
+//! the run's note.
 
 use crate::config::ModelConfig;
 use anyhow::Result;
 use candle_core::{Device, Tensor, D};
+use std::collections::BTreeSet;
 
 /// Adds −inf at this layer's knocked-out [head, query, key] entries of `scores`.
 pub fn knockout(cfg: &ModelConfig, layer: usize, scores: Tensor) -> Result<Tensor> {
@@ -22,6 +30,45 @@ pub fn knockout(cfg: &ModelConfig, layer: usize, scores: Tensor) -> Result<Tenso
         }
     }
     Ok((scores + Tensor::from_vec(bias, (h, n, n), &Device::Cpu)?)?)
+}
+
+/// The `(layer, head, query)` rows of an `n`-token run that see no key because of a knockout
+/// (rows the mask alone hides, a left pad under the causal mask, are not listed): the
+/// rows whose weights are 0 by definition rather than by a softmax.
+pub fn blinded_by_knockout(cfg: &ModelConfig, n: usize, hidden: Option<&[bool]>) -> Vec<(usize, usize, usize)> {
+    let layers: BTreeSet<usize> = cfg.interventions.knockout.iter().map(|k| k.layer).collect();
+    let by_mask = |q: usize| hidden.is_some_and(|m| m[q * n..(q + 1) * n].iter().all(|&x| x));
+    let mut out = Vec::new();
+    for l in layers {
+        let Some(rows) = super::mask::blind_rows(cfg, l, hidden, (cfg.heads, n)) else { continue };
+        let new = rows.iter().enumerate().filter(|&(i, &b)| b == 1 && !by_mask(i % n));
+        out.extend(new.map(|(i, _)| (l, i / n, i % n)));
+    }
+    out
+}
+
+/// The run's note when knockouts leave a query of an `n`-token run (labelled by `tokens`)
+/// without any key: which rows, and that their weights and context are 0 by definition.
+pub fn blind_note(cfg: &ModelConfig, tokens: &[String]) -> Option<String> {
+    if cfg.interventions.knockout.is_empty() {
+        return None;
+    }
+    let n = tokens.len();
+    let hidden = super::mask::hidden_keys(cfg, n);
+    let rows = blinded_by_knockout(cfg, n, hidden.as_deref());
+    let shown: Vec<String> = rows
+        .iter()
+        .take(4)
+        .map(|&(l, h, q)| format!("layer {l} head {h} query {q} {}", crate::error::quote(&tokens[q])))
+        .collect();
+    let more = if rows.len() > 4 { format!(" and {} more", rows.len() - 4) } else { String::new() };
+    (!rows.is_empty()).then(|| {
+        format!(
+            "--knockout hides every key from {}{more}: a softmax over no key is 0/0, so these rows' attention \
+             weights are 0 and their context is 0 (as PyTorch's scaled_dot_product_attention; torch.softmax gives NaN)",
+            shown.join(", ")
+        )
+    })
 }
 
 /// Replaces this layer's ablated heads' context ([head, pos, d_v]) with zero or its mean

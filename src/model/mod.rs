@@ -9,9 +9,11 @@ pub mod ffn;
 pub mod head;
 pub mod intervene;
 pub mod layer;
+pub mod mask;
 pub mod norm;
 pub mod patch;
 pub mod rope;
+pub mod softmax;
 
 use crate::config::ModelConfig;
 use crate::sources::params::{Linear, Params};

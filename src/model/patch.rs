@@ -2,7 +2,9 @@
 //! activations are copied into the corrupted input's run, one at a time (every layer × head's
 //! context, or every layer × position of the residual stream), and each run's metric is
 //! compared with the two unpatched runs: effect = (patched − corrupted) / (clean − corrupted),
-//! 1 when the patch restores the clean behaviour and 0 when it changes nothing.
+//! 1 when the patch restores the clean behaviour and 0 when it changes nothing. When the
+//! clean and corrupted metrics are equal that is 0/0: the effects are undefined (`None`),
+//! and each row's own metric is still given.
 //!
 //! The metric: for a language model, the logit difference between two answer tokens at the
 //! last position (logit[a] − logit[b]); for a masked-LM checkpoint given two answers, the same
@@ -49,7 +51,8 @@ pub struct Row {
     /// The head (`Heads`) or the position (`Resid`).
     pub index: usize,
     pub metric: f64,
-    pub effect: f64,
+    /// `None` when the clean and corrupted metrics are equal (the effect would be 0/0).
+    pub effect: Option<f64>,
 }
 
 /// A whole sweep.
@@ -133,6 +136,13 @@ fn score(
     }
 }
 
+/// (patched − corrupted) / (clean − corrupted), or `None` where the denominator is 0 (the
+/// runs do not differ on the metric) or not finite.
+pub fn effect(patched: f64, clean: f64, corrupted: f64) -> Option<f64> {
+    let span = clean - corrupted;
+    (span != 0.0 && span.is_finite()).then(|| (patched - corrupted) / span)
+}
+
 /// Runs the sweep: the clean and corrupted baselines, then one patched run per layer × head
 /// (or layer × position).
 pub fn sweep(
@@ -193,8 +203,7 @@ pub fn sweep(
             let run = run_from(&patched, &layers, l, base.inputs[l].clone(), false)?;
             layer_runs += l_count - l;
             let m = score(params, cfg, head.as_ref(), metric, &run.last, Some(&final_clean))?;
-            let effect =
-                if (clean_m - corrupted_m).abs() > 0.0 { (m - corrupted_m) / (clean_m - corrupted_m) } else { 0.0 };
+            let effect = effect(m, clean_m, corrupted_m);
             rows.push(Row { layer: l, index, metric: m, effect });
         }
     }

@@ -105,6 +105,11 @@ impl BatchViews {
         crate::settings::limits::check_bytes(3.0 * self.bytes as f64, &what, s.max_memory, s.memory_available)
     }
 
+    /// The memory the parts hold, as [`BatchViews::add`] counts it.
+    pub fn held(&self) -> usize {
+        3 * self.bytes
+    }
+
     /// Writes the page and the picture `out` names.
     pub fn write(self, out: &Output) -> Result<()> {
         if let Some(path) = &out.views.html {

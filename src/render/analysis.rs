@@ -182,7 +182,9 @@ pub fn write_patching(
         What::Resid => (0..count).map(|p| format!("{p} {}", cut(&trace.label(p), 8))).collect(),
     };
     let rows: Vec<String> = (0..layers).map(|l| format!("layer {l}")).collect();
-    let cells: Vec<String> = sweep.rows.iter().map(|r| format!("{:.precision$}", r.effect)).collect();
+    // An undefined effect (the runs do not differ on the metric; see the note) is a dash.
+    let cells: Vec<String> =
+        sweep.rows.iter().map(|r| r.effect.map_or("—".to_string(), |e| format!("{e:.precision$}"))).collect();
     writeln!(w)?;
     let what = match sweep.what {
         What::Heads => "each head's context",
@@ -221,7 +223,8 @@ pub fn write_patching(
 
 /// `patching`: `{"what", "metric": {"kind": "logit_diff", "a", "b", "position"} | {"kind":
 /// "output_distance"}, "corrupted_tokens", "clean_metric", "corrupted_metric", "layer_runs",
-/// "rows": [{"layer", "head" | "position", "metric", "effect"}]}`.
+/// "rows": [{"layer", "head" | "position", "metric", "effect"}]}`; `effect` is null when the
+/// clean and corrupted metrics are equal (0/0).
 pub fn patching_json(patching: &(Sweep, Vec<String>)) -> String {
     let (s, corrupted) = patching;
     let key = match s.what {
@@ -237,7 +240,7 @@ pub fn patching_json(patching: &(Sweep, Vec<String>)) -> String {
                 r.layer,
                 r.index,
                 f64_json(r.metric),
-                f64_json(r.effect)
+                r.effect.map_or("null".to_string(), f64_json)
             )
         })
         .collect();

@@ -86,6 +86,9 @@ pub fn render(
             if let Some(p) = &views.patching {
                 extra.push(("patching", analysis::patching_json(p)));
             }
+            if !views.notes.is_empty() {
+                extra.push(("notes", serde_json::to_string(&views.notes).unwrap_or_default()));
+            }
             json::write_with(trace, &extra, w)
         }
         Format::Heatmap => heatmap::write(trace, views, out, w),

@@ -100,7 +100,7 @@ fn recorded(cfg: &ModelConfig, n: usize, record: &Selection) -> (f64, f64) {
             continue;
         }
         let copies = if def.in_layer {
-            (0..cfg.layers).filter(|&l| record.wants(&format!("layers.{l}.{}", def.name), Some(l), def.name)).count()
+            layer_copies(cfg.layers, record, def.name)
         } else {
             usize::from(record.wants(def.name, None, def.name))
         };
@@ -113,17 +113,77 @@ fn recorded(cfg: &ModelConfig, n: usize, record: &Selection) -> (f64, f64) {
     (total, largest)
 }
 
-/// Refuses a run whose tensors would need more than `cap` (`--max-memory`) or than the
-/// machine has available: an error now instead of an out-of-memory abort part way.
-/// `record` and `streamed` as the plan says (`Plan::record`, `Plan::streamed`).
-pub fn check(
-    cfg: &ModelConfig,
-    n: usize,
-    record: (&Selection, bool),
-    cap: u128,
-    available: Option<u128>,
-) -> Result<()> {
-    check_bytes(estimate(cfg, n, record.0, record.1), "of tensors", cap, available)
+/// How many of `layers` layers' `name` step `record` keeps: as many as
+/// `record.wants("layers.{l}.{name}", …)` says yes to, counted without asking each layer
+/// (`--layers 4000000000` would loop for minutes before its estimate refused it).
+fn layer_copies(layers: usize, record: &Selection, name: &str) -> usize {
+    let listed = |l: usize| l < layers && record.layer.as_ref().is_none_or(|w| w.contains(&l));
+    let every = match &record.layer {
+        Some(w) => w.iter().filter(|&&l| l < layers).collect::<std::collections::BTreeSet<_>>().len(),
+        None => layers,
+    };
+    match &record.steps {
+        Some(set) if !set.contains(name) => {
+            let layer_of = |id: &String| -> Option<usize> {
+                let (l, rest) = id.strip_prefix("layers.")?.split_once('.')?;
+                (rest == name).then(|| l.parse().ok()).flatten()
+            };
+            set.iter().filter_map(layer_of).filter(|&l| listed(l)).count()
+        }
+        _ => every,
+    }
+}
+
+/// Refuses a run of `n` positions that [`check_run`] would refuse whatever the model, as soon as
+/// a flag names `n` (`--pad-to`) and before anything sized by it exists: padding to 10⁹
+/// tokens would otherwise make 10⁹ labels (24 GB) before the model's estimate is known.
+/// Every model needs at least one head's `[n, n]` scores and weights, twice over as
+/// [`estimate`] counts them: 32·n² bytes.
+pub fn check_positions(flag: &str, n: usize, cap: u128, available: Option<u128>) -> Result<()> {
+    let need = 32.0 * (n as f64) * (n as f64);
+    let limit = available.map_or(cap, |free| free.min(cap));
+    if need <= limit as f64 {
+        return Ok(());
+    }
+    let why = if limit < cap { "the memory available to this process" } else { "the cap (--max-memory)" };
+    Err(usage(
+        flag,
+        format!(
+            "{n} positions need at least {} for their attention scores alone, above {why} of {}",
+            human_f(need),
+            human(limit)
+        ),
+        format!("pass a smaller {flag}, or raise the cap with --max-memory"),
+    ))
+}
+
+/// Refuses a run of `s` whose tensors would need more than the cap (`--max-memory`) or than
+/// the machine has available: an error now instead of an out-of-memory abort part way.
+/// `record` as the plan says (`Plan::record`, `Plan::streamed`). In a batch, the results
+/// already held for the sentences before it (`s.held`) count with this run's tensors, so the
+/// whole batch stays under the caps.
+pub fn check_run(cfg: &ModelConfig, n: usize, record: (&Selection, bool), s: &super::Settings) -> Result<()> {
+    let need = estimate(cfg, n, record.0, record.1);
+    if s.held == 0 {
+        return check_bytes(need, "of tensors", s.max_memory, s.memory_available);
+    }
+    let total = need + s.held as f64;
+    let limit = s.memory_available.map_or(s.max_memory, |free| free.min(s.max_memory));
+    if total <= limit as f64 {
+        return Ok(());
+    }
+    let why = if limit < s.max_memory { "the memory available to this process" } else { "the cap" };
+    Err(usage(
+        "sizes",
+        format!(
+            "this run needs about {} (its tensors, and {} of results the batch holds for the sentences before it), \
+             above {why} of {}",
+            human_f(total),
+            human(s.held),
+            human(limit)
+        ),
+        "split the batch into smaller files, or raise the cap with --max-memory",
+    ))
 }
 
 /// Refuses `need` bytes (what they hold: `what`) above the cap or the available memory.
@@ -176,6 +236,38 @@ pub fn human(bytes: u128) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn layer_copies_count_what_the_selection_wants() {
+        let ids = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect());
+        let cases = [
+            (Selection::default(), 6),
+            (Selection { layer: Some(vec![1, 3, 3, 9]), ..Default::default() }, 2),
+            (Selection { steps: ids(&["attn.weights"]), ..Default::default() }, 6),
+            (Selection { steps: ids(&["attn.q"]), ..Default::default() }, 0),
+            (
+                Selection {
+                    steps: ids(&["layers.2.attn.weights", "layers.7.attn.weights", "layers.3.attn.q"]),
+                    ..Default::default()
+                },
+                1,
+            ),
+            (
+                Selection {
+                    steps: ids(&["layers.2.attn.weights", "layers.4.attn.weights"]),
+                    layer: Some(vec![4]),
+                    head: None,
+                },
+                1,
+            ),
+        ];
+        for (sel, want) in cases {
+            let asked =
+                (0..6).filter(|&l| sel.wants(&format!("layers.{l}.attn.weights"), Some(l), "attn.weights")).count();
+            assert_eq!((layer_copies(6, &sel, "attn.weights"), asked), (want, want), "{sel:?}");
+        }
+        assert_eq!(layer_copies(4_000_000_000, &Selection::default(), "attn.weights"), 4_000_000_000);
+    }
 
     #[test]
     fn sizes() {

@@ -170,6 +170,9 @@ pub struct Settings {
     pub max_memory: u128,
     /// The machine's available memory, if known (a second cap).
     pub memory_available: Option<u128>,
+    /// Bytes a batch already holds for the sentences before this one (their rendered
+    /// output and page parts), counted against both caps with this run's estimate; 0 alone.
+    pub held: u128,
     /// `--quiet`: no notes on stderr.
     pub quiet: bool,
     /// Interventions and analyses (`--ablate`, `--knockout`, `--lens`, `--stats`, `--rollout`).
@@ -206,6 +209,10 @@ impl Settings {
         };
         let shape = shape::shape(&cli)?;
         let max_memory = limits::parse_size(&cli.max_memory)?;
+        let padding = outputs::padding(&cli)?;
+        if let Some((n, _)) = padding {
+            limits::check_positions("--pad-to", n, max_memory, env.memory_available)?;
+        }
         let views = views::options(&cli, env)?;
         let outputs = outputs::options(&cli)?;
         let text = match (&cli.file, cli.sentence.as_deref()) {
@@ -241,9 +248,10 @@ impl Settings {
             outputs,
             max_memory,
             memory_available: env.memory_available,
+            held: 0,
             quiet: cli.quiet,
             analysis: analysis::options(&cli)?,
-            padding: outputs::padding(&cli)?,
+            padding,
         })
     }
 

@@ -274,7 +274,9 @@ pub fn open(
     let what = format!("--model {spec}");
     let g = Gguf::open(path, &what)?;
     let c = g.config()?;
-    let (tokenizer, _) = super::gguf_tokenizer::build(&g.content.metadata, &what)?;
+    // Built once per batch (sources::memo).
+    let key = format!("gguf tokenizer {}", path.display());
+    let (tokenizer, _) = super::memo::kept(&key, || super::gguf_tokenizer::build(&g.content.metadata, &what))?;
     let types = g.tensor_types();
     let kinds: std::collections::BTreeSet<&str> = types.values().flat_map(|t| t.keys()).map(String::as_str).collect();
     let kinds: Vec<&str> = kinds.into_iter().collect();

@@ -17,6 +17,7 @@ mod gguf_params;
 mod gguf_tokenizer;
 pub mod given;
 pub mod hf;
+pub mod memo;
 pub mod meta;
 pub mod params;
 pub mod seeded;
@@ -108,6 +109,19 @@ pub fn open(settings: &Settings) -> Result<(Loaded, Source)> {
 }
 
 impl Source {
+    /// [`Source::params`], converted once per batch where they do not depend on the sentence
+    /// (`memo`): a decoder's or a GGUF model's are its file's (the whole token table; layers
+    /// are read as the pass reaches them), so a batch's sentences share them. An encoder's
+    /// gather this sentence's token rows, and the toy draws for its own vocabulary: those are
+    /// made anew, as is everything outside a batch.
+    pub fn params_once(self, loaded: &Loaded) -> Result<Params> {
+        let key = match (&self, &loaded.cfg.model) {
+            (Source::Decoder(_) | Source::Gguf(_), Some(m)) => format!("parameters {}", m.path),
+            _ => return self.params(loaded),
+        };
+        memo::kept(&key, move || self.params(loaded))
+    }
+
     /// Makes every parameter the trace of `loaded` needs.
     pub fn params(self, loaded: &Loaded) -> Result<Params> {
         let cfg = &loaded.cfg;

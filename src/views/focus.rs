@@ -125,7 +125,10 @@ pub fn derive(trace: &Trace, position: usize, layer: usize) -> Result<Focus> {
         // The model scales in f32 (candle's affine), so this reproduces `scores` exactly.
         let scaled = raw_scores.iter().map(|&s| s * scale as f32).collect();
         let max_score = scores.iter().copied().filter(|s| s.is_finite()).fold(f32::NEG_INFINITY, f32::max);
-        let shifted: Vec<f64> = scores.iter().map(|&s| s as f64 - max_score as f64).collect();
+        // A hidden key stays −inf (its exp 0), also in a row that sees no key at all, whose
+        // max is −inf too: −inf − (−inf) would be NaN where the model defines the weights as 0.
+        let shift = |s: f32| if s == f32::NEG_INFINITY { f64::NEG_INFINITY } else { s as f64 - max_score as f64 };
+        let shifted: Vec<f64> = scores.iter().map(|&s| shift(s)).collect();
         let exps: Vec<f64> = shifted.iter().map(|&z| z.exp()).collect();
         let exp_sum = exps.iter().sum();
         let weighted = (0..n).map(|j| values[j].iter().map(|&x| weights[j] as f64 * x as f64).collect()).collect();

@@ -40,6 +40,9 @@ pub struct Views {
     pub corrupted_labels: Vec<String>,
     /// `--patch`: the sweep as the heatmaps draw it.
     pub patch_grid: Option<patching::PatchGrid>,
+    /// The run's notes (also on stderr): JSON's `notes`, so that a document says how its
+    /// numbers were defined where the arithmetic alone does not (attached by `run`).
+    pub notes: Vec<String>,
 }
 
 impl Views {
@@ -85,18 +88,6 @@ pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
         other => other,
     };
     let summary = (out.summary && out.format == Format::Table).then(|| summary::summarize(&trace));
-    Ok((
-        trace,
-        Views {
-            focus,
-            maps,
-            summary,
-            stats,
-            rollout,
-            patching: None,
-            corrupted_labels: Vec::new(),
-            patch_grid: None,
-            params: None,
-        },
-    ))
+    let views = Views { focus, maps, summary, stats, rollout, ..Default::default() };
+    Ok((trace, views))
 }

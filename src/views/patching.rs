@@ -22,6 +22,18 @@ pub struct PatchGrid {
     pub hi: f32,
 }
 
+/// The note for a sweep whose effects are undefined: the clean and corrupted runs give the
+/// same metric, so no patch can restore anything (effect = 0/0).
+pub fn note(sweep: &Sweep) -> Option<String> {
+    sweep.rows.iter().any(|r| r.effect.is_none()).then(|| {
+        format!(
+            "--patch: the clean and corrupted runs give the same metric ({}), so every effect is 0/0 and is left \
+             undefined (null in JSON, — in tables); each patched run's metric is still shown",
+            sweep.clean
+        )
+    })
+}
+
 /// The grid of `sweep`, whose positions are labelled with the clean sentence's `tokens`.
 pub fn grid(sweep: &Sweep, tokens: &[String]) -> PatchGrid {
     let layers = sweep.rows.iter().map(|r| r.layer + 1).max().unwrap_or(0);
@@ -32,8 +44,9 @@ pub fn grid(sweep: &Sweep, tokens: &[String]) -> PatchGrid {
             ("positions", (0..count).map(|p| format!("{p} {}", tokens.get(p).map_or("", String::as_str))).collect())
         }
     };
-    // `+ 0.0` turns −0 (a patch that changes nothing) into 0, so it is not written "-0.00".
-    let values: Vec<f32> = sweep.rows.iter().map(|r| r.effect as f32 + 0.0).collect();
+    // `+ 0.0` turns −0 (a patch that changes nothing) into 0, so it is not written "-0.00";
+    // an undefined effect (the runs do not differ on the metric) is NaN, drawn without colour.
+    let values: Vec<f32> = sweep.rows.iter().map(|r| r.effect.map_or(f32::NAN, |e| e as f32 + 0.0)).collect();
     let finite = values.iter().copied().filter(|v| v.is_finite());
     let lo = finite.clone().fold(0f32, f32::min);
     let hi = finite.fold(1f32, f32::max);
@@ -47,7 +60,7 @@ mod tests {
 
     #[test]
     fn the_scale_always_holds_zero_and_one() {
-        let row = |layer, index, effect| Row { layer, index, metric: 0.0, effect };
+        let row = |layer, index, effect| Row { layer, index, metric: 0.0, effect: Some(effect) };
         let sweep = Sweep {
             what: What::Resid,
             metric: Metric::OutputDistance,

@@ -23,6 +23,7 @@ const STAGES: &[(&str, u8)] = &[
     ("export", 5),
     ("output", 6),
     ("diff", 7),
+    ("batch", 8),
     ("command", 8),
 ];
 

@@ -16,6 +16,7 @@ mod golden;
 mod hostile;
 mod hostile_files;
 mod hostile_outputs;
+mod hostile_limits;
 mod interventions;
 mod oracle;
 mod padding;

@@ -118,8 +118,9 @@ fn rounded_to_bf16(src: &Path, dst: &Path, as_bf16: bool) {
     std::fs::write(dst, [&(head.len() as u64).to_le_bytes()[..], &head, &out_data].concat()).unwrap();
 }
 
-/// The document without the fields that name the file.
+/// The document without the fields that name the file, and the notes (the stored type's).
 fn numbers(mut doc: Value) -> Value {
+    doc.as_object_mut().unwrap().remove("notes");
     let c = doc["config"].as_object_mut().unwrap();
     c.remove("init");
     if let Some(m) = c.get_mut("model").and_then(Value::as_object_mut) {
@@ -140,6 +141,7 @@ fn bf16_toy_weights_are_noted_recorded_and_computed_in_f32() {
     let (a, err) = traced(&["--weights", bf16.to_str().unwrap()]);
     assert!(err.contains("the weights are stored as bf16; the arithmetic is f32 on the stored values"), "{err}");
     assert_eq!(a["config"]["init"]["stored_dtype"], "bf16");
+    assert_eq!(a["notes"][0], "the weights are stored as bf16; the arithmetic is f32 on the stored values");
     crate::export::assert_valid("a bf16 weights file's trace", &a);
     let (b, err) = traced(&["--weights", widened.to_str().unwrap()]);
     assert!(err.is_empty(), "f32 weights need no note: {err}");

@@ -109,12 +109,16 @@ impl HfModel {
 /// Loads `tokenizer.json` with its own padding and truncation switched off (MiniLM's asks
 /// for padding to 128; transformers does not apply either to a single sentence).
 pub fn load_tokenizer(dir: &Path, vocab_size: usize, what: &str) -> Result<Tokenizer> {
-    let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| {
-        usage(
-            what,
-            format!("tokenizer.json cannot be read: {}", first_line(&e.to_string())),
-            "restore the model's tokenizer.json",
-        )
+    // Parsed once per batch (sources::memo).
+    let path = dir.join("tokenizer.json");
+    let mut tokenizer = crate::sources::memo::kept(&format!("tokenizer.json {}", path.display()), || {
+        Tokenizer::from_file(&path).map_err(|e| {
+            usage(
+                what,
+                format!("tokenizer.json cannot be read: {}", first_line(&e.to_string())),
+                "restore the model's tokenizer.json",
+            )
+        })
     })?;
     tokenizer.with_padding(None);
     tokenizer.with_truncation(None).map_err(|e| {

@@ -1,0 +1,47 @@
+//! Which keys each query sees: the attention mask (causal, a sliding window, pads) as
+//! `[query, key]` flags, and the `[head, query]` rows that see no key at all once this
+//! layer's knockouts are added, whose softmax would be 0/0 (their weights are defined as 0;
+//! see `intervene`).
+
+use crate::config::ModelConfig;
+use std::collections::BTreeSet;
+
+/// `[query, key]` flags, true where a key is hidden: after the query (causal), `window` or
+/// more positions before it (a sliding window, as Mistral's eager attention in transformers
+/// 4.46: query i sees keys i − window + 1 ..= i), or a pad (`--pad-to`, transformers'
+/// `attention_mask`). `None` when nothing is hidden.
+pub fn hidden_keys(cfg: &ModelConfig, n: usize) -> Option<Vec<bool>> {
+    let window = cfg.parts.window;
+    let pads = cfg.parts.padding.as_ref().map(|p| &p.attention_mask);
+    if !cfg.causal && window.is_none() && pads.is_none() {
+        return None;
+    }
+    let pad = |k: usize| pads.is_some_and(|m| m.get(k) == Some(&0));
+    let hidden = |q: usize, k: usize| (cfg.causal && k > q) || window.is_some_and(|w| q >= k + w) || pad(k);
+    Some((0..n * n).map(|i| hidden(i / n, i % n)).collect())
+}
+
+/// This layer's `[head, query]` flags, 1 where a query sees no key: every key is hidden by
+/// `hidden` (the `[query, key]` mask, if any) or knocked out. `None` when every query sees one.
+pub fn blind_rows(cfg: &ModelConfig, layer: usize, hidden: Option<&[bool]>, (h, n): (usize, usize)) -> Option<Vec<u8>> {
+    let edges = knocked(cfg, layer, h);
+    if hidden.is_none() && edges.is_empty() {
+        return None;
+    }
+    let sees = |q: usize, k: usize| hidden.is_none_or(|m| !m[q * n + k]);
+    let visible: Vec<usize> = (0..n).map(|q| (0..n).filter(|&k| sees(q, k)).count()).collect();
+    let mut left: Vec<usize> = (0..h).flat_map(|_| visible.iter().copied()).collect(); // [head, query]
+    for &(head, q, _) in edges.iter().filter(|&&(_, q, k)| q < n && k < n && sees(q, k)) {
+        left[head * n + q] -= 1;
+    }
+    let rows: Vec<u8> = left.iter().map(|&c| u8::from(c == 0)).collect();
+    rows.contains(&1).then_some(rows)
+}
+
+/// This layer's knocked-out `(head, query, key)` edges, each once.
+fn knocked(cfg: &ModelConfig, layer: usize, h: usize) -> BTreeSet<(usize, usize, usize)> {
+    let edges = cfg.interventions.knockout.iter().filter(|k| k.layer == layer);
+    edges
+        .flat_map(|k| (0..h).filter(move |&g| k.head.is_none_or(|x| x == g)).map(move |g| (g, k.query, k.key)))
+        .collect()
+}
