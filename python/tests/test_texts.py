@@ -23,7 +23,8 @@ def test_smollm2_texts_equal_the_cli_json(cli):
     doc = json.loads(out)
     assert t.tokens == doc["input"]["tokens"] and t.texts == doc["input"]["texts"]
     assert t.tokens[1] == "ĠcafÃ©" and t.texts[1] == " café"
-    assert t.texts[3:6] == ["中", "文", " <0xE5>"] and t.texts[6:] == ["<0xB7>", "<0xB4>", "<0xE9>", "<0xBB>", "<0x8E>"]
+    assert t.texts[3:6] == ["中", "文", " <0xE5>"]
+    assert t.texts[6:] == ["<0xB7>", "<0xB4>", "<0xE9>", "<0xBB>", "<0x8E>"]
     assert t.labels[:6] == ["un", "·café", "·", "中", "文", "·<0xE5>"]
     assert not any(c in "".join(t.texts + t.labels) for c in "ĠÃå")
     assert t.predictions == doc["predictions"]
