@@ -116,8 +116,9 @@ def _given(weights: Mapping) -> list:
 
 
 class Trace:
-    """One traced run: ``tokens`` (``texts`` and ``labels`` as text), ``config`` (the JSON document's config), ``steps`` (step id
-    to a numpy array in the step's shape, read-only views of the trace), ``to_json()``,
+    """One traced run: ``tokens`` (``texts`` and ``labels`` as text), ``predictions``,
+    ``config`` (the JSON document's config), ``steps`` (step id to a numpy array in the
+    step's shape, read-only views of the trace), ``to_json()``,
     ``save(path)``, and in notebooks the ``--html`` page inline (``_repr_html_``) and
     ``heatmap(layer, head)``."""
 
