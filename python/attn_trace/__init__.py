@@ -125,8 +125,9 @@ def _given(weights: Mapping) -> list:
 
 
 class Trace:
-    """One traced run: ``tokens``, ``config`` (the JSON document's config), ``steps`` (step id
-    to a numpy array in the step's shape, read-only views of the trace), ``to_json()``,
+    """One traced run: ``tokens`` (``texts`` and ``labels`` as text), ``predictions``,
+    ``config`` (the JSON document's config), ``steps`` (step id to a numpy array in the
+    step's shape, read-only views of the trace), ``to_json()``,
     ``save(path)``, and in notebooks the ``--html`` page inline (``_repr_html_``) and
     ``heatmap(layer, head)``."""
 
@@ -134,10 +135,34 @@ class Trace:
         self._native = native
         self._steps: Optional[Mapping] = None
         self._config: Optional[dict] = None
+        self._predictions: Optional[list] = None
 
     @property
     def tokens(self) -> list:
         return self._native.tokens
+
+    @property
+    def texts(self) -> Optional[list]:
+        """What each token spells as text (``' café'``, ``'巴黎'``; ``'<0xE5>'`` for a byte
+        that is only part of a character), as JSON's ``input.texts``; None for a vocabulary
+        without a byte form (WordPiece, the toy vocabularies)."""
+        return self._native.texts
+
+    @property
+    def labels(self) -> list:
+        """Each position's label as tables, heatmaps and the page show it: the text, a space
+        as ``·`` and a newline as ``↵`` (``'·café'``), or the token as spelled without texts."""
+        return self._native.labels
+
+    @property
+    def predictions(self) -> Optional[list]:
+        """A language model's next-token predictions, as JSON's ``predictions``: per position
+        ``{"pos", "token", "text", "top": [{"id", "token", "text", "prob"}, …]}`` (``text``
+        only with ``texts``); None without a language-model head."""
+        if self._predictions is None:
+            raw = self._native.predictions_json()
+            self._predictions = [] if raw is None else json.loads(raw)
+        return self._predictions or None
 
     @property
     def token_ids(self) -> Optional[list]:

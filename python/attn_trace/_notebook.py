@@ -38,11 +38,12 @@ def heatmap(trace, layer: int, head: int):
     if head not in heads:
         raise Error(f"heatmap: head {head} is not in the trace (it holds heads {heads})", 2)
     w = trace.steps[sid][heads.index(head)]
-    fig = matplotlib.figure.Figure(figsize=(1 + 0.45 * len(trace.tokens), 0.6 + 0.45 * len(trace.tokens)))
+    labels = trace.labels  # the tokens as text (·café), as the command's heatmap shows them
+    fig = matplotlib.figure.Figure(figsize=(1 + 0.45 * len(labels), 0.6 + 0.45 * len(labels)))
     ax = fig.add_subplot()
     im = ax.imshow(w, cmap="viridis", vmin=0.0)
-    ax.set_xticks(range(len(trace.tokens)), trace.tokens, rotation=90)
-    ax.set_yticks(range(len(trace.tokens)), trace.tokens)
+    ax.set_xticks(range(len(labels)), labels, rotation=90)
+    ax.set_yticks(range(len(labels)), labels)
     ax.set_xlabel("key")
     ax.set_ylabel("query")
     ax.set_title(f"layer {layer}, head {head}: attention weights")

@@ -66,6 +66,26 @@ impl Trace {
         self.done.trace.tokens.clone()
     }
 
+    /// What each token spells as text (` café`, `<0xE5>` for part of a character), or None
+    /// for a vocabulary without a byte form (WordPiece, the toy vocabularies): JSON's
+    /// `input.texts`.
+    #[getter]
+    fn texts(&self) -> Option<Vec<String>> {
+        self.done.trace.texts.clone()
+    }
+
+    /// Each position's label, as tables, heatmaps and the page show it (`·café`).
+    #[getter]
+    fn labels(&self) -> Vec<String> {
+        self.done.trace.labels()
+    }
+
+    /// The next-token predictions as JSON text (the document's `predictions`), or None for a
+    /// model without a language-model head.
+    fn predictions_json(&self) -> Option<String> {
+        attn_trace::render::predictions::to_json(&self.done.trace)
+    }
+
     /// Vocabulary ids, or None for a raw input matrix.
     #[getter]
     fn token_ids(&self) -> Option<Vec<u32>> {

@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("ATTN_TRACE_BIN", ROOT / "target" / "debug" / "attn-trace"))
 MINILM = ROOT / ".cache" / "models" / "all-MiniLM-L6-v2"
+SMOLLM2 = ROOT / ".cache" / "models" / "smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 SHOES = "my shoes are small, my feet are big."
 
 

@@ -232,7 +232,7 @@ fn data_json(maps: &Maps, precision: usize) -> String {
 }
 
 /// One table per head (or one for the step), rows labelled by token (`labels`).
-fn step_tables(s: &mut String, step: &Step, tokens: &[String], precision: usize, sfx: &str) {
+fn step_tables(s: &mut String, step: &Step, labels: &[String], precision: usize, sfx: &str) {
     let (groups, rows, cols) = match step.shape.as_slice() {
         [c] => (1, 1, *c),
         [r, c] => (1, *r, *c),
@@ -247,6 +247,9 @@ fn step_tables(s: &mut String, step: &Step, tokens: &[String], precision: usize,
             Values::F32(v) => format!("{:.precision$}", v[i]),
             Values::Bool(v) => (if v[i] { "masked" } else { "·" }).into(),
             Values::Int(v) => v[i].to_string(),
+            // The `tokens` step holds the tokens as spelled (`ĠcafÃ©`); the page shows their
+            // labels (`·café`), as the terminal's token table does.
+            Values::Str(v) if v.len() == labels.len() => labels[i].clone(),
             Values::Str(v) => v[i].clone(),
         }
     };
@@ -268,13 +271,13 @@ fn step_tables(s: &mut String, step: &Step, tokens: &[String], precision: usize,
         );
         s.push_str("<table class=\"step\"><thead><tr><th></th>");
         for c in 0..cols {
-            let label = if by_key { tokens.get(c).cloned().unwrap_or_default() } else { c.to_string() };
+            let label = if by_key { labels.get(c).cloned().unwrap_or_default() } else { c.to_string() };
             let _ = write!(s, "<th>{}</th>", esc(&label));
         }
         s.push_str("</tr></thead><tbody>\n");
         for r in 0..rows {
             let label =
-                if by_pos { String::new() } else { format!("{r} {}", tokens.get(r).map_or("", |t| t.as_str())) };
+                if by_pos { String::new() } else { format!("{r} {}", labels.get(r).map_or("", |t| t.as_str())) };
             let _ = write!(s, "<tr><th>{}</th>", esc(&label));
             for c in 0..cols {
                 let _ = write!(s, "<td>{}</td>", esc(&cell((g * rows + r) * cols + c)));

@@ -2,7 +2,9 @@
 # The --html page in a real browser (README: Views). Installs Debian's chromium and
 # chromium-driver if they are missing (apt-get; run as root, as CI does), builds a venv with
 # the pinned selenium under .cache/, writes a page and its JSON trace with the debug binary,
-# then tests/browser/check_html.py checks the page, and a batch's page of two sentences. The
+# then tests/browser/check_html.py checks the page, and a batch's page of two sentences;
+# tests/browser/check_glyphs.py checks that a SmolLM2 page's tokens read as text (`·café`, 中文)
+# and that the CJK glyphs are drawn (Debian's fonts-droid-fallback is installed for them). The
 # pages, the JSON and screenshots are left in .cache/artifacts/ (CI uploads them; ARTIFACTS=DIR
 # puts them elsewhere).
 set -euo pipefail
@@ -12,6 +14,12 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
   echo "browser: installing chromium and chromium-driver (apt-get)"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+# A font with CJK glyphs (1.8 MB; without one Chromium draws 中 as an empty box).
+if [[ -z $(fc-list :lang=zh 2>/dev/null) ]]; then
+  echo "browser: installing fonts-droid-fallback (apt-get)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-droid-fallback >/dev/null
 fi
 
 venv=.cache/browser-venv
@@ -41,6 +49,13 @@ EXPECT_FOCUS=1 "$venv/bin/python" tests/browser/check_html.py "$art/batch.html" 
 target/debug/attn-trace --batch "$art/batch.txt" --heads 2 --layers 2 --pad-to 10 --padding left \
   --html "$art/padded.html" --format json >"$art/padded.json"
 "$venv/bin/python" tests/browser/check_html.py "$art/padded.html" "$art/padded.json" "$art/padded.png"
+# A real vocabulary's tokens as text (issue 28): SmolLM2 spells café ĠcafÃ© and 中 ä¸Ń, and
+# has no token for 巴黎 (six bytes, drawn <0xE5> …). One layer is enough; --steps adds the
+# tokens table, --focus the walkthrough, each of which shows the labels too.
+bash tests/fetch-smollm2.sh
+target/debug/attn-trace "un café 中文 巴黎" --model .cache/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf \
+  --layer 0 --steps tokens,weights --focus café --quiet --html "$art/glyphs.html" --format json >"$art/glyphs.json"
+"$venv/bin/python" tests/browser/check_glyphs.py "$art/glyphs.html" "$art/glyphs.json" "$art/glyphs.png"
 # The example notebook's output, as Jupyter shows it (tests/python.sh ran the notebook and
 # left it here): its two pages, each in its own frame, must not clash.
 if [[ -f $art/notebook-output.html ]]; then

@@ -111,3 +111,16 @@ fn a_real_vocabulary_reads_as_text() {
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(svg.contains(">·café<") && svg.contains("&lt;0xB7&gt;") && !svg.contains('Ã'), "the picture's labels");
 }
+
+/// The page's step tables (`--steps` asks for them with a model) show the `tokens` step, which
+/// holds the spellings, by its labels, as the terminal's token table does.
+#[test]
+fn the_pages_token_table_shows_labels() {
+    let gpt2 = fixture("fixtures/decoders/gpt2");
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("p.html");
+    run(&["my shoes", "--model", &gpt2, "--steps", "tokens,weights", "--html", page.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<td>my</td><td>·shoes</td>"), "the tokens step's cells");
+    assert!(!html.contains('Ã') && !html.contains('Ġ'), "no spelling on the page");
+}
