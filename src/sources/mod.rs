@@ -11,7 +11,8 @@
 pub mod batch;
 pub mod file;
 pub mod gguf;
-mod gguf_tokenizer;
+mod gguf_pretok;
+pub mod gguf_tokenizer;
 pub mod given;
 pub mod hf;
 pub mod meta;
