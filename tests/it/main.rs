@@ -11,6 +11,7 @@ mod diff;
 mod export;
 mod firsthour;
 mod gguf;
+mod gguf_tokenize;
 mod golden;
 mod hostile;
 mod interventions;
