@@ -174,11 +174,7 @@ pub const RULES: &[Rule] = &[
         ignore_merges: true,
     },
     // FALCON
-    Rule {
-        names: &["falcon"],
-        regexes: &[r"[\p{P}\$\+<=>\^~\|`]+", GPT2, "[0-9][0-9][0-9]"],
-        ignore_merges: false,
-    },
+    Rule { names: &["falcon"], regexes: &[r"[\p{P}\$\+<=>\^~\|`]+", GPT2, "[0-9][0-9][0-9]"], ignore_merges: false },
     // MPT, GPT2, OLMO, JAIS, TRILLION, GRANITE_DOCLING: GPT-2's regex alone.
     Rule {
         names: &[
@@ -255,10 +251,7 @@ pub const RULES: &[Rule] = &[
     // TEKKEN
     Rule {
         names: &["tekken"],
-        regexes: &[concat!(
-            cased_words!(r"\p{L}", ""),
-            r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-        )],
+        regexes: &[concat!(cased_words!(r"\p{L}", ""), r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")],
         ignore_merges: true,
     },
     // EXAONE_MOE

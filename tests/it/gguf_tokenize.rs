@@ -8,8 +8,10 @@
 
 use crate::common::*;
 use crate::gguf::smollm2;
-use attn_trace::sources::gguf_tokenizer;
+use attn_trace::sources::{gguf_tokenizer, Input};
+use attn_trace::{cli::Cli, cli::Env, settings::Settings};
 use candle_core::quantized::gguf_file::{Content, Value};
+use clap::Parser;
 use serde_json::Value as Json;
 use std::collections::HashMap;
 
@@ -22,18 +24,27 @@ fn ids(v: &Json) -> Vec<u32> {
     v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
 }
 
-/// The real file through the binary: every hard text's ids (no BOS: llama.cpp's were taken
-/// with `add_bos=False`) are llama.cpp's.
+/// The real file: every hard text's ids through `sources::open` (as the command tokenizes;
+/// no BOS: llama.cpp's were taken with `add_bos=False`) are llama.cpp's, and the binary shows
+/// them for the line of code (a trace per text would only repeat the forward pass).
 #[test]
 fn smollm2_tokenizes_as_llama_cpp() {
     let model = smollm2();
     let doc = fixture("smollm2.json");
     assert_eq!(doc["pre"], "smollm");
-    for case in doc["cases"].as_array().unwrap() {
+    let cases = doc["cases"].as_array().unwrap();
+    for case in cases {
         let text = case["text"].as_str().unwrap();
-        let out = trace_json(&[text, "--model", &model, "--steps", "tokens", "--no-special-tokens"]);
-        assert_eq!(ids(&out["input"]["token_ids"]), ids(&case["ids"]), "{text:?}");
+        let args = ["attn-trace", text, "--model", &model, "--no-special-tokens"];
+        let settings = Settings::from_cli(Cli::try_parse_from(args).unwrap(), &Env::default()).unwrap();
+        let (loaded, _) = attn_trace::sources::open(&settings).unwrap();
+        let Input::Ids { ids: got, .. } = &loaded.input else { panic!("no ids for {text:?}") };
+        assert_eq!(got, &ids(&case["ids"]), "{text:?}");
     }
+    let case = cases.iter().find(|c| c["text"].as_str().unwrap().starts_with("print(x)")).unwrap();
+    let text = case["text"].as_str().unwrap();
+    let out = trace_json(&[text, "--model", &model, "--steps", "tokens", "--no-special-tokens"]);
+    assert_eq!(ids(&out["input"]["token_ids"]), ids(&case["ids"]), "{text:?}");
 }
 
 /// Every supported name, and the metadata without the key: each text's ids are llama.cpp's.
@@ -81,7 +92,8 @@ fn assert_ids(meta: &HashMap<String, Value>, texts: &[&str], want: &Json, name: 
 fn oracle_vocabulary(extra: &[&str]) -> HashMap<String, Value> {
     let mut f = std::fs::File::open(smollm2()).unwrap();
     let mut meta = Content::read(&mut f).unwrap().metadata;
-    let strings = |v: &Value| -> Vec<String> { v.to_vec().unwrap().iter().map(|s| s.to_string().unwrap().clone()).collect() };
+    let strings =
+        |v: &Value| -> Vec<String> { v.to_vec().unwrap().iter().map(|s| s.to_string().unwrap().clone()).collect() };
     let mut tokens = strings(&meta["tokenizer.ggml.tokens"]);
     let mut merges = strings(&meta["tokenizer.ggml.merges"]);
     let (n, m, k) = (tokens.len(), merges.len(), extra.len());
