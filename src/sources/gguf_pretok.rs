@@ -377,6 +377,9 @@ mod tests {
         assert_eq!(split("gpt-2", "I'M print(x):\n"), ["I", "'", "M", " print", "(", "x", "):", "\n"]);
         assert_eq!(split("llama-bpe", "I'M print(x):\n"), ["I", "'M", " print", "(x", "):\n"]);
         assert_eq!(split("qwen2", "12345 ab"), ["1", "2", "3", "4", "5", " ab"]);
+        // Issue 28's line of code: five words for Qwen2, six for GPT-2.
+        assert_eq!(split("qwen2", "foo.bar(baz)"), ["foo", ".bar", "(baz", ")"]);
+        assert_eq!(split("gpt-2", "foo.bar(baz)"), ["foo", ".", "bar", "(", "baz", ")"]);
         assert_eq!(split("llama-bpe", "12345 ab"), ["123", "45", " ab"]);
         assert_eq!(split("smollm", " 12 ab"), [" ", "1", "2", " ab"]);
         assert_eq!(split("default", " 12345"), [" ", "123", "45"]);
