@@ -68,7 +68,9 @@ fn every_pre_tokenizer_splits_as_llama_cpp() {
     meta.remove("tokenizer.ggml.pre");
     assert_ids(&meta, &texts, &doc["absent"], "(absent)");
     meta.insert("tokenizer.ggml.pre".into(), Value::String("no-such-pre-tokenizer".into()));
-    let err = format!("{:#}", gguf_tokenizer::build(&meta, "--model m.gguf").err().unwrap());
+    let err = gguf_tokenizer::build(&meta, "--model m.gguf").err().unwrap();
+    assert_eq!(attn_trace::error::exit_code(&err), 2, "a usage error");
+    let err = format!("{err:#}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("--model m.gguf: tokenizer.ggml.pre \"no-such-pre-tokenizer\" is not supported"), "{err}");
     let listed = err.split("supported: ").nth(1).unwrap().split(" (").next().unwrap();
@@ -76,6 +78,9 @@ fn every_pre_tokenizer_splits_as_llama_cpp() {
     listed.sort();
     checked.sort();
     assert_eq!(listed, checked, "the supported names against the oracle's");
+    meta.insert("tokenizer.ggml.pre".into(), Value::U32(3));
+    let err = format!("{:#}", gguf_tokenizer::build(&meta, "--model m.gguf").err().unwrap());
+    assert!(err.contains("tokenizer.ggml.pre is not a string"), "{err}");
 }
 
 fn assert_ids(meta: &HashMap<String, Value>, texts: &[&str], want: &Json, name: &str) {
