@@ -50,6 +50,9 @@ const QWEN2: &str =
     concat!(contractions!(), r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+");
 /// DeepSeek V3's (LLAMA_VOCAB_PRE_TYPE_DEEPSEEK3_LLM) and Spark 2.5's CJK and kana runs.
 const CJK_KANA: &str = r"[一-龥぀-ゟ゠-ヿ]+";
+/// DeepSeek's CJK and Hangul runs (LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_LLM, DEEPSEEK_CODER), less
+/// the spaces inside "ࠀ-一" that llama.cpp never sees there (see DEEPSEEK_LLM below).
+const CJK_HANGUL: &str = r"[一-龥ࠀ-一가-퟿&&\S]+";
 /// BLOOM's one regex (LLAMA_VOCAB_PRE_TYPE_BLOOM, PORO, GPT3_FINNISH, VIKING).
 const BLOOM: &str = r" ?[^(\s|.,!?…。，、।۔،)]+";
 /// GPT-4o's letter runs split at case changes (LLAMA_VOCAB_PRE_TYPE_GPT4O, TEKKEN), as
@@ -114,26 +117,27 @@ pub const RULES: &[Rule] = &[
     },
     // DBRX, SMAUG, and CHATGLM4 for chatglm-bpe: Llama 3's regex without ignore_merges.
     Rule { names: &["dbrx", "smaug-bpe", "chatglm-bpe"], regexes: &[LLAMA3], ignore_merges: false },
-    // DEEPSEEK_LLM. llama.cpp matches this type's regexes without `\p{…}` on the text with
-    // every non-ASCII space turned into "\v", so U+3000 never matches the range "　-。" and
-    // the range starts at "、"; `$` (ECMAScript: the end of the piece) is `\z`. The six letters
-    // written `\x{…}` are ones that Unicode normalization of this file would turn into others.
+    // DEEPSEEK_LLM. llama.cpp matches a regex without `\p{…}` on the text with every
+    // non-ASCII space turned into "\v", so a range of literal characters never matches one
+    // (U+2028 is inside "ࠀ-一", U+3000 inside "　-。"): `&&\S` takes them out of the range
+    // here. `$` (ECMAScript: the end of the piece) is `\z`. The six letters written `\x{…}`
+    // are ones that Unicode normalization of this file would turn into other characters.
     Rule {
         names: &["deepseek-llm"],
         regexes: &[
             r"[\r\n]",
             r"\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-\x{1F7D}ᾀ-ᾴᾶ-ᾼ\x{1FBE}ῂ-ῄῆ-ῌῐ-\x{1FD3}ῖ-\x{1FDB}ῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤ\x{2126}ℨ\x{212A}-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
-            r"\s?[!-/:-~！-／：-～‘-‟、-。]+",
+            r"\s?[!-/:-~！-／：-～‘-‟　-。&&\S]+",
             r"\s+\z",
-            r"[一-龥ࠀ-一가-퟿]+",
+            CJK_HANGUL,
             r"\p{N}+",
         ],
         ignore_merges: false,
     },
-    // DEEPSEEK_CODER
+    // DEEPSEEK_CODER (its CJK range as DEEPSEEK_LLM's, less the spaces)
     Rule {
         names: &["deepseek-coder"],
-        regexes: &[r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", r"[一-龥ࠀ-一가-퟿]+", r"\p{N}"],
+        regexes: &[r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", CJK_HANGUL, r"\p{N}"],
         ignore_merges: false,
     },
     // DEEPSEEK3_LLM, HUNYUAN_DENSE, JOYAI_LLM, HY_V4
@@ -383,5 +387,7 @@ mod tests {
         assert_eq!(split("llama-bpe", "12345 ab"), ["123", "45", " ab"]);
         assert_eq!(split("smollm", " 12 ab"), [" ", "1", "2", " ab"]);
         assert_eq!(split("default", " 12345"), [" ", "123", "45"]);
+        // A space outside ASCII is never inside DeepSeek's literal ranges (llama.cpp sees "\v").
+        assert_eq!(split("deepseek-llm", "文\tMK9\u{2028}$RE"), ["文", "\tMK", "9", "\u{2028}$", "RE"]);
     }
 }

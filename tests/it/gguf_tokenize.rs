@@ -24,22 +24,31 @@ fn ids(v: &Json) -> Vec<u32> {
     v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
 }
 
-/// The real file: every hard text's ids through `sources::open` (as the command tokenizes;
-/// no BOS: llama.cpp's were taken with `add_bos=False`) are llama.cpp's, and the binary shows
-/// them for the line of code (a trace per text would only repeat the forward pass).
+/// The real file: the hand-picked texts' ids through `sources::open` (as the command
+/// tokenizes; no BOS: llama.cpp's were taken with `add_bos=False`), the random ones' through
+/// the tokenizer it built, are llama.cpp's; and the binary shows them for the line of
+/// code (a trace per text would only repeat the forward pass).
 #[test]
 fn smollm2_tokenizes_as_llama_cpp() {
     let model = smollm2();
     let doc = fixture("smollm2.json");
     assert_eq!(doc["pre"], "smollm");
     let cases = doc["cases"].as_array().unwrap();
-    for case in cases {
+    let hand = doc["hand_picked"].as_u64().unwrap() as usize;
+    let mut tokenizer = None;
+    for case in &cases[..hand] {
         let text = case["text"].as_str().unwrap();
         let args = ["attn-trace", text, "--model", &model, "--no-special-tokens"];
         let settings = Settings::from_cli(Cli::try_parse_from(args).unwrap(), &Env::default()).unwrap();
         let (loaded, _) = attn_trace::sources::open(&settings).unwrap();
         let Input::Ids { ids: got, .. } = &loaded.input else { panic!("no ids for {text:?}") };
         assert_eq!(got, &ids(&case["ids"]), "{text:?}");
+        tokenizer = loaded.tokenizer;
+    }
+    let tok = tokenizer.unwrap();
+    for case in &cases[hand..] {
+        let text = case["text"].as_str().unwrap();
+        assert_eq!(tok.encode(text, false).unwrap().get_ids(), &ids(&case["ids"])[..], "{text:?}");
     }
     let case = cases.iter().find(|c| c["text"].as_str().unwrap().starts_with("print(x)")).unwrap();
     let text = case["text"].as_str().unwrap();
