@@ -1,11 +1,14 @@
-//! A GGUF file's tokenizer, built from its metadata with the tokenizers crate as transformers'
-//! GGUF converter (`GGUFLlamaConverter` and friends, 4.46) builds it:
+//! A GGUF file's tokenizer, built from its metadata with the tokenizers crate:
 //! - `tokenizer.ggml.model` `gpt2`: a byte-level BPE from `tokenizer.ggml.tokens` and `.merges`,
 //!   its words split as llama.cpp splits them for the file's `tokenizer.ggml.pre` (Llama 3,
 //!   Qwen2, SmolLM, DeepSeek… each have their own rule for digits, contractions, whitespace
 //!   and newlines: see `gguf_pretok`; absent is llama.cpp's `default`, an unknown name is an
-//!   error), then mapped to GPT-2's byte alphabet, and the ByteLevel decoder;
-//! - `llama` (SentencePiece: Llama 2, TinyLlama, Mistral v0.1…): a BPE with byte fallback whose
+//!   error), then mapped to GPT-2's byte alphabet, and the ByteLevel decoder. GGUF is
+//!   llama.cpp's format, so its split is the model's; transformers' GGUF converter (4.46)
+//!   splits every `llama`-architecture file with GPT-2's rule instead (see
+//!   fixtures/gguf/tokenize for where the two differ);
+//! - `llama` (SentencePiece: Llama 2, TinyLlama, Mistral v0.1…), as transformers' GGUF
+//!   converter (`GGUFLlamaConverter`, 4.46) builds it: a BPE with byte fallback whose
 //!   merges are derived from the tokens' scores (see `spm_merges`), "▁" prepended and spaces
 //!   replaced by "▁" (unless `tokenizer.ggml.add_space_prefix` is false), `<unk>` fused.
 //!

@@ -12,6 +12,7 @@ pub mod batch;
 pub mod file;
 pub mod gguf;
 mod gguf_pretok;
+// Public so that tests/it/gguf_tokenize.rs can build a tokenizer from edited metadata.
 pub mod gguf_tokenizer;
 pub mod given;
 pub mod hf;
