@@ -1,8 +1,14 @@
-//! A GGUF file's tokenizer, built from its metadata with the tokenizers crate as transformers'
-//! GGUF converter (`GGUFLlamaConverter` and friends, 4.46) builds it:
-//! - `tokenizer.ggml.model` `gpt2`: a byte-level BPE from `tokenizer.ggml.tokens` and `.merges`
-//!   (ByteLevel pre-tokenizer without a prefix space, and its decoder);
-//! - `llama` (SentencePiece: Llama 2, TinyLlama, Mistral v0.1…): a BPE with byte fallback whose
+//! A GGUF file's tokenizer, built from its metadata with the tokenizers crate:
+//! - `tokenizer.ggml.model` `gpt2`: a byte-level BPE from `tokenizer.ggml.tokens` and `.merges`,
+//!   its words split as llama.cpp splits them for the file's `tokenizer.ggml.pre` (Llama 3,
+//!   Qwen2, SmolLM, DeepSeek… each have their own rule for digits, contractions, whitespace
+//!   and newlines: see `gguf_pretok`; absent is llama.cpp's `default`, an unknown name is an
+//!   error), then mapped to GPT-2's byte alphabet, and the ByteLevel decoder. GGUF is
+//!   llama.cpp's format, so its split is the model's; transformers' GGUF converter (4.46)
+//!   splits every `llama`-architecture file with GPT-2's rule instead (see
+//!   fixtures/gguf/tokenize for where the two differ);
+//! - `llama` (SentencePiece: Llama 2, TinyLlama, Mistral v0.1…), as transformers' GGUF
+//!   converter (`GGUFLlamaConverter`, 4.46) builds it: a BPE with byte fallback whose
 //!   merges are derived from the tokens' scores (see `spm_merges`), "▁" prepended and spaces
 //!   replaced by "▁" (unless `tokenizer.ggml.add_space_prefix` is false), `<unk>` fused.
 //!
@@ -10,7 +16,8 @@
 //! prepended when `tokenizer.ggml.add_bos_token` says so (absent: no for `gpt2`, yes for
 //! `llama`, as llama.cpp and transformers' LlamaTokenizerFast default).
 
-use crate::error::usage;
+use super::gguf_pretok;
+use crate::error::{quote, usage};
 use anyhow::Result;
 use candle_core::quantized::gguf_file::Value;
 use std::collections::{HashMap, HashSet};
@@ -110,14 +117,37 @@ impl Meta<'_> {
             .into_iter()
             .filter_map(|m| m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())))
             .collect();
+        let rule = self.pre_rule()?;
         let bpe = BPE::builder()
             .vocab_and_merges(vocab, merges)
+            .ignore_merges(rule.ignore_merges)
             .build()
             .map_err(|e| self.bad(format!("its BPE cannot be built ({e})")))?;
         let mut tok = Tokenizer::new(bpe);
-        tok.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
+        tok.with_pre_tokenizer(Some(gguf_pretok::pre_tokenizer(rule).map_err(|e| self.bad(e))?));
         tok.with_decoder(Some(ByteLevel::default()));
         Ok(tok)
+    }
+
+    /// llama.cpp's pre-tokenizer for `tokenizer.ggml.pre`; a name it does not list (or one
+    /// this reader lacks) is refused rather than split with another type's rule, which would
+    /// give other tokens than the model was trained on.
+    fn pre_rule(&self) -> Result<&'static gguf_pretok::Rule> {
+        let pre = match self.meta.get("tokenizer.ggml.pre") {
+            None => None,
+            Some(v) => Some(v.to_string().map_err(|_| self.bad("tokenizer.ggml.pre is not a string".into()))?),
+        };
+        gguf_pretok::rule(pre.map(String::as_str)).ok_or_else(|| {
+            usage(
+                self.what,
+                format!(
+                    "tokenizer.ggml.pre {} is not supported; supported: {}",
+                    quote(pre.map_or("", String::as_str)),
+                    gguf_pretok::supported()
+                ),
+                "use a GGUF whose pre-tokenizer is one of those",
+            )
+        })
     }
 
     fn llama(&self, tokens: &[String], vocab: Vocab) -> Result<Tokenizer> {

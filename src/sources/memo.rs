@@ -8,10 +8,10 @@
 use anyhow::Result;
 use std::any::Any;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 thread_local! {
-    static KEPT: RefCell<Option<HashMap<String, Box<dyn Any>>>> = const { RefCell::new(None) };
+    static KEPT: RefCell<Option<BTreeMap<String, Box<dyn Any>>>> = const { RefCell::new(None) };
 }
 
 /// While it lives, [`kept`] keeps what it loads (on this thread).
@@ -19,7 +19,7 @@ pub struct Scope(());
 
 impl Scope {
     pub fn new() -> Scope {
-        KEPT.with(|k| *k.borrow_mut() = Some(HashMap::new()));
+        KEPT.with(|k| *k.borrow_mut() = Some(BTreeMap::new()));
         Scope(())
     }
 }

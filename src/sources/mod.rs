@@ -14,7 +14,9 @@ pub mod gguf;
 mod gguf_check;
 mod gguf_meta;
 mod gguf_params;
-mod gguf_tokenizer;
+mod gguf_pretok;
+// Public so that tests/it/gguf_tokenize.rs can build a tokenizer from edited metadata.
+pub mod gguf_tokenizer;
 pub mod given;
 pub mod hf;
 pub mod memo;
