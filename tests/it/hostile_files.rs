@@ -8,14 +8,14 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 /// attn-trace on `model` under a 1.5 GB address-space limit, 30 s and RUST_BACKTRACE=1.
-fn trace(model: &Path) -> Output {
+pub(super) fn trace(model: &Path) -> Output {
     let bin = env!("CARGO_BIN_EXE_attn-trace");
     let script = format!("ulimit -v 1500000; exec timeout 30 {bin} 'my shoes' --model '{}'", model.display());
     std::process::Command::new("sh").args(["-c", &script]).env("RUST_BACKTRACE", "1").output().unwrap()
 }
 
 /// A usage error (exit 2) in one line naming `fragment`.
-fn refused_line(out: &Output, fragment: &str) {
+pub(super) fn refused_line(out: &Output, fragment: &str) {
     refused(out, fragment);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -23,7 +23,7 @@ fn refused_line(out: &Output, fragment: &str) {
 }
 
 /// A copy of the fixture model folder `name` in `dir`, with `edit` applied to its config.json.
-fn folder(dir: &Path, name: &str, edit: impl Fn(&mut serde_json::Value)) -> PathBuf {
+pub(super) fn folder(dir: &Path, name: &str, edit: impl Fn(&mut serde_json::Value)) -> PathBuf {
     let (from, to) = (root().join("fixtures").join(name), dir.join(name.replace('/', "_")));
     std::fs::create_dir_all(&to).unwrap();
     for e in std::fs::read_dir(&from).unwrap() {

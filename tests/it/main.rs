@@ -16,6 +16,7 @@ mod gguf_tokenize;
 mod golden;
 mod hostile;
 mod hostile_files;
+mod hostile_fuzz;
 mod hostile_limits;
 mod hostile_outputs;
 mod interventions;

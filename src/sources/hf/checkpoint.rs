@@ -3,7 +3,7 @@
 //! Every tensor comes out as f32 with its shape checked against what config.json implies;
 //! tensors stored as integers are refused, not converted.
 
-use crate::error::usage;
+use crate::error::{quote, usage};
 use anyhow::Result;
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
@@ -188,23 +188,14 @@ pub fn weight_files(dir: &Path, what: &str) -> Result<Vec<std::path::PathBuf>> {
     }
     let index = dir.join("model.safetensors.index.json");
     if index.is_file() {
-        let text = std::fs::read_to_string(&index).map_err(|e| usage(what, e, "restore the index file"))?;
-        let v = crate::strict_json::parse(text.as_bytes())
-            .map_err(|e| usage(what, format!("model.safetensors.index.json: {e}"), "restore the index file"))?;
-        let map = v["weight_map"]
-            .as_object()
-            .ok_or_else(|| usage(what, "model.safetensors.index.json has no weight_map", "restore the index file"))?;
-        let mut files: Vec<String> = map.values().filter_map(|f| f.as_str().map(String::from)).collect();
-        files.sort();
-        files.dedup();
-        for f in &files {
-            if f.contains('/') || f.contains("..") || !dir.join(f).is_file() {
-                return Err(usage(
-                    what,
-                    format!("the shard {f} named by model.safetensors.index.json is missing"),
-                    "download every shard of the checkpoint",
-                ));
-            }
+        let text = std::fs::read(&index).map_err(|e| usage(what, e, "restore the index file"))?;
+        let files = index_shards(&text, what)?;
+        if let Some(f) = files.iter().find(|f| !dir.join(f).is_file()) {
+            return Err(usage(
+                what,
+                format!("the shard {f} named by model.safetensors.index.json is missing"),
+                "download every shard of the checkpoint",
+            ));
         }
         return Ok(files.iter().map(|f| dir.join(f)).collect());
     }
@@ -217,6 +208,35 @@ pub fn weight_files(dir: &Path, what: &str) -> Result<Vec<std::path::PathBuf>> {
         "no weights: neither model.safetensors, model.safetensors.index.json nor pytorch_model.bin",
         "pass a model folder that holds its weights",
     ))
+}
+
+/// The shard file names of a `model.safetensors.index.json`, sorted and each once: every
+/// `weight_map` value must be a plain file name beside the index (no folder, no `..`).
+pub fn index_shards(text: &[u8], what: &str) -> Result<Vec<String>> {
+    let fix = "restore the index file";
+    let v =
+        crate::strict_json::parse(text).map_err(|e| usage(what, format!("model.safetensors.index.json: {e}"), fix))?;
+    let map = v["weight_map"]
+        .as_object()
+        .ok_or_else(|| usage(what, "model.safetensors.index.json has no weight_map", fix))?;
+    let mut files = Vec::with_capacity(map.len().min(4096));
+    for (tensor, f) in map {
+        let f = f.as_str().filter(|f| !f.is_empty() && !f.contains(['/', '\\']) && !f.contains("..") && *f != ".");
+        let f = f.ok_or_else(|| {
+            let v = &map[tensor];
+            let held = v.as_str().map(quote).unwrap_or_else(|| format!("the non-string {}", quote(&v.to_string())));
+            let why = format!("weight_map gives {} the file {held}", quote(tensor));
+            let msg = format!("model.safetensors.index.json: {why}; expected a shard's file name beside the index");
+            usage(what, msg, fix)
+        })?;
+        files.push(f.to_string());
+    }
+    if files.is_empty() {
+        return Err(usage(what, "model.safetensors.index.json: weight_map names no tensor", fix));
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
 }
 
 /// The layer numbers N of the tensors named `{prefix}N.…` for one of `prefixes`.
