@@ -4,7 +4,7 @@
 
 use super::gguf::Gguf;
 use super::hf::decoder::DecoderConfig;
-use super::params::{LayerNorm, Layers, Params, Stored, StoredRows};
+use super::params::{LayerNorm, Layers, Params, RowReader, Stored, StoredRows};
 use crate::error::usage;
 use anyhow::Result;
 use candle_core::Tensor;
@@ -21,7 +21,8 @@ pub fn params(c: DecoderConfig, g: Gguf) -> Result<Params> {
     let d = c.hidden_size;
     let table = |name: &str| -> Result<Arc<dyn StoredRows>> {
         g.check(name, &[c.vocab_size, d])?;
-        Ok(Arc::new(Rows { both: both.clone(), name: name.to_string(), dims: (c.vocab_size, d) }))
+        let (file, owned) = (both.clone(), name.to_string());
+        Ok(RowReader::shared(name, (c.vocab_size, d), move |start, len| file.1.rows(&owned, start, len)))
     };
     let token = table("token_embd.weight")?;
     let head = if c.tied() { None } else { Some(table("output.weight")?) };
@@ -78,24 +79,6 @@ impl Gguf {
             offset: info.offset + (start * cols / block * size) as u64,
         };
         Ok(self.read(name, &slice)?.reshape((len, cols))?)
-    }
-}
-
-/// A vocabulary table of a GGUF file, read and dequantized a few rows at a time.
-#[derive(Debug)]
-pub struct Rows {
-    pub both: Arc<(DecoderConfig, Gguf)>,
-    pub name: String,
-    pub dims: (usize, usize),
-}
-
-impl StoredRows for Rows {
-    fn rows(&self, start: usize, len: usize) -> Result<Tensor> {
-        self.both.1.rows(&self.name, start, len)
-    }
-
-    fn dims(&self) -> (usize, usize) {
-        self.dims
     }
 }
 

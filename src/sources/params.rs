@@ -187,6 +187,41 @@ pub trait StoredRows: Send + Sync + std::fmt::Debug {
     fn dims(&self) -> (usize, usize);
 }
 
+/// A stored table whose rows a closure reads from the file that holds it (a GGUF file's
+/// quantized blocks, a mapped checkpoint's bytes); `name` is for messages and `Debug`.
+pub struct RowReader {
+    name: String,
+    dims: (usize, usize),
+    read: Box<dyn Fn(usize, usize) -> Result<Tensor> + Send + Sync>,
+}
+
+impl RowReader {
+    /// The reader, shared as the table `Stored` holds.
+    pub fn shared(
+        name: &str,
+        dims: (usize, usize),
+        read: impl Fn(usize, usize) -> Result<Tensor> + Send + Sync + 'static,
+    ) -> Arc<dyn StoredRows> {
+        Arc::new(RowReader { name: name.to_string(), dims, read: Box::new(read) })
+    }
+}
+
+impl std::fmt::Debug for RowReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RowReader({}, {:?})", self.name, self.dims)
+    }
+}
+
+impl StoredRows for RowReader {
+    fn rows(&self, start: usize, len: usize) -> Result<Tensor> {
+        (self.read)(start, len)
+    }
+
+    fn dims(&self) -> (usize, usize) {
+        self.dims
+    }
+}
+
 /// The token table and the unembedding of a checkpoint, in their stored form: a 0.5B model's
 /// two 151,936 × 896 tables are 1.1 GB in f32, for an input that needs a few rows of one and
 /// a product with the other that can be taken a slice at a time.

@@ -11,7 +11,7 @@
 use super::checkpoint::Checkpoint;
 use crate::config::{Activation, LmHead, Parts, Rope};
 use crate::error::usage;
-use crate::sources::params::{Block, LayerNorm, LayerParams, Layers, Linear, Params};
+use crate::sources::params::{Block, LayerNorm, LayerParams, Layers, Linear, Params, RowReader};
 use anyhow::Result;
 
 use serde::Deserialize;
@@ -257,6 +257,16 @@ fn llama3(base: &[f64], s: &serde_json::Value) -> Option<Vec<f64>> {
     )
 }
 
+/// The token table's name: GPT2LMHeadModel saves `transformer.wte.weight`, GPT2Model
+/// `wte.weight`.
+pub fn token_table(c: &DecoderConfig, ck: &Checkpoint) -> String {
+    if c.is_gpt2() {
+        ck.prefixed(&["transformer.", ""], "wte.weight")
+    } else {
+        "model.embed_tokens.weight".into()
+    }
+}
+
 /// Every parameter of the decoder, by the family's checkpoint names. `ids` are the input's
 /// token ids (their rows of the token table are the embeddings).
 /// The layers stay in the checkpoint (memory-mapped, in their stored type) and are read and
@@ -270,8 +280,12 @@ pub fn params(c: DecoderConfig, ck: Checkpoint) -> Result<Params> {
     // GPT2LMHeadModel saves `transformer.wte.weight`, GPT2Model `wte.weight`.
     let pre = if c.is_gpt2() && ck.has("transformer.wte.weight") { "transformer." } else { "" };
     let p = |name: &str| format!("{pre}{name}");
-    let token_name = p(if c.is_gpt2() { "wte.weight" } else { "model.embed_tokens.weight" });
-    let stored = super::stored::tables(&both, |b| &b.1, ([c.vocab_size, d], c.tied()), &token_name)?;
+    let token_name = token_table(c, ck);
+    let reader = |name: &str| {
+        let (owner, owned) = (both.clone(), name.to_string());
+        RowReader::shared(name, (c.vocab_size, d), move |start, len| owner.1.rows(&owned, start, len))
+    };
+    let stored = super::stored::tables(ck, ([c.vocab_size, d], c.tied()), &token_name, reader)?;
     // Otherwise the whole table stays (the head of a tied model is the same tensor): a
     // patching sweep embeds a second input with it.
     let token = if stored.is_some() { None } else { Some(ck.get(&token_name, &[c.vocab_size, d])?) };

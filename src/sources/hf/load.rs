@@ -176,11 +176,7 @@ fn open_decoder(
     let checkpoint = Checkpoint::open(&files, w)?;
     let layers: &[&str] = if c.is_gpt2() { &["h.", "transformer.h."] } else { &["model.layers."] };
     checkpoint.check_layers(c.num_hidden_layers, layers)?;
-    let table = if c.is_gpt2() {
-        checkpoint.prefixed(&["transformer.", ""], "wte.weight")
-    } else {
-        "model.embed_tokens.weight".into()
-    };
+    let table = decoder::token_table(&c, &checkpoint);
     let (q, k) = ("model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight");
     super::dims::check(&c, [&table, q, k], |n| checkpoint.shape(n), "config.json", w)?;
     let facts = Facts {
@@ -190,7 +186,8 @@ fn open_decoder(
         attn_bias: checkpoint.has(&layer0_q_bias(&c, &checkpoint)),
     };
     let mut loaded = decoder_loaded(settings, w, &c, tokenizer, how, sentence, facts)?;
-    loaded.cfg.parts.vocab_stored = super::stored::will_store(c.is_gpt2(), [c.vocab_size, c.hidden_size], &checkpoint);
+    // `decoder::params` leaves the table stored exactly when it can be read by rows.
+    loaded.cfg.parts.vocab_stored = checkpoint.has_rows(&table, &[c.vocab_size, c.hidden_size]);
     Ok((loaded, Source::Decoder(Box::new((c, checkpoint)))))
 }
 
