@@ -24,6 +24,7 @@ pub mod error;
 pub mod export;
 pub mod model;
 pub mod output;
+pub mod params;
 pub mod render;
 pub mod settings;
 pub mod sources;
@@ -69,8 +70,8 @@ fn recorder(loaded: &Loaded, selection: Selection, settings: &Settings) -> Recor
         .with_top_k(settings.output.top_k)
         .with_lens(settings.analysis.lens);
     let (ids, type_ids) = match &loaded.input {
-        sources::Input::Ids { ids, type_ids } => (Some(ids.clone()), type_ids.clone()),
-        sources::Input::Matrix(_) => (None, None),
+        params::Input::Ids { ids, type_ids } => (Some(ids.clone()), type_ids.clone()),
+        params::Input::Matrix(_) => (None, None),
     };
     rec.set_input(loaded.sentence.clone(), ids, type_ids);
     rec.set_texts(loaded.texts());
@@ -161,7 +162,7 @@ fn answer(tok: &tokenizers::Tokenizer, t: &str) -> Result<u32> {
 fn patching(
     settings: &Settings,
     loaded: &Loaded,
-    params: &sources::params::Params,
+    params: &crate::params::Params,
     corrupted: &str,
 ) -> Result<(model::patch::Sweep, Vec<String>)> {
     use error::{quote, usage};
@@ -170,7 +171,7 @@ fn patching(
     })?;
     let special = matches!(settings.model, settings::ModelChoice::Pretrained { special: true, .. });
     let enc = tok.encode(corrupted, special).map_err(|e| usage("--patch", e, "check the corrupted sentence"))?;
-    let sources::Input::Ids { ids: clean, type_ids } = &loaded.input else {
+    let params::Input::Ids { ids: clean, type_ids } = &loaded.input else {
         return Err(usage("--patch", "it needs token ids", "use --model"));
     };
     if enc.get_ids().len() != clean.len() {
@@ -208,7 +209,7 @@ fn patching(
         (None, _, None) => model::patch::Metric::OutputDistance,
     };
     let what = if settings.analysis.patch_resid { model::patch::What::Resid } else { model::patch::What::Heads };
-    let corrupted_input = sources::Input::Ids { ids: enc.get_ids().to_vec(), type_ids: type_ids.clone() };
+    let corrupted_input = params::Input::Ids { ids: enc.get_ids().to_vec(), type_ids: type_ids.clone() };
     let sweep = model::patch::sweep(&loaded.cfg, params, &loaded.input, &corrupted_input, what, &metric)?;
     Ok((sweep, enc.get_tokens().to_vec()))
 }

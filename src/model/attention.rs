@@ -8,7 +8,7 @@
 
 use super::linear;
 use crate::config::ModelConfig;
-use crate::sources::params::LayerParams;
+use crate::params::LayerParams;
 use crate::trace::{steps, Recorder, Values};
 use anyhow::Result;
 use candle_core::{Device, Tensor};
@@ -98,7 +98,7 @@ fn repeat_kv(t: &Tensor, times: usize) -> Result<Tensor> {
 mod tests {
     use super::*;
     use crate::config::{Activation, InitConfig, Norm, Positions};
-    use crate::sources::params::{Block, LayerNorm, Linear};
+    use crate::params::{Block, LayerNorm, Linear};
 
     fn eye() -> Linear {
         Linear { weight: Tensor::new(&[[1f32, 0.0], [0.0, 1.0]], &Device::Cpu).unwrap(), bias: None }

@@ -3,8 +3,8 @@
 //! the sum itself).
 
 use crate::config::{ModelConfig, Positions};
-use crate::sources::params::Params;
-use crate::sources::Input;
+use crate::params::Params;
+use crate::params::Input;
 use crate::trace::{steps, Recorder, Values};
 use anyhow::{Context, Result};
 use candle_core::{Device, Tensor};

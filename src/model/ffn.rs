@@ -4,7 +4,7 @@
 
 use super::linear;
 use crate::config::{Activation, ModelConfig};
-use crate::sources::params::Block;
+use crate::params::Block;
 use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;

@@ -2,7 +2,7 @@
 //! softmax of its logits (in f32, as transformers computes `softmax(logits, -1)`).
 
 use crate::config::ModelConfig;
-use crate::sources::params::{Linear, Params, StoredRows};
+use crate::params::{Linear, Params, StoredRows};
 use anyhow::Result;
 use candle_core::Tensor;
 use std::borrow::Cow;
@@ -122,7 +122,7 @@ mod tests {
     #[derive(Debug)]
     struct InMemory(candle_core::Tensor);
 
-    impl crate::sources::params::StoredRows for InMemory {
+    impl crate::params::StoredRows for InMemory {
         fn rows(&self, start: usize, len: usize) -> anyhow::Result<candle_core::Tensor> {
             Ok(self.0.narrow(0, start, len)?)
         }
@@ -137,7 +137,7 @@ mod tests {
     #[test]
     fn a_head_in_slices_agrees_with_the_whole_product_bit_for_bit() {
         use super::Unembed;
-        use crate::sources::params::Linear;
+        use crate::params::Linear;
         use candle_core::{Device, Tensor};
         for (vocab, d, n) in
             [(8229, 64, 5), (4097, 64, 3), (12_289, 96, 40), (49_153, 64, 7), (9000, 576, 32), (5000, 96, 300)]

@@ -11,7 +11,7 @@
 use super::norm::norm;
 use super::{attention::attention, ffn::ffn};
 use crate::config::{ModelConfig, Norm};
-use crate::sources::params::LayerParams;
+use crate::params::LayerParams;
 use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;

@@ -16,8 +16,8 @@ pub mod rope;
 pub mod softmax;
 
 use crate::config::ModelConfig;
-use crate::sources::params::{Linear, Params};
-use crate::sources::Input;
+use crate::params::{Linear, Params};
+use crate::params::Input;
 use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;

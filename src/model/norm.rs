@@ -7,7 +7,7 @@
 //! keeps every row within f32 rounding of the exact result.
 
 use crate::config::ModelConfig;
-use crate::sources::params::LayerNorm;
+use crate::params::LayerNorm;
 use anyhow::Result;
 use candle_core::{Tensor, D};
 

@@ -18,8 +18,8 @@
 
 use super::{embed, ffn, head, intervene, layer, linear, norm};
 use crate::config::{ModelConfig, Patch};
-use crate::sources::params::{LayerParams, Params};
-use crate::sources::Input;
+use crate::params::{LayerParams, Params};
+use crate::params::Input;
 use crate::trace::{Recorder, Selection};
 use anyhow::{anyhow, Result};
 use candle_core::Tensor;

@@ -8,8 +8,9 @@
 
 use crate::render;
 use crate::settings::{Output, Settings};
-use crate::sources::params::Params;
-use crate::sources::{Input, Loaded};
+use crate::params::Params;
+use crate::params::Input;
+use crate::sources::Loaded;
 use crate::trace::{Recorder, Step, Trace};
 use crate::views::Views;
 use anyhow::{anyhow, Result};

@@ -3,7 +3,7 @@
 //! (`{"embed": {"token": {"weight": …}}}`). Keys starting with `__` are notes and are skipped.
 //! Names and layouts are those of [`super::Params`].
 
-use super::params::{Block, LayerNorm, LayerParams, Layers, Linear, Params};
+use crate::params::{Block, LayerNorm, LayerParams, Layers, Linear, Params};
 use crate::config::{ModelConfig, Positions};
 use crate::error::usage;
 use anyhow::Result;

@@ -10,7 +10,7 @@
 //! Hugging Face's layout.
 
 use super::hf::decoder::DecoderConfig;
-use super::params::{Block, LayerNorm, LayerParams, Linear};
+use crate::params::{Block, LayerNorm, LayerParams, Linear};
 use crate::error::usage;
 use anyhow::Result;
 use candle_core::quantized::gguf_file::Content;

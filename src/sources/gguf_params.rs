@@ -4,7 +4,7 @@
 
 use super::gguf::Gguf;
 use super::hf::decoder::DecoderConfig;
-use super::params::{LayerNorm, Layers, Params, RowReader, Stored, StoredRows};
+use crate::params::{LayerNorm, Layers, Params, RowReader, Stored, StoredRows};
 use crate::error::usage;
 use anyhow::Result;
 use candle_core::Tensor;

@@ -362,7 +362,7 @@ fn stored_dtype(bytes: &[u8]) -> Option<String> {
 
 /// `--save-weights`: every parameter as safetensors bytes (the output stage writes them), with
 /// `meta` as the header's `__metadata__`.
-pub fn encode(params: &super::params::Params, meta: &Metadata) -> Result<Vec<u8>> {
+pub fn encode(params: &crate::params::Params, meta: &Metadata) -> Result<Vec<u8>> {
     let map: std::collections::HashMap<String, candle_core::Tensor> =
         params.named().into_iter().map(|(n, t)| (n, t.clone())).collect();
     let plain = safetensors::tensor::serialize(&map, None)?;

@@ -21,7 +21,6 @@ pub mod given;
 pub mod hf;
 pub mod memo;
 pub mod meta;
-pub mod params;
 pub mod seeded;
 pub mod text;
 mod textbook;
@@ -34,19 +33,8 @@ use crate::config::ModelConfig;
 use crate::error::usage;
 use crate::settings::{ModelChoice, Recipe, Settings};
 use anyhow::Result;
-use candle_core::Tensor;
-use params::Params;
-
-/// What enters the model: token ids, or a raw `[pos, d_model]` matrix (seed 002).
-#[derive(Debug, Clone)]
-pub enum Input {
-    /// Vocabulary ids, and BERT's token types (segment ids) for real models.
-    Ids {
-        ids: Vec<u32>,
-        type_ids: Option<Vec<u32>>,
-    },
-    Matrix(Tensor),
-}
+use crate::params::Input;
+use crate::params::Params;
 
 /// Everything known before the parameters are made: the input and the model's shape.
 #[derive(Debug, Clone)]

@@ -10,7 +10,7 @@
 //! and, with `--causal`, together with the causal mask), so a real token never sees it. The
 //! LM head (`--lm-head`) still predicts over the vocabulary alone.
 
-use super::params::Params;
+use crate::params::Params;
 use super::{Input, Loaded};
 use crate::config::{ModelConfig, Padding, Positions};
 use crate::error::usage;

@@ -1,6 +1,6 @@
 //! `--params`: the parameters themselves as tables, as tutorials print them.
 
-use crate::sources::params::Params;
+use crate::params::Params;
 use crate::trace::{self, Selection};
 use anyhow::Result;
 

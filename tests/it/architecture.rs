@@ -12,6 +12,7 @@ const STAGES: &[(&str, u8)] = &[
     ("error", 0),
     ("cli", 0),
     ("config", 0),
+    ("params", 0),
     ("torch_rng", 0),
     ("strict_json", 0),
     ("trace", 0),
@@ -28,7 +29,7 @@ const STAGES: &[(&str, u8)] = &[
 ];
 
 /// Within the vocabulary, the order in which its modules may import each other.
-const VOCABULARY: &[&str] = &["error", "cli", "torch_rng", "strict_json", "config", "trace"];
+const VOCABULARY: &[&str] = &["error", "cli", "torch_rng", "strict_json", "config", "params", "trace"];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")

@@ -13,7 +13,7 @@ use crate::config::Activation;
 use crate::config::ModelConfig;
 use crate::error::usage;
 use crate::sources::hf::config::{activation, HfConfig};
-use crate::sources::Input;
+use crate::params::Input;
 use anyhow::{anyhow, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;

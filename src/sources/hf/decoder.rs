@@ -11,7 +11,7 @@
 use super::checkpoint::Checkpoint;
 use crate::config::{Activation, LmHead, Parts, Rope};
 use crate::error::usage;
-use crate::sources::params::{Block, LayerNorm, LayerParams, Layers, Linear, Params, RowReader};
+use crate::params::{Block, LayerNorm, LayerParams, Layers, Linear, Params, RowReader};
 use anyhow::Result;
 
 use serde::Deserialize;

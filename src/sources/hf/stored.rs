@@ -4,7 +4,7 @@
 
 use super::checkpoint::Checkpoint;
 use crate::error::usage;
-use crate::sources::params::{Stored, StoredRows};
+use crate::params::{Stored, StoredRows};
 use anyhow::Result;
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 
 use crate::error::usage;
 use crate::sources::hf::config::HfConfig;
-use crate::sources::params::{Block, LayerNorm, LayerParams, Layers, Linear, MlmHead, Params};
+use crate::params::{Block, LayerNorm, LayerParams, Layers, Linear, MlmHead, Params};
 use anyhow::Result;
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};

@@ -1,4 +1,5 @@
-//! The parameters every source yields and the model reads.
+//! The model's inputs: what enters it ([`Input`]) and the parameters every source yields
+//! ([`Params`]). They sit in the shared vocabulary so that `model/` imports no reader.
 //!
 //! [`Params`] mirrors the checkpoint's names, one struct per module, so that the names a
 //! user sees in `--save-weights` files are the field paths here:
@@ -22,6 +23,17 @@
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 use std::sync::Arc;
+
+/// What enters the model: token ids, or a raw `[pos, d_model]` matrix (seed 002).
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// Vocabulary ids, and BERT's token types (segment ids) for real models.
+    Ids {
+        ids: Vec<u32>,
+        type_ids: Option<Vec<u32>>,
+    },
+    Matrix(Tensor),
+}
 
 /// `y = x·Wᵀ + b`, PyTorch's `nn.Linear` layout.
 #[derive(Debug, Clone)]
