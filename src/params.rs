@@ -123,21 +123,30 @@ impl Layers {
     /// Calls `f` on every layer in order. Lazy layers are read one ahead on a second thread,
     /// so reading (and converting or dequantizing) layer i + 1 overlaps computing layer i:
     /// at most two layers' f32 parameters exist at once.
-    pub fn each(&self, mut f: impl FnMut(usize, &LayerParams) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    pub fn each(&self, f: impl FnMut(usize, &LayerParams) -> anyhow::Result<()>) -> anyhow::Result<()> {
+        self.each_from(0, f)
+    }
+
+    /// [`each`](Self::each) from layer `from` on (a patched run starts where its patch is).
+    pub fn each_from(
+        &self,
+        from: usize,
+        mut f: impl FnMut(usize, &LayerParams) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
         let (count, load, first) = match self {
-            Layers::Ready(v) => return v.iter().enumerate().try_for_each(|(i, l)| f(i, l)),
+            Layers::Ready(v) => return v.iter().enumerate().skip(from).try_for_each(|(i, l)| f(i, l)),
             Layers::Lazy { count, load, first } => (*count, load, first),
         };
         // Layer 0 as the source's check read it, the first time only (a patching sweep
         // passes over the layers again).
-        let mut cached = first.lock().ok().and_then(|mut first| first.take());
+        let mut cached = if from == 0 { first.lock().ok().and_then(|mut first| first.take()) } else { None };
         std::thread::scope(|s| {
             let read = |i: usize| {
                 let load = load.clone();
                 s.spawn(move || load(i))
             };
-            let mut next = (count > 0 && cached.is_none()).then(|| read(0));
-            for i in 0..count {
+            let mut next = (from < count && cached.is_none()).then(|| read(from));
+            for i in from..count {
                 let this = match cached.take() {
                     Some(layer) => Some(Ok(Ok(layer))),
                     None => next.take().map(|h| h.join()),

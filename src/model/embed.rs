@@ -3,8 +3,8 @@
 //! the sum itself).
 
 use crate::config::{ModelConfig, Positions};
-use crate::params::Params;
 use crate::params::Input;
+use crate::params::Params;
 use crate::trace::{steps, Recorder, Values};
 use anyhow::{Context, Result};
 use candle_core::{Device, Tensor};

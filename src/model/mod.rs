@@ -1,4 +1,5 @@
-//! The encoder's forward pass, recorded step by step into a [`Trace`].
+//! The forward pass, recorded step by step into a [`Trace`](crate::trace::Trace): embed
+//! (`embed.rs`) → stack (`stack.rs`: the layers) → unembed (`unembed.rs`: final norm, head).
 //!
 //! Each function reads top to bottom as a column of named `let`s, one per traced step, with
 //! the tensor's shape in a comment. Model code records; it never prints.
@@ -14,58 +15,31 @@ pub mod norm;
 pub mod patch;
 pub mod rope;
 pub mod softmax;
+pub mod stack;
+pub mod unembed;
 
 use crate::config::ModelConfig;
-use crate::params::{Linear, Params};
 use crate::params::Input;
+use crate::params::{Linear, Params};
 use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;
 
-/// Runs the whole encoder, recording every step into `trace`; returns the final output.
+/// Runs the whole model in three parts, embed → stack → unembed, recording every step into
+/// `rec`; returns the last hidden state.
 pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Recorder) -> Result<Tensor> {
     let head = head::Unembed::of(cfg, params);
-    let mut x = embed::embed(cfg, params, input, rec)?; // [pos, d_model]
-
-    // A lazily read checkpoint's next layer is read while this one runs.
-    params.layers.each(|i, layer_params| {
-        x = layer::layer(cfg, layer_params, &x, i, rec)?; // [pos, d_model]
-        x = intervene::patch_resid(cfg, i, x.clone())?; // [pos, d_model]
+    let x = embed::embed(cfg, params, input, rec)?; // [pos, d_model]
+    let x = stack::stack(cfg, &params.layers, 0, x, rec, |_, _, out, rec| {
         if let (true, Some(head)) = (rec.lens(), &head) {
             // The logit lens: this layer's residual stream read out as if it were the last.
-            let normed = match &params.final_norm {
-                Some(p) => norm::norm(&x, p, cfg)?,
-                None => x.clone(),
-            }; // [pos, d_model]
+            let normed = unembed::final_norm(cfg, params, out)?; // [pos, d_model]
             let top = head::top_k(&head.logits(&normed)?, rec.top_k().max(1))?;
             rec.push_lens(top);
         }
         Ok(())
-    })?;
-    if let Some(p) = &params.final_norm {
-        x = norm::norm(&x, p, cfg)?; // [pos, d_model]
-        rec.tensor("final_norm.out", cfg, &x)?;
-    }
-    // The last hidden state as Hugging Face defines it: after the final norm if there is one.
-    rec.tensor("output", cfg, &x)?;
-    if let Some(mlm) = &params.mlm {
-        // BertForMaskedLM's head on the last hidden state.
-        let h = linear(&x, &mlm.dense)?; // [pos, d_model]
-        let h = norm::layer_norm(&ffn::activation(cfg.activation, &h)?, &mlm.norm, cfg.eps)?; // [pos, d_model]
-        let logits = linear(&h, &mlm.decoder)?; // [pos, vocab]
-        rec.tensor("logits", cfg, &logits)?;
-        let k = rec.top_k();
-        rec.set_predictions(head::top_k(&logits, k)?);
-    }
-    if let Some(head) = &head {
-        if rec.wants("logits") || rec.top_k() > 0 {
-            let logits = head.logits(&x)?; // [pos, vocab]
-            rec.tensor("logits", cfg, &logits)?;
-            let k = rec.top_k();
-            rec.set_predictions(head::top_k(&logits, k)?);
-        }
-    }
-    Ok(x)
+    })?; // [pos, d_model]
+    unembed::unembed(cfg, params, head.as_ref(), x, rec)
 }
 
 /// `x·Wᵀ + b` for `x` of shape [pos, in], PyTorch's `nn.Linear`.

@@ -16,10 +16,10 @@
 //! the corrupted run's residual stream at layer l's input (kept from the baseline run) and
 //! computes only layers l…L−1: a sweep over L layers costs about half the full runs.
 
-use super::{embed, ffn, head, intervene, layer, linear, norm};
+use super::{embed, head, stack, unembed};
 use crate::config::{ModelConfig, Patch};
-use crate::params::{LayerParams, Params};
 use crate::params::Input;
+use crate::params::{LayerParams, Layers, Params};
 use crate::trace::{Recorder, Selection};
 use anyhow::{anyhow, Result};
 use candle_core::Tensor;
@@ -83,23 +83,21 @@ struct Run {
     last: Tensor,
 }
 
-fn run_from(cfg: &ModelConfig, layers: &[LayerParams], from: usize, x: Tensor, keep: bool) -> Result<Run> {
-    let n = x.dim(0)?;
-    let mut rec = quiet(cfg, n, keep);
+fn run_from(cfg: &ModelConfig, layers: &Layers, from: usize, x: Tensor, keep: bool) -> Result<Run> {
+    let mut rec = quiet(cfg, x.dim(0)?, keep);
     let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
-    let mut x = x;
-    for (i, p) in layers.iter().enumerate().skip(from) {
-        inputs.push(x.clone());
-        x = layer::layer(cfg, p, &x, i, &mut rec)?; // [pos, d_model]
-        x = intervene::patch_resid(cfg, i, x)?;
-        outputs.push(x.clone());
-    }
+    let last = stack::stack(cfg, layers, from, x, &mut rec, |_, input, out, _| {
+        inputs.push(input.clone());
+        outputs.push(out.clone());
+        Ok(())
+    })?; // [pos, d_model]
     let (trace, _) = rec.finish();
     let contexts = trace.steps.iter().filter_map(|s| s.f32s().map(<[f32]>::to_vec)).collect();
-    Ok(Run { inputs, contexts, outputs, last: x })
+    Ok(Run { inputs, contexts, outputs, last })
 }
 
-/// The metric of a run's last hidden state (before the final norm).
+/// The metric of a run's last hidden state (before the final norm), through the same final
+/// norm and head as the forward pass.
 fn score(
     params: &Params,
     cfg: &ModelConfig,
@@ -108,29 +106,18 @@ fn score(
     x: &Tensor,
     clean: Option<&Tensor>,
 ) -> Result<f64> {
-    let x = match &params.final_norm {
-        Some(p) => norm::norm(x, p, cfg)?,
-        None => x.clone(),
-    };
+    let x = unembed::final_norm(cfg, params, x)?; // [pos, d_model]
     match metric {
         Metric::LogitDiff { a, b, position } => {
             let row = x.narrow(0, *position, 1)?; // [1, d_model]
-            let logits = match (&params.mlm, head) {
-                (Some(mlm), _) => {
-                    // BertForMaskedLM's head, as model::forward applies it.
-                    let h = ffn::activation(cfg.activation, &linear(&row, &mlm.dense)?)?; // [1, d_model]
-                    linear(&norm::layer_norm(&h, &mlm.norm, cfg.eps)?, &mlm.decoder)?
-                    // [1, vocab]
-                }
-                (None, Some(head)) => head.logits(&row)?, // [1, vocab]
-                (None, None) => return Err(anyhow!("internal: a logit metric needs a head")),
-            };
+            let logits = unembed::logits(cfg, params, head, &row)?
+                .ok_or_else(|| anyhow!("internal: a logit metric needs a head"))?; // [1, vocab]
             let logits = logits.flatten_all()?.to_vec1::<f32>()?;
             Ok(logits[*a as usize] as f64 - logits[*b as usize] as f64)
         }
         Metric::OutputDistance => {
             let Some(c) = clean else { return Ok(0.0) };
-            let d = (x - c)?.sqr()?.sum_all()?.to_scalar::<f32>()?;
+            let d = (&x - c)?.sqr()?.sum_all()?.to_scalar::<f32>()?;
             Ok((d as f64).sqrt())
         }
     }
@@ -156,6 +143,7 @@ pub fn sweep(
     // Every layer is needed many times: read a lazily loaded checkpoint once.
     let layers: Vec<LayerParams> =
         (0..params.layers.len()).map(|i| Ok(params.layers.get(i)?.into_owned())).collect::<Result<_>>()?;
+    let (l_count, layers) = (layers.len(), Layers::Ready(layers));
     // Applied once per patched run: a stored head is made f32 once, here.
     let head = head::Unembed::of(cfg, params).map(head::Unembed::dense).transpose()?;
     if params.token.is_none() && params.stored.is_none() {
@@ -173,13 +161,10 @@ pub fn sweep(
     };
     let c = run_from(cfg, &layers, 0, embed_of(clean, params)?, true)?;
     let base = run_from(cfg, &layers, 0, embed_of(corrupted, &table_only)?, false)?;
-    let final_clean = match &params.final_norm {
-        Some(p) => norm::norm(&c.last, p, cfg)?,
-        None => c.last.clone(),
-    };
+    let final_clean = unembed::final_norm(cfg, params, &c.last)?; // [pos, d_model]
     let clean_m = score(params, cfg, head.as_ref(), metric, &c.last, Some(&final_clean))?;
     let corrupted_m = score(params, cfg, head.as_ref(), metric, &base.last, Some(&final_clean))?;
-    let (n, heads, l_count) = (c.last.dim(0)?, cfg.heads, layers.len());
+    let (n, heads) = (c.last.dim(0)?, cfg.heads);
     let mut rows = Vec::new();
     let mut layer_runs = 2 * l_count;
     for l in 0..l_count {

@@ -6,10 +6,10 @@
 //! Files are written by [`file::write_file`]: whole or not at all, and never over what the
 //! user did not name as the output (a device, a FIFO, a symlink).
 
+use crate::params::Input;
+use crate::params::Params;
 use crate::render;
 use crate::settings::{Output, Settings};
-use crate::params::Params;
-use crate::params::Input;
 use crate::sources::Loaded;
 use crate::trace::{Recorder, Step, Trace};
 use crate::views::Views;

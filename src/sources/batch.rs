@@ -58,7 +58,7 @@ fn is_bert(spec: &str) -> Result<bool> {
     let config = hf::resolve(spec)?.join("config.json");
     let raw: serde_json::Value =
         std::fs::read(&config).ok().and_then(|b| crate::strict_json::parse(&b).ok()).unwrap_or(serde_json::Value::Null);
-    Ok(!raw["model_type"].as_str().is_some_and(|t| hf::decoder::FAMILIES.contains(&t)))
+    Ok(raw["model_type"].as_str().is_none_or(|t| super::family::decoder(t).is_none()))
 }
 
 /// `--batch FILE`: every line a sentence; an empty line is an error naming it.

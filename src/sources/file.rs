@@ -3,9 +3,9 @@
 //! (`{"embed": {"token": {"weight": …}}}`). Keys starting with `__` are notes and are skipped.
 //! Names and layouts are those of [`super::Params`].
 
-use crate::params::{Block, LayerNorm, LayerParams, Layers, Linear, Params};
 use crate::config::{ModelConfig, Positions};
 use crate::error::usage;
+use crate::params::{Block, LayerNorm, LayerParams, Layers, Linear, Params};
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
 use std::collections::BTreeMap;

@@ -1,24 +1,16 @@
 //! GGUF files (llama.cpp, Ollama, LM Studio), read directly with candle's GGUF support:
 //! the configuration from the metadata, the tokenizer from `tokenizer.ggml.*`, and each
-//! tensor dequantized to f32 (every type candle can dequantize). Architectures `llama` and
-//! `qwen2` map onto the same decoder options as their Hugging Face folders, so the forward
+//! tensor dequantized to f32 (every type candle can dequantize). Each architecture is read
+//! by the family file of its Hugging Face folders (`family/`), through `gguf_names.rs`, which
+//! maps llama.cpp's tensor names (and its Q/K row order) onto the family's, so the forward
 //! pass and the step names are the same.
-//!
-//! llama.cpp's converter permutes the rows of each `llama` Q and K weight for its rotary
-//! kernel (pairs (2i, 2i+1) instead of Hugging Face's (i, i + d/2)); the permutation is undone
-//! here, as transformers' GGUF loader does (`reverse_permute_weights`), so the trace shows
-//! Hugging Face's layout.
 
-use super::hf::decoder::DecoderConfig;
-use crate::params::{Block, LayerNorm, LayerParams, Linear};
+use super::family::DecoderConfig;
 use crate::error::usage;
 use anyhow::Result;
 use candle_core::quantized::gguf_file::Content;
 use candle_core::{Device, Tensor};
 use std::path::{Path, PathBuf};
-
-/// Architectures this reader maps.
-pub use super::gguf_meta::ARCHITECTURES;
 
 /// An opened GGUF file: its parsed header and where to read tensors from.
 pub struct Gguf {
@@ -171,6 +163,57 @@ impl Gguf {
     }
 }
 
+/// A GGUF file read under Hugging Face names. `qk_heads`: the (query, key/value) head counts
+/// whose Q and K rows llama.cpp permuted, or `None` when it did not.
+#[derive(Debug)]
+pub struct GgufStore {
+    pub file: Gguf,
+    pub qk_heads: Option<(usize, usize)>,
+}
+
+impl GgufStore {
+    /// The file's name for `name`; an unmapped name is kept, so that a message names it.
+    fn name(&self, name: &str) -> String {
+        super::gguf_names::gguf_name(name).unwrap_or_else(|| name.to_string())
+    }
+
+    /// The heads whose rows to unpermute in `name`, if it is a permuted Q or K tensor.
+    fn permuted(&self, name: &str) -> Option<usize> {
+        let (q, kv) = self.qk_heads?;
+        let part = name.rsplit_once('.')?.0;
+        if part.ends_with("self_attn.q_proj") {
+            Some(q)
+        } else {
+            part.ends_with("self_attn.k_proj").then_some(kv)
+        }
+    }
+}
+
+impl super::store::TensorStore for GgufStore {
+    fn what(&self) -> &str {
+        &self.file.what
+    }
+    fn has(&self, name: &str) -> bool {
+        self.file.has(&self.name(name))
+    }
+    fn shape(&self, name: &str) -> Option<Vec<usize>> {
+        self.file.content.tensor_infos.get(&self.name(name)).map(|t| t.shape.dims().to_vec())
+    }
+    fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        let t = self.file.get(&self.name(name), shape)?;
+        match self.permuted(name) {
+            Some(heads) => super::gguf_names::unpermute(&t, heads),
+            None => Ok(t),
+        }
+    }
+    fn has_rows(&self, name: &str, shape: &[usize]) -> bool {
+        self.shape(name).is_some_and(|s| s == shape && shape.len() == 2)
+    }
+    fn rows(&self, name: &str, start: usize, len: usize) -> Result<Tensor> {
+        self.file.rows(&self.name(name), start, len)
+    }
+}
+
 /// Reads the header (magic, version, metadata, tensor table) with candle's reader, which
 /// bounds every length by the bytes left, after `gguf_check::scan`; then checks that every tensor lies inside the file,
 /// so a truncated file is refused before anything is computed.
@@ -216,51 +259,6 @@ fn header<R: std::io::BufRead + std::io::Seek>(r: &mut R, len: u64, what: &str) 
     Ok(content)
 }
 
-/// Undoes llama.cpp's row permutation of a Q or K weight (or bias) with `heads` heads:
-/// transformers' `reverse_permute_weights`: rows viewed as [heads, d/2, 2] become [heads, 2, d/2].
-fn unpermute(t: &Tensor, heads: usize) -> Result<Tensor> {
-    let dims = t.dims().to_vec();
-    let rows = dims[0];
-    let half = rows / heads / 2;
-    let rest: usize = dims[1..].iter().product();
-    let t = t.reshape((heads, half, 2, rest))?.transpose(1, 2)?.contiguous()?;
-    Ok(t.reshape(dims)?)
-}
-
-/// Layer `i` by its GGUF names (`blk.{i}.attn_q`, …), dequantized to f32.
-pub(super) fn layer(c: &DecoderConfig, g: &Gguf, i: usize) -> Result<LayerParams> {
-    let (d, ff, dh) = (c.hidden_size, c.d_ff(), c.d_head());
-    let (h, kvh) = (c.num_attention_heads, c.kv_heads());
-    let p = format!("blk.{i}");
-    let norm = |name: &str| -> Result<LayerNorm> {
-        Ok(LayerNorm { weight: g.get(&format!("{p}.{name}.weight"), &[d])?, bias: None })
-    };
-    // `heads`: undo llama.cpp's Q/K row permutation for this many heads (0: none).
-    let lin = |name: &str, d_in: usize, d_out: usize, heads: usize| -> Result<Linear> {
-        let fix = |t: Tensor| if heads > 0 { unpermute(&t, heads) } else { Ok(t) };
-        let bias_name = format!("{p}.{name}.bias");
-        Ok(Linear {
-            weight: fix(g.get(&format!("{p}.{name}.weight"), &[d_out, d_in])?)?,
-            bias: g.has(&bias_name).then(|| g.get(&bias_name, &[d_out]).and_then(fix)).transpose()?,
-        })
-    };
-    // llama.cpp permutes only the `llama` architecture's Q and K.
-    let (qh, kh) = if c.model_type == "llama" { (h, kvh) } else { (0, 0) };
-    Ok(LayerParams {
-        q_proj: lin("attn_q", d, h * dh, qh)?,
-        k_proj: lin("attn_k", d, kvh * dh, kh)?,
-        v_proj: lin("attn_v", d, kvh * dh, 0)?,
-        out_proj: Some(lin("attn_output", h * dh, d, 0)?),
-        block: Some(Block {
-            norm1: norm("attn_norm")?,
-            linear1: lin("ffn_up", d, ff, 0)?,
-            linear2: lin("ffn_down", ff, d, 0)?,
-            norm2: norm("ffn_norm")?,
-            gate: Some(lin("ffn_gate", d, ff, 0)?),
-        }),
-    })
-}
-
 /// Opens a GGUF model: its configuration and tokenizer from the metadata. `how` is
 /// (`--truncate`, add special tokens); the tokenizer's own BOS rule applies unless
 /// `--no-special-tokens`.
@@ -291,19 +289,8 @@ pub fn open(
         m.tensor_types = Some(types);
     }
     loaded.cfg.parts.vocab_stored = true; // `params` keeps the token table and head stored
-    Ok((loaded, super::Source::Gguf(Box::new((c, g)))))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unpermute_turns_interleaved_pairs_into_halves() {
-        // One head of width 4: llama.cpp's rows are [r0, r2, r1, r3] (pairs (0,2),(1,3) side
-        // by side); Hugging Face's are [r0, r1, r2, r3].
-        let t = Tensor::new(&[[0f32], [2.0], [1.0], [3.0]], &Device::Cpu).unwrap();
-        let u = unpermute(&t, 1).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-        assert_eq!(u, vec![0.0, 1.0, 2.0, 3.0]);
-    }
+    let fam = c.family();
+    let qk_heads = fam.gguf_permutes_qk().then_some((c.num_attention_heads, c.kv_heads()));
+    let store = GgufStore { file: g, qk_heads };
+    Ok((loaded, super::Source::Decoder(Box::new((c, Box::new(store))))))
 }

@@ -5,14 +5,11 @@
 //! and `block_count` must be the number of `blk.N` blocks the file holds, checked before any
 //! loop runs over the blocks (issue 27).
 
-use super::hf::decoder::DecoderConfig;
+use super::family::DecoderConfig;
 use crate::error::usage;
 use anyhow::Result;
 use candle_core::quantized::gguf_file::{Content, Value};
 use std::collections::BTreeSet;
-
-/// Architectures this reader maps.
-pub const ARCHITECTURES: &[&str] = &["llama", "qwen2"];
 
 /// A GGUF file's parsed header and the name it goes by in messages.
 struct Gguf<'a> {
@@ -78,15 +75,15 @@ fn text(g: &Gguf<'_>, key: &str) -> Result<Option<String>> {
     }
 }
 
-/// The architecture (`general.architecture`), checked against the supported ones.
-fn architecture(g: &Gguf<'_>) -> Result<String> {
+/// The architecture (`general.architecture`) and the family that reads it.
+fn architecture(g: &Gguf<'_>) -> Result<(String, &'static dyn super::family::Family)> {
     let arch = text(g, "general.architecture")?.unwrap_or_default();
-    if !ARCHITECTURES.contains(&arch.as_str()) {
+    let Some(family) = super::family::gguf(&arch) else {
         let model = g.what.trim_start_matches("--model ");
         let whence = "the GGUF's general.architecture";
-        return Err(super::unsupported_architecture(model, &arch, whence, ARCHITECTURES));
-    }
-    Ok(arch)
+        return Err(super::unsupported_architecture(model, &arch, whence, &super::family::gguf_archs()));
+    };
+    Ok((arch, family))
 }
 
 /// The block numbers N of the file's `blk.N.*` tensors.
@@ -112,7 +109,7 @@ fn check_blocks(g: &Gguf<'_>, key: &str, count: u64) -> Result<()> {
 /// The metadata as a Hugging Face `config.json` of the same model, checked as one.
 pub fn config(content: &Content, what: &str) -> Result<DecoderConfig> {
     let g = &Gguf { content, what };
-    let arch = architecture(g)?;
+    let (arch, family) = architecture(g)?;
     let k = |name: &str| format!("{arch}.{name}");
     let embd = g.content.tensor_infos.get("token_embd.weight").map(|t| t.shape.dims().to_vec());
     let vocab = match embd.as_deref() {
@@ -125,7 +122,7 @@ pub fn config(content: &Content, what: &str) -> Result<DecoderConfig> {
     let layers = required(g, &k("block_count"))?;
     check_blocks(g, &k("block_count"), layers)?;
     let raw = serde_json::json!({
-        "model_type": arch,
+        "model_type": family.model_type(),
         "vocab_size": vocab,
         "hidden_size": required(g, &k("embedding_length"))?,
         "num_hidden_layers": layers,
@@ -143,8 +140,10 @@ pub fn config(content: &Content, what: &str) -> Result<DecoderConfig> {
     });
     let c = DecoderConfig::read(raw, g.what)?;
     let shape = |n: &str| g.content.tensor_infos.get(n).map(|t| t.shape.dims().to_vec());
-    let names = ["token_embd.weight", "blk.0.attn_q.weight", "blk.0.attn_k.weight"];
-    super::hf::dims::check(&c, names, shape, "the metadata", g.what)?;
+    // The family's names, as the file stores them.
+    let qk = family.qk_names().map(|n| n.map(|n| super::gguf_names::gguf_name(n).unwrap_or_default()));
+    let qk = qk.as_ref().map(|[q, k]| [q.as_str(), k.as_str()]);
+    super::hf::dims::check(&c, "token_embd.weight", qk, shape, ("the metadata", g.what))?;
     if let Some(n) = uint(g, &k("rope.dimension_count"))?.filter(|&n| n != c.d_head() as u64) {
         let why = format!(
             "GGUF metadata {} is {n} but the heads are {} wide (embedding_length / head_count); \

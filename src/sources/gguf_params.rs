@@ -1,48 +1,11 @@
-//! A GGUF file's parameters: the layers dequantized one at a time as the forward pass reaches
-//! them, and the vocabulary tables left in the file and read a few rows at a time
-//! (`params::Stored`): the token table's rows for the input, the head a slice at a time.
+//! A GGUF tensor's table entry checked, and a few rows of a table read alone: how a GGUF
+//! file's token table and head stay in the file (`params::Stored`, through `gguf_names.rs`),
+//! the input's rows and the head a slice of the vocabulary at a time.
 
 use super::gguf::Gguf;
-use super::hf::decoder::DecoderConfig;
-use crate::params::{LayerNorm, Layers, Params, RowReader, Stored, StoredRows};
 use crate::error::usage;
 use anyhow::Result;
 use candle_core::Tensor;
-use std::sync::Arc;
-
-/// Every parameter, by GGUF names (`token_embd`, `blk.{i}.attn_q`, …, `output_norm`,
-/// `output`), dequantized to f32 as it is needed: the token table and the head stay in the
-/// file's form ([`Stored`]: the input's rows, and the head a slice at a time), and layers are
-/// dequantized one at a time as the forward pass reaches them (layer 0 once here, so a file
-/// with the wrong names or shapes is refused before anything runs).
-pub fn params(c: DecoderConfig, g: Gguf) -> Result<Params> {
-    let both = Arc::new((c, g));
-    let (c, g) = (&both.0, &both.1);
-    let d = c.hidden_size;
-    let table = |name: &str| -> Result<Arc<dyn StoredRows>> {
-        g.check(name, &[c.vocab_size, d])?;
-        let (file, owned) = (both.clone(), name.to_string());
-        Ok(RowReader::shared(name, (c.vocab_size, d), move |start, len| file.1.rows(&owned, start, len)))
-    };
-    let token = table("token_embd.weight")?;
-    let head = if c.tied() { None } else { Some(table("output.weight")?) };
-    let shared = both.clone();
-    let load = move |i: usize| super::gguf::layer(&shared.0, &shared.1, i);
-    // Read here so that a bad file is refused before anything runs; kept for the forward pass.
-    let first = load(0)?;
-    Ok(Params {
-        token: None,
-        token_rows: None,
-        position: None,
-        token_type: None,
-        embed_norm: None,
-        layers: Layers::lazy(c.num_hidden_layers, Arc::new(load), first),
-        final_norm: Some(LayerNorm { weight: g.get("output_norm.weight", &[d])?, bias: None }),
-        lm_head: None,
-        mlm: None,
-        stored: Some(Stored { token, head }),
-    })
-}
 
 impl Gguf {
     /// The tensor `name`'s table entry, checked to have `shape`.

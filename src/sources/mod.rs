@@ -9,10 +9,12 @@
 //! [`Loaded::notes`] to the output stage.
 
 pub mod batch;
+pub mod family;
 pub mod file;
 pub mod gguf;
 mod gguf_check;
 mod gguf_meta;
+pub mod gguf_names;
 mod gguf_params;
 mod gguf_pretok;
 // Public so that tests/it/gguf_tokenize.rs can build a tokenizer from edited metadata.
@@ -22,6 +24,7 @@ pub mod hf;
 pub mod memo;
 pub mod meta;
 pub mod seeded;
+pub mod store;
 pub mod text;
 mod textbook;
 pub mod token_text;
@@ -31,10 +34,10 @@ mod toy_pad;
 
 use crate::config::ModelConfig;
 use crate::error::usage;
-use crate::settings::{ModelChoice, Recipe, Settings};
-use anyhow::Result;
 use crate::params::Input;
 use crate::params::Params;
+use crate::settings::{ModelChoice, Recipe, Settings};
+use anyhow::Result;
 
 /// Everything known before the parameters are made: the input and the model's shape.
 #[derive(Debug, Clone)]
@@ -46,7 +49,7 @@ pub struct Loaded {
     pub input: Input,
     pub cfg: ModelConfig,
     /// A real model's config.json (for `--check`).
-    pub hf: Option<hf::config::HfConfig>,
+    pub hf: Option<family::bert::BertConfig>,
     /// Notes for stderr (e.g. what `--truncate` dropped), printed by the output stage.
     pub notes: Vec<String>,
     /// A real model's tokenizer, to name predicted token ids.
@@ -68,11 +71,10 @@ pub enum Source {
     File(file::NamedTensors),
     /// A real model's memory-mapped checkpoint, unmapped once its parameters are copied out,
     /// so the mapped pages stop counting towards the run's memory.
-    Model(Box<hf::weights::Weights>),
-    /// A decoder's checkpoint and config.
-    Decoder(Box<(hf::decoder::DecoderConfig, hf::checkpoint::Checkpoint)>),
-    /// A GGUF file and the config its metadata gives.
-    Gguf(Box<(hf::decoder::DecoderConfig, gguf::Gguf)>),
+    Model(Box<family::bert_weights::Weights>),
+    /// A decoder's config and its tensors: a Hugging Face checkpoint, or a GGUF file under
+    /// the same names.
+    Decoder(Box<(family::DecoderConfig, Box<dyn store::TensorStore>)>),
 }
 
 /// Reads the inputs the settings name and fixes the model's configuration.
@@ -106,7 +108,7 @@ impl Source {
     /// made anew, as is everything outside a batch.
     pub fn params_once(self, loaded: &Loaded) -> Result<Params> {
         let key = match (&self, &loaded.cfg.model) {
-            (Source::Decoder(_) | Source::Gguf(_), Some(m)) => format!("parameters {}", m.path),
+            (Source::Decoder(_), Some(m)) => format!("parameters {}", m.path),
             _ => return self.params(loaded),
         };
         memo::kept(&key, move || self.params(loaded))
@@ -140,12 +142,8 @@ impl Source {
             }
             // Decoders keep the whole token table (the embeddings are looked up from it).
             Source::Decoder(both) => {
-                let (c, ck) = *both;
-                hf::decoder::params(c, ck)
-            }
-            Source::Gguf(both) => {
-                let (c, g) = *both;
-                gguf_params::params(c, g)
+                let (c, store) = *both;
+                family::decoder::params(c, store)
             }
         }
     }

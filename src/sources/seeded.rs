@@ -7,8 +7,8 @@
 //! layers draw like `nn.Linear` (Kaiming-uniform weight, then bias), or, with `Rand`, like a
 //! raw `torch.rand` matrix (seeds 003 and 004), stored `[out, in]` or `[in, out]`.
 
-use crate::params::{Block, LayerNorm, LayerParams, Layers, Linear, Params};
 use crate::config::{ModelConfig, Positions};
+use crate::params::{Block, LayerNorm, LayerParams, Layers, Linear, Params};
 use crate::settings::recipe::{LinearInit, Proj, RandLayout, Recipe};
 use crate::torch_rng::TorchGenerator;
 use anyhow::Result;

@@ -10,10 +10,10 @@
 //! and, with `--causal`, together with the causal mask), so a real token never sees it. The
 //! LM head (`--lm-head`) still predicts over the vocabulary alone.
 
-use crate::params::Params;
 use super::{Input, Loaded};
 use crate::config::{ModelConfig, Padding, Positions};
 use crate::error::usage;
+use crate::params::Params;
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 use std::collections::BTreeMap;

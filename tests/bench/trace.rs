@@ -11,9 +11,10 @@
 //! traced math (including copying each step into the trace), comparable with a PyTorch
 //! forward pass; renderers get a finished trace, as in a run.
 
+use attn_trace::params::Params;
 use attn_trace::settings::plan::Plan;
 use attn_trace::settings::Settings;
-use attn_trace::sources::{params::Params, seeded, Loaded, Source};
+use attn_trace::sources::{seeded, Loaded, Source};
 use attn_trace::trace::Recorder;
 use attn_trace::{cli::Cli, cli::Env, model, render, trace::Trace, views};
 use clap::Parser;

@@ -293,3 +293,33 @@ fn readme_step_table_is_the_catalogue() {
     let catalogue: BTreeSet<String> = attn_trace::trace::steps::CATALOGUE.iter().map(|d| d.name.to_string()).collect();
     assert_eq!(names, catalogue, "README's step table and src/trace/steps.rs disagree");
 }
+
+/// A model family lives in its file under `sources/family/`: nowhere else asks which family
+/// a model is (`model_type ==`, `is_gpt2`), and the registry (`family::DECODERS`) is the one
+/// list of families, so `--model` dispatch, GGUF architectures and the "not supported"
+/// messages cannot disagree. The forward pass reads only the vocabulary: `model/` imports no
+/// reader (`sources`), settings, or later stage.
+#[test]
+fn family_logic_lives_in_family_files_and_the_model_imports_no_reader() {
+    let mut paths = Vec::new();
+    files(&src(), &mut paths);
+    let modules: BTreeSet<Vec<String>> = paths.iter().map(|p| module_of(p)).collect();
+    let family = src().join("sources/family");
+    let mut wrong = Vec::new();
+    for p in &paths {
+        let me = module_of(p);
+        let text = code(&std::fs::read_to_string(p).unwrap());
+        let asks = ["model_type ==", "model_type !=", "is_gpt2", "model_type() =="].iter().find(|k| text.contains(*k));
+        if let (Some(k), false) = (asks, p.starts_with(&family)) {
+            wrong.push(format!("{} asks which family a model is ({k})", me.join("::")));
+        }
+        if me.first().is_some_and(|m| m == "model") {
+            for d in imports(p, &modules) {
+                if d[0] != "model" && stage(&d) != Some(0) {
+                    wrong.push(format!("{} imports {}", me.join("::"), d.join("::")));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "family logic outside sources/family/, or a model import: {wrong:#?}");
+}

@@ -8,7 +8,8 @@
 
 use crate::common::*;
 use crate::gguf::smollm2;
-use attn_trace::sources::{gguf_tokenizer, Input};
+use attn_trace::params::Input;
+use attn_trace::sources::gguf_tokenizer;
 use attn_trace::{cli::Cli, cli::Env, settings::Settings};
 use candle_core::quantized::gguf_file::{Content, Value};
 use clap::Parser;

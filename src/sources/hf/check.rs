@@ -12,8 +12,8 @@
 use crate::config::Activation;
 use crate::config::ModelConfig;
 use crate::error::usage;
-use crate::sources::hf::config::{activation, HfConfig};
 use crate::params::Input;
+use crate::sources::family::bert::{activation, BertConfig};
 use anyhow::{anyhow, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
@@ -72,7 +72,7 @@ impl Check {
 }
 
 /// Runs candle's BertModel on the same ids and compares it with `output` ([pos, d_model]).
-pub fn run(cfg: &ModelConfig, hf: &HfConfig, input: &Input, output: &Tensor, tol: f64) -> Result<Check> {
+pub fn run(cfg: &ModelConfig, hf: &BertConfig, input: &Input, output: &Tensor, tol: f64) -> Result<Check> {
     let model = cfg.model.as_ref().ok_or_else(|| anyhow!("internal: --check without a real model"))?;
     let path = std::path::Path::new(&model.path).join("model.safetensors");
     let Input::Ids { ids, type_ids } = input else {

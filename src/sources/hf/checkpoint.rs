@@ -61,12 +61,6 @@ impl Checkpoint {
         }
     }
 
-    /// `name` under the first of `prefixes` the checkpoint has it under (GPT-2 checkpoints
-    /// name their tensors with or without `transformer.`).
-    pub fn prefixed(&self, prefixes: &[&str], name: &str) -> String {
-        prefixes.iter().map(|p| format!("{p}{name}")).find(|n| self.has(n)).unwrap_or_else(|| name.to_string())
-    }
-
     /// The stored shape of `name`, without reading it.
     pub fn shape(&self, name: &str) -> Option<Vec<usize>> {
         match &self.store {

@@ -4,25 +4,25 @@
 //! claiming 10^12 heads once allocated a head map of 10^12 entries before the memory cap).
 //! GPT-2's fused projection is checked through the table: its heads divide hidden_size.
 
-use super::decoder::DecoderConfig;
 use crate::error::usage;
+use crate::sources::family::DecoderConfig;
 use anyhow::Result;
 
-/// `names` are the token table's, and (Llama family) layer 0's query and key weights';
-/// `shape` gives a stored tensor's shape (rows first), `source` says where the sizes came from
-/// (`config.json`, `the metadata`).
+/// `table` is the token table's name, `qk` layer 0's query and key weights' where the family
+/// stores them apart; `shape` gives a stored tensor's shape (rows first), `source` says where
+/// the sizes came from (`config.json`, `the metadata`) and `what` names the model.
 pub fn check(
     c: &DecoderConfig,
-    names: [&str; 3],
+    table: &str,
+    qk: Option<[&str; 2]>,
     shape: impl Fn(&str) -> Option<Vec<usize>>,
-    source: &str,
-    what: &str,
+    (source, what): (&str, &str),
 ) -> Result<()> {
     let (d, dh) = (c.hidden_size, c.d_head());
     let (q, k) = (c.num_attention_heads.saturating_mul(dh), c.kv_heads().saturating_mul(dh));
-    let mut want = vec![(names[0], [c.vocab_size, d])];
-    if !c.is_gpt2() {
-        want.extend([(names[1], [q, d]), (names[2], [k, d])]);
+    let mut want = vec![(table, [c.vocab_size, d])];
+    if let Some([q_name, k_name]) = qk {
+        want.extend([(q_name, [q, d]), (k_name, [k, d])]);
     }
     for (name, dims) in want {
         // A missing tensor is refused, by name, when the parameters are read.

@@ -2,11 +2,11 @@
 //! makes the tokens; flags may only restate what the model says, or choose what to show.
 
 use super::checkpoint::Checkpoint;
-use super::decoder::{self, DecoderConfig};
 use super::{encode, load_tokenizer, resolve, HfModel};
 use crate::config::{Activation, InitConfig, ModelConfig, Norm, Positions, RealModel};
 use crate::error::usage;
 use crate::settings::{Settings, Shape};
+use crate::sources::family::{self, DecoderConfig};
 use crate::sources::{agree, Input, Loaded, Source};
 use anyhow::Result;
 use std::path::Path;
@@ -28,7 +28,7 @@ pub fn open(settings: &Settings, spec: &str, how: (bool, bool), sentence: Option
         Err(_) => serde_json::Value::Null,
     };
     match raw["model_type"].as_str() {
-        Some(t) if decoder::FAMILIES.contains(&t) => open_decoder(settings, &what, &dir, raw, how, sentence),
+        Some(t) if family::decoder(t).is_some() => open_decoder(settings, &what, &dir, raw, how, sentence),
         _ => open_bert(settings, spec, &dir, how, sentence),
     }
 }
@@ -122,7 +122,12 @@ fn truncation_note(truncated: usize, max_len: usize) -> Option<String> {
 /// Where a BERT trace cannot be what the user may think it is: a causal mask the model was
 /// not trained with, a config whose `is_decoder` makes transformers mask later tokens when the
 /// trace does not, weights converted from a narrower type.
-fn bert_notes(c: &super::config::HfConfig, causal: bool, stored_dtype: Option<&str>, w: &str) -> Vec<String> {
+fn bert_notes(
+    c: &crate::sources::family::bert::BertConfig,
+    causal: bool,
+    stored_dtype: Option<&str>,
+    w: &str,
+) -> Vec<String> {
     let mut notes = Vec::new();
     match (causal, c.is_decoder) {
         (true, false) => notes.push(format!(
@@ -149,7 +154,7 @@ fn restated_flags(s: &Shape, hidden_act: &str, w: &str) -> Result<Activation> {
     if s.norm == Some(Norm::Pre) {
         return Err(usage("--norm", format!("{w} is post-norm (BERT)"), "drop --norm"));
     }
-    let activation = super::config::activation(hidden_act).ok_or_else(|| {
+    let activation = crate::sources::family::bert::activation(hidden_act).ok_or_else(|| {
         usage(w, format!("hidden_act {hidden_act:?} is not supported"), "use a model with gelu, gelu_new or relu")
     })?;
     if s.activation.is_some_and(|a| a != activation) {
@@ -174,21 +179,20 @@ fn open_decoder(
     let files = super::checkpoint::weight_files(dir, w)?;
     let tokenizer = load_tokenizer(dir, c.vocab_size, w)?;
     let checkpoint = Checkpoint::open(&files, w)?;
-    let layers: &[&str] = if c.is_gpt2() { &["h.", "transformer.h."] } else { &["model.layers."] };
-    checkpoint.check_layers(c.num_hidden_layers, layers)?;
-    let table = decoder::token_table(&c, &checkpoint);
-    let (q, k) = ("model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight");
-    super::dims::check(&c, [&table, q, k], |n| checkpoint.shape(n), "config.json", w)?;
+    let fam = c.family();
+    checkpoint.check_layers(c.num_hidden_layers, fam.layer_prefixes())?;
+    let table = fam.token_table(&checkpoint);
+    super::dims::check(&c, &table, fam.qk_names(), |n| checkpoint.shape(n), ("config.json", w))?;
     let facts = Facts {
         path: dir.display().to_string(),
         weights: files[0].display().to_string(),
         stored_dtype: checkpoint.stored_dtype(),
-        attn_bias: checkpoint.has(&layer0_q_bias(&c, &checkpoint)),
+        attn_bias: checkpoint.has(&fam.q_bias(&checkpoint)),
     };
     let mut loaded = decoder_loaded(settings, w, &c, tokenizer, how, sentence, facts)?;
-    // `decoder::params` leaves the table stored exactly when it can be read by rows.
+    // `family::decoder::params` leaves the table stored exactly when it can be read by rows.
     loaded.cfg.parts.vocab_stored = checkpoint.has_rows(&table, &[c.vocab_size, c.hidden_size]);
-    Ok((loaded, Source::Decoder(Box::new((c, checkpoint)))))
+    Ok((loaded, Source::Decoder(Box::new((c, Box::new(checkpoint))))))
 }
 
 /// What a decoder's files say beyond its config.
@@ -249,7 +253,7 @@ pub fn decoder_loaded(
         norm: Norm::Pre,
         activation,
         attn_bias: facts.attn_bias,
-        ffn_bias: c.is_gpt2() || c.mlp_bias.unwrap_or(false),
+        ffn_bias: c.family().ffn_bias(c),
         eps: s.eps.unwrap_or(c.eps()),
         raw_input: false,
         model: Some(RealModel {
@@ -263,7 +267,7 @@ pub fn decoder_loaded(
         }),
         init: InitConfig::File { path: facts.weights, stored_dtype: None },
         interventions: Default::default(),
-        parts: c.parts(w)?,
+        parts: c.family().parts(c, w)?,
     };
     if let Some(p) = settings.padding {
         cfg.parts.padding = Some(super::pad(&mut enc, p, super::decoder_pad_id(c, w)?, &tokenizer, max_len)?);
@@ -277,15 +281,6 @@ pub fn decoder_loaded(
         notes,
         tokenizer: Some(tokenizer),
     })
-}
-
-/// The name of layer 0's query bias, whose presence says whether q/k/v are biased.
-fn layer0_q_bias(c: &DecoderConfig, ck: &Checkpoint) -> String {
-    if c.is_gpt2() {
-        ck.prefixed(&["transformer.", ""], "h.0.attn.c_attn.bias")
-    } else {
-        "model.layers.0.self_attn.q_proj.bias".to_string()
-    }
 }
 
 /// The decoder's sizes; flags may only restate them.
@@ -305,7 +300,7 @@ fn decoder_dims(s: &Shape, c: &DecoderConfig, w: &str) -> Result<(usize, usize, 
 /// The decoder's activation and positions; block flags may only restate them.
 fn decoder_flags(s: &Shape, c: &DecoderConfig, w: &str) -> Result<(Activation, Positions)> {
     let activation = c.activation(w)?;
-    let positions = if c.is_gpt2() { Positions::Learned } else { Positions::Rotary };
+    let positions = c.family().positions();
     if s.positions.is_some_and(|p| p != positions) {
         return Err(usage("--positions", format!("{w} has {} positions", positions.name()), "drop --positions"));
     }

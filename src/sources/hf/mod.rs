@@ -5,28 +5,25 @@
 
 pub mod check;
 pub mod checkpoint;
-pub mod config;
-pub mod decoder;
 pub mod dims;
-mod fields;
+pub(crate) mod fields;
 pub mod load;
 pub mod pickle;
 mod pickle_ops;
-mod stored;
-pub mod weights;
 
 pub use load::open;
 
 use crate::error::usage;
+use crate::sources::family::bert::BertConfig;
+use crate::sources::family::bert_weights as weights;
 use anyhow::Result;
-use config::HfConfig;
 use std::path::{Path, PathBuf};
 use tokenizers::Tokenizer;
 
 /// An opened model folder.
 pub struct HfModel {
     pub dir: PathBuf,
-    pub config: HfConfig,
+    pub config: BertConfig,
     pub tokenizer: Tokenizer,
     pub weights: weights::Weights,
 }
@@ -90,7 +87,7 @@ impl HfModel {
                 return Err(usage(&what, format!("{f} is missing"), fix));
             }
         }
-        let config = HfConfig::read(&dir.join("config.json"))?;
+        let config = BertConfig::read(&dir.join("config.json"))?;
         let tokenizer = load_tokenizer(dir, config.vocab_size, &what)?;
         let weights = weights::Weights::open(&dir.join("model.safetensors"), &what)?;
         weights.check_layers(config.num_hidden_layers)?;
@@ -238,7 +235,7 @@ pub fn pad(
 }
 
 /// The token `--pad-to` pads a decoder with: `pad_token_id`, else the (first) `eos_token_id`.
-pub fn decoder_pad_id(c: &decoder::DecoderConfig, what: &str) -> Result<u32> {
+pub fn decoder_pad_id(c: &crate::sources::family::DecoderConfig, what: &str) -> Result<u32> {
     let eos = match &c.eos_token_id {
         Some(serde_json::Value::Array(ids)) => ids.first().and_then(serde_json::Value::as_u64),
         Some(v) => v.as_u64(),

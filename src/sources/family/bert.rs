@@ -1,4 +1,6 @@
-//! A Hugging Face `config.json`, with the field names of `transformers`' BertConfig.
+//! BERT (`bert`): its `config.json`, with the field names of transformers' `BertConfig`. Its
+//! checkpoint names are `bert_weights.rs`; the block is post-norm with learned positions
+//! and token types.
 
 use crate::error::usage;
 use anyhow::Result;
@@ -30,7 +32,7 @@ fn default_type_vocab() -> usize {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct HfConfig {
+pub struct BertConfig {
     pub model_type: String,
     pub vocab_size: usize,
     pub hidden_size: usize,
@@ -54,8 +56,8 @@ pub struct HfConfig {
     pub is_decoder: bool,
 }
 
-impl HfConfig {
-    pub fn read(path: &Path) -> Result<HfConfig> {
+impl BertConfig {
+    pub fn read(path: &Path) -> Result<BertConfig> {
         let what = format!("--model: {}", path.display());
         let text = std::fs::read_to_string(path)
             .map_err(|e| usage(&what, e, "pass a Hugging Face model folder with a config.json"))?;
@@ -65,11 +67,11 @@ impl HfConfig {
         let model_type = raw["model_type"].as_str().unwrap_or("(none)").to_string();
         if !SUPPORTED.contains(&model_type.as_str()) {
             let dir = path.parent().unwrap_or(path).display().to_string();
-            let all: Vec<&str> = SUPPORTED.iter().chain(super::decoder::FAMILIES).copied().collect();
+            let all = super::model_types();
             return Err(crate::sources::unsupported_architecture(&dir, &model_type, "config.json's model_type", &all));
         }
-        super::fields::check(&raw, super::fields::BERT, &what)?;
-        let cfg: HfConfig = serde_json::from_value(raw).map_err(|e| {
+        crate::sources::hf::fields::check(&raw, crate::sources::hf::fields::BERT, &what)?;
+        let cfg: BertConfig = serde_json::from_value(raw).map_err(|e| {
             usage(&what, format!("a BERT config field is missing or wrong: {e}"), "restore the model's config.json")
         })?;
         if let Some(p) = cfg.position_embedding_type.as_deref() {

@@ -2,8 +2,8 @@
 //! prefix (sentence-transformers checkpoints drop it), and older `gamma`/`beta` LayerNorm
 //! names are accepted. Buffers such as `embeddings.position_ids` are ignored.
 
+use super::bert::BertConfig;
 use crate::error::usage;
-use crate::sources::hf::config::HfConfig;
 use crate::params::{Block, LayerNorm, LayerParams, Layers, Linear, MlmHead, Params};
 use anyhow::Result;
 use candle_core::safetensors::MmapedSafetensors;
@@ -38,8 +38,9 @@ impl Weights {
     /// config.json's `num_hidden_layers` is the number of `encoder.layer.N` the file holds.
     pub fn check_layers(&self, count: usize) -> Result<()> {
         let names: Vec<String> = self.st.tensors().into_iter().map(|(n, _)| n).collect();
-        let present = super::checkpoint::layer_numbers(&names, &[&format!("{}encoder.layer.", self.prefix)]);
-        super::checkpoint::check_layers(count, &present, &self.what)
+        let present =
+            crate::sources::hf::checkpoint::layer_numbers(&names, &[&format!("{}encoder.layer.", self.prefix)]);
+        crate::sources::hf::checkpoint::check_layers(count, &present, &self.what)
     }
 
     fn missing(&self, full: &str) -> anyhow::Error {
@@ -78,14 +79,14 @@ impl Weights {
         // Shape and type are checked on the view, before anything is read.
         let view = self.st.get(full).map_err(|_| self.missing(full))?;
         self.check_shape(full, view.shape(), shape)?;
-        super::checkpoint::float_dtype(full, view.dtype(), &self.what)?;
+        crate::sources::hf::checkpoint::float_dtype(full, view.dtype(), &self.what)?;
         let t = self.st.load(full, &Device::Cpu)?;
         Ok(if t.dtype() == DType::F32 { t } else { t.to_dtype(DType::F32)? })
     }
 
     /// The masked-LM head, with the whole word table (tied unless the checkpoint has its own
     /// `cls.predictions.decoder.weight`).
-    fn mlm_head(&self, c: &HfConfig) -> Result<MlmHead> {
+    fn mlm_head(&self, c: &BertConfig) -> Result<MlmHead> {
         let d = c.hidden_size;
         let p = "cls.predictions";
         let dense = Linear {
@@ -145,7 +146,7 @@ impl Weights {
     }
 
     /// Every parameter the trace of `ids` needs.
-    pub fn params(&self, c: &HfConfig, ids: &[u32]) -> Result<Params> {
+    pub fn params(&self, c: &BertConfig, ids: &[u32]) -> Result<Params> {
         let d = c.hidden_size;
         let token_rows = self.rows("embeddings.word_embeddings.weight", &[c.vocab_size, d], ids)?;
         let position = self.get("embeddings.position_embeddings.weight", &[c.max_position_embeddings, d])?;

@@ -1,0 +1,33 @@
+//! The middle of the forward pass: the layers in order, each reading the residual stream
+//! the one before wrote. The forward pass runs it once from layer 0; a patched run
+//! (`patch.rs`) from the layer it patches, on the unpatched run's residual stream there.
+
+use super::{intervene, layer};
+use crate::config::ModelConfig;
+use crate::params::Layers;
+use crate::trace::Recorder;
+use anyhow::Result;
+use candle_core::Tensor;
+
+/// Layers `from..` on `x` (layer `from`'s input, [pos, d_model]); each layer's output takes
+/// the run's residual patch, if any. `after(i, input, output, rec)` sees every layer's input
+/// and output as they are made (the logit lens, a patching sweep's record).
+pub fn stack(
+    cfg: &ModelConfig,
+    layers: &Layers,
+    from: usize,
+    x: Tensor,
+    rec: &mut Recorder,
+    mut after: impl FnMut(usize, &Tensor, &Tensor, &mut Recorder) -> Result<()>,
+) -> Result<Tensor> {
+    let mut x = x; // [pos, d_model]
+                   // A lazily read checkpoint's next layer is read while this one runs.
+    layers.each_from(from, |i, p| {
+        let out = layer::layer(cfg, p, &x, i, rec)?; // [pos, d_model]
+        let out = intervene::patch_resid(cfg, i, out)?; // [pos, d_model]
+        after(i, &x, &out, rec)?;
+        x = out;
+        Ok(())
+    })?;
+    Ok(x)
+}

@@ -1,0 +1,54 @@
+//! The end of the forward pass: the final norm, the last hidden state (`output`), and the
+//! logits of whichever head the model has, with the predictions they give. The logit lens
+//! and a patching sweep's metric read hidden states through the same two functions.
+
+use super::{ffn, head::Unembed, linear, norm};
+use crate::config::ModelConfig;
+use crate::params::Params;
+use crate::trace::Recorder;
+use anyhow::Result;
+use candle_core::Tensor;
+
+/// The final norm of `x` [pos, d_model], or `x` when the model has none.
+pub fn final_norm(cfg: &ModelConfig, params: &Params, x: &Tensor) -> Result<Tensor> {
+    match &params.final_norm {
+        Some(p) => norm::norm(x, p, cfg),
+        None => Ok(x.clone()),
+    }
+}
+
+/// The logits of final-normed hidden states [pos, d_model]: BertForMaskedLM's head when the
+/// checkpoint has one, else the language-model head; `None` for a model without either.
+pub fn logits(cfg: &ModelConfig, params: &Params, head: Option<&Unembed>, x: &Tensor) -> Result<Option<Tensor>> {
+    if let Some(mlm) = &params.mlm {
+        let h = linear(x, &mlm.dense)?; // [pos, d_model]
+        let h = norm::layer_norm(&ffn::activation(cfg.activation, &h)?, &mlm.norm, cfg.eps)?; // [pos, d_model]
+        return Ok(Some(linear(&h, &mlm.decoder)?)); // [pos, vocab]
+    }
+    head.map(|head| head.logits(x)).transpose() // [pos, vocab]
+}
+
+/// Records `final_norm.out`, `output` (the last hidden state as Hugging Face defines it:
+/// after the final norm if there is one), `logits` and the predictions; returns `output`.
+/// A language-model head's logits are computed only when asked for (they are the largest
+/// tensor of a trace); a masked-LM head's always, as before.
+pub fn unembed(
+    cfg: &ModelConfig,
+    params: &Params,
+    head: Option<&Unembed>,
+    x: Tensor,
+    rec: &mut Recorder,
+) -> Result<Tensor> {
+    let x = final_norm(cfg, params, &x)?; // [pos, d_model]
+    if params.final_norm.is_some() {
+        rec.tensor("final_norm.out", cfg, &x)?;
+    }
+    rec.tensor("output", cfg, &x)?;
+    let wanted = params.mlm.is_some() || rec.wants("logits") || rec.top_k() > 0;
+    if let Some(logits) = if wanted { logits(cfg, params, head, &x)? } else { None } {
+        rec.tensor("logits", cfg, &logits)?; // [pos, vocab]
+        let k = rec.top_k();
+        rec.set_predictions(super::head::top_k(&logits, k)?);
+    }
+    Ok(x)
+}

@@ -1,0 +1,227 @@
+//! A decoder's `config.json` (or a GGUF file's metadata read as one), checked, and the
+//! decoder's [`Params`] built by its family's names from a [`TensorStore`].
+//!
+//! Weights: `model.safetensors`, shards named by `model.safetensors.index.json`,
+//! `pytorch_model.bin` (our own pickle reader) or a GGUF file, in f32, f16, bf16 or any type
+//! candle dequantizes; the arithmetic is f32 on the stored values.
+
+use super::Family;
+use crate::config::Activation;
+use crate::error::usage;
+use crate::params::{Layers, Linear, Params, RowReader, Stored, StoredRows};
+use crate::sources::store::TensorStore;
+use anyhow::Result;
+use serde::Deserialize;
+use std::sync::Arc;
+
+/// `config.json` of a decoder, with GPT-2's names as aliases.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DecoderConfig {
+    pub model_type: String,
+    pub vocab_size: usize,
+    #[serde(alias = "n_embd")]
+    pub hidden_size: usize,
+    #[serde(alias = "n_layer")]
+    pub num_hidden_layers: usize,
+    #[serde(alias = "n_head")]
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: Option<usize>,
+    pub head_dim: Option<usize>,
+    /// GPT-2's `n_inner` may be null: 4 × hidden.
+    #[serde(alias = "n_inner")]
+    pub intermediate_size: Option<usize>,
+    #[serde(alias = "n_positions")]
+    pub max_position_embeddings: usize,
+    #[serde(alias = "activation_function")]
+    pub hidden_act: Option<String>,
+    pub rms_norm_eps: Option<f64>,
+    pub layer_norm_epsilon: Option<f64>,
+    pub rope_theta: Option<f64>,
+    pub rope_scaling: Option<serde_json::Value>,
+    pub attention_bias: Option<bool>,
+    pub mlp_bias: Option<bool>,
+    pub tie_word_embeddings: Option<bool>,
+    pub sliding_window: Option<usize>,
+    pub use_sliding_window: Option<bool>,
+    pub scale_attn_by_inverse_layer_idx: Option<bool>,
+    /// The pad token (`--pad-to`); without one, the end-of-sequence token pads, as
+    /// `tokenizer.pad_token = tokenizer.eos_token` does for GPT-2 and Llama.
+    pub pad_token_id: Option<u32>,
+    /// One id, or a list (Llama 3): the first pads when there is no `pad_token_id`.
+    pub eos_token_id: Option<serde_json::Value>,
+    pub reorder_and_upcast_attn: Option<bool>,
+}
+
+impl DecoderConfig {
+    /// The config's family. `read` refused any `model_type` without one.
+    pub fn family(&self) -> &'static dyn Family {
+        super::decoder(&self.model_type).unwrap_or(super::DECODERS[0])
+    }
+
+    pub fn d_head(&self) -> usize {
+        self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads.max(1))
+    }
+
+    pub fn kv_heads(&self) -> usize {
+        self.num_key_value_heads.unwrap_or(self.num_attention_heads)
+    }
+
+    pub fn d_ff(&self) -> usize {
+        self.intermediate_size.unwrap_or(4 * self.hidden_size)
+    }
+
+    pub fn eps(&self) -> f64 {
+        self.family().eps(self)
+    }
+
+    /// Whether the head reuses the token table.
+    pub fn tied(&self) -> bool {
+        self.family().tied(self)
+    }
+
+    /// Reads and checks `config.json`; `raw` is its parsed JSON.
+    pub fn read(raw: serde_json::Value, what: &str) -> Result<DecoderConfig> {
+        crate::sources::hf::fields::check(&raw, crate::sources::hf::fields::DECODER, what)?;
+        let c: DecoderConfig = serde_json::from_value(raw).map_err(|e| {
+            usage(what, format!("config.json: a field is missing or wrong: {e}"), "restore the model's config.json")
+        })?;
+        let zero = [
+            ("hidden_size", c.hidden_size),
+            ("num_hidden_layers", c.num_hidden_layers),
+            ("num_attention_heads", c.num_attention_heads),
+            ("vocab_size", c.vocab_size),
+            ("max_position_embeddings", c.max_position_embeddings),
+            ("num_key_value_heads", c.kv_heads()),
+            ("head_dim", c.d_head()),
+            ("intermediate_size", c.d_ff()),
+        ];
+        if let Some((k, _)) = zero.iter().find(|(_, v)| *v == 0) {
+            return Err(usage(what, format!("config.json: {k} is 0"), "restore the model's config.json"));
+        }
+        let (h, kv) = (c.num_attention_heads, c.kv_heads());
+        if !h.is_multiple_of(kv) {
+            return Err(usage(
+                what,
+                format!("num_attention_heads {h} is not divisible by num_key_value_heads {kv}"),
+                "restore the model's config.json",
+            ));
+        }
+        if c.head_dim.is_none() && !c.hidden_size.is_multiple_of(h) {
+            return Err(usage(
+                what,
+                format!("hidden_size {} is not divisible by {h} heads", c.hidden_size),
+                "restore the model's config.json",
+            ));
+        }
+        if !c.eps().is_finite() || c.eps() < 0.0 {
+            return Err(usage(what, format!("the norm's eps {} is not finite and ≥ 0", c.eps()), "restore the config"));
+        }
+        if let Some(t) = c.rope_theta.filter(|t| !t.is_finite() || *t <= 0.0) {
+            let why = format!("config.json: rope_theta is {t}; expected a number above 0");
+            return Err(usage(what, why, "restore the model's config.json"));
+        }
+        c.family().check(&c, what)?;
+        for (flag, on) in [
+            ("scale_attn_by_inverse_layer_idx", c.scale_attn_by_inverse_layer_idx),
+            ("reorder_and_upcast_attn", c.reorder_and_upcast_attn),
+        ] {
+            if on == Some(true) {
+                return Err(usage(what, format!("{flag} is not supported"), "use a model without it"));
+            }
+        }
+        Ok(c)
+    }
+
+    /// The activation `hidden_act` names.
+    pub fn activation(&self, what: &str) -> Result<Activation> {
+        let name = self.hidden_act.clone().unwrap_or_else(|| self.family().default_activation().into());
+        match name.as_str() {
+            "silu" | "swish" => Ok(Activation::Silu),
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(Activation::GeluTanh),
+            "gelu" => Ok(Activation::Gelu),
+            "relu" => Ok(Activation::Relu),
+            other => Err(usage(
+                what,
+                format!("activation {other:?} is not supported"),
+                "use a model with silu, gelu, gelu_new or relu",
+            )),
+        }
+    }
+}
+
+/// Every parameter of the decoder, by its family's names in `store`. `ids` are not needed:
+/// the token table and the head stay in the store where it reads rows ([`Stored`]: the
+/// input's rows, and the head a slice of the vocabulary at a time), and the layers stay in
+/// it too, each read and converted to f32 as the forward pass reaches it. Layer 0 is read
+/// here, so that a file with the wrong names or shapes is refused before anything runs, and
+/// kept for the forward pass.
+pub fn params(c: DecoderConfig, store: Box<dyn TensorStore>) -> Result<Params> {
+    let both: Arc<(DecoderConfig, Box<dyn TensorStore>)> = Arc::new((c, store));
+    let (c, store) = (&both.0, both.1.as_ref());
+    let (d, family) = (c.hidden_size, c.family());
+    let token_name = family.token_table(store);
+    let reader = |name: &str| {
+        let (owner, owned) = (both.clone(), name.to_string());
+        RowReader::shared(name, (c.vocab_size, d), move |start, len| owner.1.rows(&owned, start, len))
+    };
+    let stored = tables(store, ([c.vocab_size, d], c.tied()), &token_name, reader)?;
+    // Otherwise the whole table stays (the head of a tied model is the same tensor): a
+    // patching sweep embeds a second input with it.
+    let token = if stored.is_some() { None } else { Some(store.get(&token_name, &[c.vocab_size, d])?) };
+    let shared = both.clone();
+    let load = move |i: usize| shared.0.family().layer(&shared.0, shared.1.as_ref(), i);
+    let first = load(0)?;
+    let head = match (&stored, &token) {
+        (None, Some(token)) if c.tied() => Some(token.clone()),
+        (None, _) => Some(store.get("lm_head.weight", &[c.vocab_size, d]).map_err(|_| no_head(store))?),
+        (Some(_), _) => None,
+    };
+    Ok(Params {
+        token,
+        token_rows: None,
+        position: family.position_table(c, store)?,
+        token_type: None,
+        embed_norm: None,
+        layers: Layers::lazy(c.num_hidden_layers, Arc::new(load), first),
+        final_norm: Some(family.final_norm(c, store)?),
+        lm_head: head.map(|weight| Linear { weight, bias: None }),
+        mlm: None,
+        stored,
+    })
+}
+
+fn no_head(store: &dyn TensorStore) -> anyhow::Error {
+    usage(
+        store.what(),
+        "the checkpoint has no lm_head.weight and config.json says tie_word_embeddings is false",
+        "restore the checkpoint's lm_head, or the config's tie_word_embeddings",
+    )
+}
+
+/// The token table `token` and the head left in the store and read a few rows at a time
+/// (a mapped safetensors tensor in f32, bf16 or f16, or any GGUF table: a 7B model's two
+/// 32,000 × 4,096 tables are 1 GB in f32, of which an input needs a few rows and a product
+/// a slice at a time); `None` for a pickle, read whole. `reader` makes the reader of a table
+/// by name (the caller owns the store).
+fn tables(
+    store: &dyn TensorStore,
+    (shape, tied): ([usize; 2], bool),
+    token: &str,
+    reader: impl Fn(&str) -> Arc<dyn StoredRows>,
+) -> Result<Option<Stored>> {
+    if !store.has_rows(token, &shape) {
+        return Ok(None);
+    }
+    let head = if tied {
+        None
+    } else if store.has_rows("lm_head.weight", &shape) {
+        Some(reader("lm_head.weight"))
+    } else {
+        // Missing, or of another type or shape: `get` says which.
+        store
+            .get("lm_head.weight", &shape)
+            .map_err(|e| if store.has("lm_head.weight") { e } else { no_head(store) })?;
+        return Ok(None);
+    };
+    Ok(Some(Stored { token: reader(token), head }))
+}

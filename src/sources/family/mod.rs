@@ -1,0 +1,120 @@
+//! Model families: one file per family maps a checkpoint onto the one configurable block
+//! (`config::Parts`, run by `model/`), as TransformerLens keeps one weight-conversion file per
+//! family. A decoder family ([`Family`]) says what its `config.json` (or GGUF metadata) leaves
+//! out, which block options it sets, and what its checkpoint names each tensor; it reads
+//! them through [`TensorStore`], so a Hugging Face checkpoint and a GGUF file share it.
+//!
+//! | file | families | block |
+//! |---|---|---|
+//! | `bert.rs`, `bert_weights.rs` | `bert` | post-norm encoder, learned positions, token types |
+//! | `gpt2.rs` | `gpt2` | pre-norm LayerNorm, learned positions, fused `Conv1D` q/k/v |
+//! | `llama.rs` | `llama`, `qwen2`, `mistral` | pre-norm RMSNorm, rotary, gated FFN, GQA |
+//!
+//! `decoder.rs` reads a decoder's `config.json` into [`DecoderConfig`] and builds its
+//! [`Params`] from the family's names; `rope.rs` turns `rope_theta`/`rope_scaling` into
+//! frequencies. [`DECODERS`] is the registry: `--model` dispatch, the GGUF architectures and
+//! the "not supported" messages all read it.
+
+pub mod bert;
+pub mod bert_weights;
+pub mod decoder;
+mod gpt2;
+mod llama;
+pub mod rope;
+
+pub use decoder::DecoderConfig;
+
+use super::store::TensorStore;
+use crate::config::{Parts, Positions};
+use crate::params::{LayerNorm, LayerParams};
+use anyhow::Result;
+use candle_core::Tensor;
+
+/// What a decoder family knows that its `config.json` does not say.
+pub trait Family: Send + Sync {
+    /// `config.json`'s `model_type`.
+    fn model_type(&self) -> &'static str;
+    /// llama.cpp's `general.architecture` for this family, if it reads GGUF files.
+    fn gguf_arch(&self) -> Option<&'static str> {
+        None
+    }
+    /// Whether llama.cpp's converter permuted this architecture's Q and K rows.
+    fn gguf_permutes_qk(&self) -> bool {
+        false
+    }
+    /// The norm's epsilon when the config gives none, and which key gives it.
+    fn eps(&self, c: &DecoderConfig) -> f64;
+    /// The activation when the config names none.
+    fn default_activation(&self) -> &'static str;
+    /// Whether the head reuses the token table.
+    fn tied(&self, c: &DecoderConfig) -> bool;
+    /// The family's own refusals of a config (`what` names the model).
+    fn check(&self, c: &DecoderConfig, what: &str) -> Result<()>;
+    /// The block's options.
+    fn parts(&self, c: &DecoderConfig, what: &str) -> Result<Parts>;
+    /// Positions: learned (GPT-2) or rotary.
+    fn positions(&self) -> Positions;
+    /// Whether the FFN's linears have biases.
+    fn ffn_bias(&self, c: &DecoderConfig) -> bool;
+    /// The prefixes of layer `N`'s tensors (`model.layers.`), for counting the layers held.
+    fn layer_prefixes(&self) -> &'static [&'static str];
+    /// The token table's name in `store`.
+    fn token_table(&self, store: &dyn TensorStore) -> String;
+    /// Layer 0's query and key weights, when stored apart (checked against the config's sizes).
+    fn qk_names(&self) -> Option<[&'static str; 2]>;
+    /// Layer 0's query bias, whose presence says whether q/k/v are biased.
+    fn q_bias(&self, store: &dyn TensorStore) -> String;
+    /// The learned position table, if the family has one.
+    fn position_table(&self, c: &DecoderConfig, store: &dyn TensorStore) -> Result<Option<Tensor>>;
+    /// The norm after the last layer.
+    fn final_norm(&self, c: &DecoderConfig, store: &dyn TensorStore) -> Result<LayerNorm>;
+    /// Layer `i`'s parameters, converted to the standard layout.
+    fn layer(&self, c: &DecoderConfig, store: &dyn TensorStore, i: usize) -> Result<LayerParams>;
+}
+
+/// The decoder families, in the order messages list them.
+pub static DECODERS: &[&dyn Family] = &[&gpt2::Gpt2, &llama::LLAMA, &llama::QWEN2, &llama::MISTRAL];
+
+/// The decoder family of `model_type`.
+pub fn decoder(model_type: &str) -> Option<&'static dyn Family> {
+    DECODERS.iter().copied().find(|f| f.model_type() == model_type)
+}
+
+/// Every `model_type` a Hugging Face folder may name: BERT's and the decoders'.
+pub fn model_types() -> Vec<&'static str> {
+    bert::SUPPORTED.iter().copied().chain(DECODERS.iter().map(|f| f.model_type())).collect()
+}
+
+/// The family reading GGUF architecture `arch`.
+pub fn gguf(arch: &str) -> Option<&'static dyn Family> {
+    DECODERS.iter().copied().find(|f| f.gguf_arch() == Some(arch))
+}
+
+/// Every GGUF architecture a family reads.
+pub fn gguf_archs() -> Vec<&'static str> {
+    DECODERS.iter().filter_map(|f| f.gguf_arch()).collect()
+}
+
+/// A norm's weight (and bias) under `prefix`, `d` wide.
+fn norm(store: &dyn TensorStore, prefix: &str, d: usize, bias: bool) -> Result<LayerNorm> {
+    Ok(LayerNorm {
+        weight: store.get(&format!("{prefix}.weight"), &[d])?,
+        bias: if bias { Some(store.get(&format!("{prefix}.bias"), &[d])?) } else { None },
+    })
+}
+
+/// The options every decoder shares (pre-norm, causal, a final norm and an LM head, read a
+/// layer at a time), before its family sets its own.
+fn decoder_parts(c: &DecoderConfig) -> Parts {
+    let (h, kv) = (c.num_attention_heads, c.kv_heads());
+    Parts {
+        kv_heads: (kv != h).then_some(kv),
+        kv_head_of_query_head: (kv != h).then(|| (0..h).map(|q| q / (h / kv)).collect()),
+        final_norm: true,
+        lm_head: Some(crate::config::LmHead { tied: c.tied() }),
+        padding: None,
+        masked_lm: false,
+        layer_at_a_time: true,
+        ..Default::default()
+    }
+}

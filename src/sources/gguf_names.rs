@@ -1,0 +1,77 @@
+//! How a GGUF file reads under Hugging Face names (`gguf::GgufStore`, a
+//! [`TensorStore`](super::store::TensorStore)): llama.cpp's converter renames
+//! every tensor (`model.layers.3.self_attn.q_proj.weight` is `blk.3.attn_q.weight`) and, for
+//! the architectures whose family says so, permutes the rows of each Q and K weight for its
+//! rotary kernel (pairs (2i, 2i+1) instead of Hugging Face's (i, i + d/2)). Both are undone
+//! here, in one place, as transformers' GGUF loader does (`TENSOR_PROCESSORS`,
+//! `reverse_permute_weights`), so a family file reads a GGUF file by the same names as its
+//! checkpoint and the trace shows Hugging Face's layout. Messages name the file's own names.
+
+use anyhow::Result;
+use candle_core::Tensor;
+
+/// Hugging Face's names (after `model.layers.{i}.`) and llama.cpp's (after `blk.{i}.`), as in
+/// gguf-py's `TENSOR_MAPPING`. A family that adds a tensor adds its row here.
+const LAYER: &[(&str, &str)] = &[
+    ("input_layernorm", "attn_norm"),
+    ("post_attention_layernorm", "ffn_norm"),
+    ("self_attn.q_proj", "attn_q"),
+    ("self_attn.k_proj", "attn_k"),
+    ("self_attn.v_proj", "attn_v"),
+    ("self_attn.o_proj", "attn_output"),
+    ("mlp.gate_proj", "ffn_gate"),
+    ("mlp.up_proj", "ffn_up"),
+    ("mlp.down_proj", "ffn_down"),
+];
+
+/// The model's tensors outside the layers.
+const GLOBAL: &[(&str, &str)] =
+    &[("model.embed_tokens", "token_embd"), ("model.norm", "output_norm"), ("lm_head", "output")];
+
+/// The GGUF name of the Hugging Face tensor `name` (`….weight` or `….bias`); `None` for a
+/// name llama.cpp does not store.
+pub fn gguf_name(name: &str) -> Option<String> {
+    let (module, suffix) = name.rsplit_once('.')?;
+    if let Some((_, g)) = GLOBAL.iter().find(|(hf, _)| *hf == module) {
+        return Some(format!("{g}.{suffix}"));
+    }
+    let rest = module.strip_prefix("model.layers.")?;
+    let (i, part) = rest.split_once('.')?;
+    let (_, g) = LAYER.iter().find(|(hf, _)| *hf == part)?;
+    Some(format!("blk.{i}.{g}.{suffix}"))
+}
+
+/// Undoes llama.cpp's row permutation of a Q or K weight (or bias) with `heads` heads:
+/// transformers' `reverse_permute_weights`: rows viewed as [heads, d/2, 2] become [heads, 2, d/2].
+pub fn unpermute(t: &Tensor, heads: usize) -> Result<Tensor> {
+    let dims = t.dims().to_vec();
+    let rows = dims[0];
+    let half = rows / heads / 2;
+    let rest: usize = dims[1..].iter().product();
+    let t = t.reshape((heads, half, 2, rest))?.transpose(1, 2)?.contiguous()?;
+    Ok(t.reshape(dims)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    #[test]
+    fn unpermute_turns_interleaved_pairs_into_halves() {
+        // One head of width 4: llama.cpp's rows are [r0, r2, r1, r3] (pairs (0,2),(1,3) side
+        // by side); Hugging Face's are [r0, r1, r2, r3].
+        let t = Tensor::new(&[[0f32], [2.0], [1.0], [3.0]], &Device::Cpu).unwrap();
+        let u = unpermute(&t, 1).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(u, vec![0.0, 1.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn names_map_onto_llama_cpp_names() {
+        assert_eq!(gguf_name("model.layers.12.self_attn.q_proj.bias").as_deref(), Some("blk.12.attn_q.bias"));
+        assert_eq!(gguf_name("model.layers.0.mlp.down_proj.weight").as_deref(), Some("blk.0.ffn_down.weight"));
+        assert_eq!(gguf_name("model.embed_tokens.weight").as_deref(), Some("token_embd.weight"));
+        assert_eq!(gguf_name("lm_head.weight").as_deref(), Some("output.weight"));
+        assert_eq!(gguf_name("model.layers.0.mlp.experts.weight"), None);
+    }
+}
