@@ -27,7 +27,7 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     rec.tensor(&format!("layers.{l}.attn.k"), cfg, &k)?;
     let v = split(linear(x, &p.v_proj)?, kvh, d_v)?; // [kv_head, pos, d_v]
     rec.tensor(&format!("layers.{l}.attn.v"), cfg, &v)?;
-    let (q, k) = match &cfg.parts.rope {
+    let (q, k) = match cfg.parts.rope_at(l) {
         Some(rope) => {
             let (cos, sin) = super::rope::tables(&rope.inv_freq, n)?; // [pos, d_k] each
             let q_rot = super::rope::rotate(&q, &cos, &sin)?; // [head, pos, d_k]
@@ -45,7 +45,7 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     let raw_scores = q.matmul(&k.t()?)?; // [head, query_pos, key_pos]
     rec.tensor(&format!("layers.{l}.attn.raw_scores"), cfg, &raw_scores)?;
     let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, query_pos, key_pos]
-    let hidden = super::mask::hidden_keys(cfg, n);
+    let hidden = super::mask::hidden_keys(cfg, l, n);
     let scores = match &hidden {
         Some(hidden) => {
             // Hidden keys' scores become −inf, so exp gives exactly 0.

@@ -35,11 +35,14 @@ pub fn knockout(cfg: &ModelConfig, layer: usize, scores: Tensor) -> Result<Tenso
 /// The `(layer, head, query)` rows of an `n`-token run that see no key because of a knockout
 /// (rows the mask alone hides, a left pad under the causal mask, are not listed): the
 /// rows whose weights are 0 by definition rather than by a softmax.
-pub fn blinded_by_knockout(cfg: &ModelConfig, n: usize, hidden: Option<&[bool]>) -> Vec<(usize, usize, usize)> {
+pub fn blinded_by_knockout(cfg: &ModelConfig, n: usize) -> Vec<(usize, usize, usize)> {
     let layers: BTreeSet<usize> = cfg.interventions.knockout.iter().map(|k| k.layer).collect();
-    let by_mask = |q: usize| hidden.is_some_and(|m| m[q * n..(q + 1) * n].iter().all(|&x| x));
     let mut out = Vec::new();
     for l in layers {
+        // Each layer's own mask: a window may be local to some layers.
+        let hidden = super::mask::hidden_keys(cfg, l, n);
+        let hidden = hidden.as_deref();
+        let by_mask = |q: usize| hidden.is_some_and(|m| m[q * n..(q + 1) * n].iter().all(|&x| x));
         let Some(rows) = super::mask::blind_rows(cfg, l, hidden, (cfg.heads, n)) else { continue };
         let new = rows.iter().enumerate().filter(|&(i, &b)| b == 1 && !by_mask(i % n));
         out.extend(new.map(|(i, _)| (l, i / n, i % n)));
@@ -54,8 +57,7 @@ pub fn blind_note(cfg: &ModelConfig, tokens: &[String]) -> Option<String> {
         return None;
     }
     let n = tokens.len();
-    let hidden = super::mask::hidden_keys(cfg, n);
-    let rows = blinded_by_knockout(cfg, n, hidden.as_deref());
+    let rows = blinded_by_knockout(cfg, n);
     let shown: Vec<String> = rows
         .iter()
         .take(4)

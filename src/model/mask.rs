@@ -6,12 +6,12 @@
 use crate::config::ModelConfig;
 use std::collections::BTreeSet;
 
-/// `[query, key]` flags, true where a key is hidden: after the query (causal), `window` or
+/// Layer `layer`'s `[query, key]` flags, true where a key is hidden: after the query (causal), `window` or
 /// more positions before it (a sliding window, as Mistral's eager attention in transformers
 /// 4.46: query i sees keys i − window + 1 ..= i), or a pad (`--pad-to`, transformers'
 /// `attention_mask`). `None` when nothing is hidden.
-pub fn hidden_keys(cfg: &ModelConfig, n: usize) -> Option<Vec<bool>> {
-    let window = cfg.parts.window;
+pub fn hidden_keys(cfg: &ModelConfig, layer: usize, n: usize) -> Option<Vec<bool>> {
+    let window = cfg.parts.window_at(layer);
     let pads = cfg.parts.padding.as_ref().map(|p| &p.attention_mask);
     if !cfg.causal && window.is_none() && pads.is_none() {
         return None;
@@ -44,4 +44,21 @@ fn knocked(cfg: &ModelConfig, layer: usize, h: usize) -> BTreeSet<(usize, usize,
     edges
         .flat_map(|k| (0..h).filter(move |&g| k.head.is_none_or(|x| x == g)).map(move |g| (g, k.query, k.key)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A window local to layer 0: layer 0's query 3 sees keys 2 and 3 only, layer 1's every
+    /// earlier key (a Gemma 2–style alternation).
+    #[test]
+    fn a_local_window_hides_keys_in_its_layers_only() {
+        let mut cfg = ModelConfig { causal: true, ..Default::default() };
+        cfg.parts.window = Some(2);
+        cfg.parts.local_layers = Some(vec![true, false]);
+        let row = |l: usize| hidden_keys(&cfg, l, 4).unwrap()[12..16].to_vec();
+        assert_eq!(row(0), [true, true, false, false]);
+        assert_eq!(row(1), [false, false, false, false]);
+    }
 }

@@ -267,6 +267,8 @@ fn parts(
         rope: (positions == Positions::Rotary).then(|| Rope::plain(s.rope_theta.unwrap_or(10000.0), d_k)),
         gated_ffn: s.gated || fd.is_some_and(|f| f.gated),
         window: None,
+        local_layers: None,
+        rope_local: None,
         attn_out_bias: None,
         attention_only: false,
         no_out_proj: false,

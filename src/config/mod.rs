@@ -5,6 +5,9 @@
 
 use serde::Serialize;
 
+mod parts;
+pub use parts::{LmHead, Padding, Parts, Rope};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Positions {
@@ -208,119 +211,6 @@ impl Interventions {
     pub fn is_empty(&self) -> bool {
         self.ablate.is_empty() && self.knockout.is_empty() && self.induction.is_none()
     }
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-
-/// The block's parts beyond the original encoder's, as TransformerLens configures one block
-/// for many families: each is off by default and omitted from the JSON when off.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
-pub struct Parts {
-    /// RMSNorm (Zhang & Sennrich 2019) instead of LayerNorm: no centring, no bias.
-    #[serde(skip_serializing_if = "is_false")]
-    pub rms_norm: bool,
-    /// Key/value heads when fewer than the query heads (grouped-query attention, Ainslie et
-    /// al. 2023): query head h reads key/value head h / (heads / kv_heads).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kv_heads: Option<usize>,
-    /// With grouped-query attention: the key/value head each query head reads.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kv_head_of_query_head: Option<Vec<usize>>,
-    /// Rotary positions: the frequencies and how they were derived.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rope: Option<Rope>,
-    /// A gated FFN (SwiGLU, Shazeer 2020): act(x·W_gate) ⊙ (x·W_up), then ·W_down.
-    #[serde(skip_serializing_if = "is_false")]
-    pub gated_ffn: bool,
-    /// A sliding-window mask: query i sees keys i − window + 1 ..= i (Mistral).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub window: Option<usize>,
-    /// Whether the output projection has a bias when the q/k/v projections' differs (Qwen2:
-    /// q, k, v biased, o not).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub attn_out_bias: Option<bool>,
-    /// A norm after the last layer (GPT-2 `ln_f`, Llama `norm`, `nn.TransformerEncoder`'s
-    /// `norm=`): `final_norm.out`.
-    #[serde(skip_serializing_if = "is_false")]
-    pub final_norm: bool,
-    /// Self-attention alone, as textbooks write `MultiHeadAttention(d_in, d_out, …)`: each
-    /// layer ends at `attn.out`, with no residual sum, norm or FFN.
-    #[serde(skip_serializing_if = "is_false")]
-    pub attention_only: bool,
-    /// No output projection: `attn.out` is the heads' concatenation (the tutorials'
-    /// `MultiHeadAttentionWrapper`). Attention-only blocks only.
-    #[serde(skip_serializing_if = "is_false")]
-    pub no_out_proj: bool,
-    /// The width of `attn.out` when it is not d_model (an attention-only block's d_out).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub d_out: Option<usize>,
-    /// The heads were built as separate single-head modules (each with its own q, k, v
-    /// `nn.Linear`, constructed head by head) and concatenated, rather than as fused
-    /// projections split into heads. The arithmetic is the same; seeded weights are drawn
-    /// head by head in construction order.
-    #[serde(skip_serializing_if = "is_false")]
-    pub separate_heads: bool,
-    /// A language-model head: `logits` and the next-token predictions.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lm_head: Option<LmHead>,
-    /// BERT's masked-LM head (`cls.predictions`): predictions at `[MASK]` positions.
-    #[serde(skip_serializing_if = "is_false")]
-    pub masked_lm: bool,
-    /// `--pad-to`: the input was padded as transformers pads a batch, and padded keys are
-    /// hidden from every query (transformers' `attention_mask`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub padding: Option<Padding>,
-    /// The layers' parameters are read from the checkpoint one layer at a time (real
-    /// decoders): the memory estimate counts one layer's, not all. Not part of the JSON.
-    #[serde(skip)]
-    pub layer_at_a_time: bool,
-    /// The token table and head stay stored (`params::Stored`), for the estimate. Not in JSON.
-    #[serde(skip)]
-    pub vocab_stored: bool,
-}
-
-/// Rotary position embedding as Hugging Face computes it: each pair (i, i + d/2) of a head's
-/// dimensions rotates by position × `inv_freq[i]`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Rope {
-    pub theta: f64,
-    /// The config's `rope_scaling` type (`linear`, `llama3`), if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub scaling: Option<String>,
-    /// The frequencies used, after any scaling: d_head / 2 of them.
-    pub inv_freq: Vec<f64>,
-}
-
-impl Rope {
-    /// Rotary positions without scaling: θ_i = 1 / θ^(2i/d) for i < d/2, computed in f32 as
-    /// transformers computes `inv_freq`.
-    pub fn plain(theta: f64, d: usize) -> Rope {
-        let inv_freq = (0..d / 2).map(|i| (1.0 / (theta as f32).powf((2 * i) as f32 / d as f32)) as f64).collect();
-        Rope { theta, scaling: None, inv_freq }
-    }
-}
-
-/// How the input was padded (`config.padding`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Padding {
-    /// `left` or `right`: where the pad tokens went.
-    pub side: &'static str,
-    /// The padded length (`--pad-to`).
-    pub length: usize,
-    /// The id of the pad token (the config's `pad_token_id`, else its `eos_token_id`; for the
-    /// toy model `<pad>`'s id in a `--vocab` file, else the first id past the vocabulary).
-    pub pad_id: u32,
-    /// transformers' `attention_mask`: 1 for the sentence's tokens, 0 for pads.
-    pub attention_mask: Vec<u8>,
-}
-
-/// The unembedding.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LmHead {
-    /// The token-embedding table is reused (transposed) as the head.
-    pub tied: bool,
 }
 
 impl ModelConfig {
