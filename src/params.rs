@@ -295,7 +295,8 @@ impl Params {
             Layers::Lazy { .. } => &[],
         };
         for (i, l) in ready.iter().enumerate() {
-            let p = format!("layers.{i}");
+            let p = crate::trace::steps::layer_id(i, "");
+            let p = p.trim_end_matches('.');
             push_linear(&mut out, format!("{p}.attn.q_proj"), &l.q_proj);
             push_linear(&mut out, format!("{p}.attn.k_proj"), &l.k_proj);
             push_linear(&mut out, format!("{p}.attn.v_proj"), &l.v_proj);

@@ -16,6 +16,7 @@ use super::compare::Tol;
 use super::load::{Entry, Loaded};
 use crate::export::Data;
 use crate::trace::split_id;
+use crate::trace::steps;
 
 /// A guess at the bug behind a diverging step, or `None` when no rule fits.
 pub fn hint(id: &str, a: &Entry, b: &Entry, reference: &Loaded, tol: Tol) -> Option<String> {
@@ -164,7 +165,7 @@ fn scale_text(id: &str, r: f64, reference: &Loaded) -> String {
         return format!("{head} (a constant factor is wrong or missing)");
     }
     let last = |step: &str| {
-        let id = layer.map_or(step.to_string(), |l| format!("layers.{l}.{step}"));
+        let id = layer.map_or(step.to_string(), |l| steps::layer_id(l, step));
         reference.steps.get(&id).and_then(|e| e.shape.last().copied())
     };
     let (Some(dk), Some(dm)) = (last("attn.q"), last("attn.out")) else {

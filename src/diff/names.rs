@@ -8,6 +8,7 @@
 //! v and z as `[pos, head, d_head]`; [`Resolved::tl`] tells the loader to undo that.
 
 use crate::trace::split_id;
+use crate::trace::steps;
 use crate::trace::steps::{global_names, layer_names, raw_dims, StepDef, CATALOGUE};
 
 /// A file's name for a tensor, resolved.
@@ -35,10 +36,10 @@ pub fn resolve(name: &str) -> Option<Resolved> {
     if let Some((num, rest)) = layered.and_then(|r| r.split_once('.')) {
         let layer: usize = num.parse().ok()?;
         if let Some(d) = CATALOGUE.iter().find(|d| tl_name(d, true, rest)) {
-            return Some(Resolved { id: format!("layers.{layer}.{}", d.name), tl: true });
+            return Some(Resolved { id: steps::layer_id(layer, d.name), tl: true });
         }
         let n = single(rest).filter(|n| layer_names().any(|l| l == n))?;
-        return plain(format!("layers.{layer}.{n}"));
+        return plain(steps::layer_id(layer, &n));
     }
     single(name).filter(|n| global_names().any(|g| g == n)).and_then(plain)
 }

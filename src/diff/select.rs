@@ -77,7 +77,7 @@ pub fn candidates<'a>(name: &str, ids: impl Iterator<Item = &'a String>) -> Vec<
     out.extend(global_names().map(String::from));
     let rest = name.strip_prefix("layers.").or_else(|| name.strip_prefix("blocks."));
     if let Some(layer) = rest.and_then(|r| r.split('.').next()).and_then(|n| n.parse::<usize>().ok()) {
-        out.extend(layer_names().map(|n| format!("layers.{layer}.{n}")));
+        out.extend(layer_names().map(|n| steps::layer_id(layer, n)));
     }
     out.into_iter().collect()
 }

@@ -18,6 +18,7 @@ use super::table;
 use super::text::wrap_words;
 use super::text::{cut, wrap_parts};
 use crate::settings::Output;
+use crate::trace::steps;
 use crate::views::focus::{Focus, FocusHead};
 use comfy_table::CellAlignment;
 use std::io::{self, Write};
@@ -95,7 +96,7 @@ fn write_head(f: &Focus, h: &FocusHead, out: &Output, w: &mut dyn Write) -> io::
     let shown = &f.labels[i];
     let token: String =
         if shown.chars().count() > 40 { shown.chars().take(39).chain(['…']).collect() } else { shown.clone() };
-    let title = [format!("focus {token:?} (position {i})"), format!("layers.{l}.attn"), format!("head {}", h.head)];
+    let title = [format!("focus {token:?} (position {i})"), steps::layer_id(l, "attn"), format!("head {}", h.head)];
     for line in wrap_parts(&title, out.width) {
         writeln!(w, "{line}")?;
     }

@@ -15,6 +15,7 @@ use super::colour::{dark_text, max_of, scale_between, scale_of, viridis};
 use super::text::{blocks, cut, wrap_parts, wrap_words};
 use super::{focus, table};
 use crate::settings::Output;
+use crate::trace::steps;
 use crate::trace::Trace;
 use crate::views::maps::{Map, Maps};
 use crate::views::patching::PatchGrid;
@@ -169,7 +170,7 @@ fn write_map(map: &Map, maps: &Maps, g: &Grid, w: &mut dyn Write) -> io::Result<
     let label_w = rows.iter().map(|r| r.chars().count()).max().unwrap_or(0).max(5);
     let max = max_of(&map.values);
     for (start, end) in blocks(n, g.slot, label_w + 1, g.width) {
-        let mut title = vec![format!("layers.{}.attn.weights", map.layer), map.head_label()];
+        let mut title = vec![steps::layer_id(map.layer, "attn.weights"), map.head_label()];
         if !what.is_empty() {
             title.push(what.to_string());
         }

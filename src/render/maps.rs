@@ -13,6 +13,7 @@
 
 use super::text::{blocks, cut, wrap_parts, wrap_words};
 use super::{numbers::f32_json, table};
+use crate::trace::steps;
 use crate::views::maps::{Map, Maps};
 use std::io::{self, Write};
 
@@ -42,7 +43,7 @@ pub fn write_tables(maps: &Maps, precision: usize, width: usize, w: &mut dyn Wri
         let rows: Vec<String> = (0..n).map(|i| format!("{i} {}", labels[i])).collect();
         let label_w = rows.iter().map(|r| r.chars().count()).max().unwrap_or(0).max(5);
         for (start, end) in blocks(n, col_w + 3, label_w + 1, width) {
-            let mut title = vec![format!("layers.{}.attn.weights", map.layer), map.head_label()];
+            let mut title = vec![steps::layer_id(map.layer, "attn.weights"), map.head_label()];
             if maps.pieces.is_some() {
                 title.push("words".into());
             }

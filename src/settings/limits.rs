@@ -125,8 +125,8 @@ fn layer_copies(layers: usize, record: &Selection, name: &str) -> usize {
     match &record.steps {
         Some(set) if !set.contains(name) => {
             let layer_of = |id: &String| -> Option<usize> {
-                let (l, rest) = id.strip_prefix("layers.")?.split_once('.')?;
-                (rest == name).then(|| l.parse().ok()).flatten()
+                let (_, l, rest) = steps::parse_layer_id(id)?;
+                (rest == name).then_some(l)
             };
             set.iter().filter_map(layer_of).filter(|&l| listed(l)).count()
         }
@@ -263,7 +263,7 @@ mod tests {
         ];
         for (sel, want) in cases {
             let asked =
-                (0..6).filter(|&l| sel.wants(&format!("layers.{l}.attn.weights"), Some(l), "attn.weights")).count();
+                (0..6).filter(|&l| sel.wants(&steps::layer_id(l, "attn.weights"), Some(l), "attn.weights")).count();
             assert_eq!((layer_copies(6, &sel, "attn.weights"), asked), (want, want), "{sel:?}");
         }
         assert_eq!(layer_copies(4_000_000_000, &Selection::default(), "attn.weights"), 4_000_000_000);

@@ -6,6 +6,7 @@
 use crate::config::{ModelConfig, Positions};
 use crate::error::usage;
 use crate::params::{Block, LayerNorm, LayerParams, Layers, Linear, Params};
+use crate::trace::steps;
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
 use std::collections::BTreeMap;
@@ -205,7 +206,7 @@ fn dims_of(named: &NamedTensors, name: &str, what: &str) -> Result<Vec<usize>> {
 
 /// Reads the model's dimensions from the file's shapes (checked in full by [`params`]).
 pub fn infer(named: &NamedTensors, what: &str) -> Result<FileDims> {
-    let layers = (0..).take_while(|i| named.keys().any(|k| k.starts_with(&format!("layers.{i}.")))).count();
+    let layers = (0usize..).take_while(|&i| named.keys().any(|k| k.starts_with(&steps::layer_id(i, "")))).count();
     if layers == 0 {
         return Err(usage(what, "no layers.0.* tensors", "name layer tensors layers.0.attn.q_proj.weight and so on"));
     }
@@ -270,7 +271,8 @@ pub fn params(mut named: NamedTensors, cfg: &ModelConfig, what: &str) -> Result<
     };
     let mut layers = Vec::new();
     for i in 0..cfg.layers {
-        let p = format!("layers.{i}");
+        let p = steps::layer_id(i, "");
+        let p = p.trim_end_matches('.');
         let mut lin = |name: &str, d_in: usize, d_out: usize, bias: bool| -> Result<Linear> {
             Ok(Linear {
                 weight: take(n, &format!("{p}.{name}.weight"), &[d_out, d_in], what)?,

@@ -118,16 +118,13 @@ impl Prediction {
     }
 }
 
-/// Splits `layers.3.attn.q` into (Some(3), "attn.q"); other ids have no layer.
+/// Splits `layers.3.attn.q` into (Some(3), "attn.q"); other ids (and a second stack's,
+/// which no model read today has) have no layer.
 pub fn split_id(id: &str) -> (Option<usize>, &str) {
-    if let Some(rest) = id.strip_prefix("layers.") {
-        if let Some((num, name)) = rest.split_once('.') {
-            if let Ok(l) = num.parse() {
-                return (Some(l), name);
-            }
-        }
+    match steps::parse_layer_id(id) {
+        Some((steps::Stack::Only, l, name)) => (Some(l), name),
+        _ => (None, id),
     }
-    (None, id)
 }
 
 impl Trace {

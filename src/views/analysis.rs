@@ -111,12 +111,12 @@ pub fn rollout(trace: &Trace) -> Vec<(usize, Vec<f64>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{Step, Values};
+    use crate::trace::{steps, Step, Values};
 
     fn trace(w: Vec<f32>, heads: usize, n: usize, layers: usize) -> Trace {
         let steps = (0..layers)
             .map(|l| Step {
-                id: format!("layers.{l}.attn.weights"),
+                id: steps::layer_id(l, "attn.weights"),
                 layer: Some(l),
                 name: "attn.weights".into(),
                 dims: vec!["head", "query_pos", "key_pos"],

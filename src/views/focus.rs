@@ -9,6 +9,7 @@
 //! The derived numbers (products, exps, terms) are computed in f64 from the trace's f32s;
 //! the sums they add up to are the trace's own values. Renderers only format a [`Focus`].
 
+use crate::trace::steps;
 use crate::trace::{Step, Trace, Values};
 use anyhow::{anyhow, Result};
 
@@ -92,18 +93,18 @@ pub struct FocusHead {
 /// Derives the walkthrough of token `position` in `layer` from the trace's steps.
 pub fn derive(trace: &Trace, position: usize, layer: usize) -> Result<Focus> {
     let step = |name: &str| -> Result<&Step> {
-        let id = format!("layers.{layer}.attn.{name}");
+        let id = steps::layer_id(layer, &format!("attn.{name}"));
         trace.get(&id).ok_or_else(|| anyhow!("internal: --focus needs step {id}, which was not recorded"))
     };
     // With rotary positions the scores are q_rot·k_rot: the walkthrough uses the rotated rows.
-    let rotated = trace.get(&format!("layers.{layer}.attn.q_rot")).is_some();
+    let rotated = trace.get(&steps::layer_id(layer, "attn.q_rot")).is_some();
     let (q, k) = if rotated { (step("q_rot")?, step("k_rot")?) } else { (step("q")?, step("k")?) };
     let v = step("v")?;
     // Grouped-query attention: k and v hold key/value heads (never narrowed by --head).
     let group = trace.config.heads / trace.config.kv_heads();
     let kv = |s: &Step, g: usize, head: usize| if s.dims.first() == Some(&"kv_head") { head / group } else { g };
     let (raw, scores, weights, context) = (step("raw_scores")?, step("scores")?, step("weights")?, step("context")?);
-    let mask = trace.get(&format!("layers.{layer}.attn.mask"));
+    let mask = trace.get(&steps::layer_id(layer, "attn.mask"));
     let scale = trace.config.scale;
     let n = trace.tokens.len();
     let mut heads = Vec::new();
@@ -201,7 +202,7 @@ mod tests {
         let mut t = crate::trace::Recorder::new(vec!["a".into(), "b".into()], cfg, Default::default());
         let rec = |t: &mut crate::trace::Recorder, name: &str, shape: &[usize], v: Vec<f32>| {
             let dims: Vec<&'static str> = ["head", "x", "y"].to_vec();
-            t.record(&format!("layers.0.attn.{name}"), &dims, shape, Values::F32(v));
+            t.record(&steps::layer_id(0, &format!("attn.{name}")), &dims, shape, Values::F32(v));
         };
         rec(&mut t, "q", &[1, 2, 1], vec![0.0, l3]);
         rec(&mut t, "k", &[1, 2, 1], vec![0.0, 1.0]);

@@ -29,7 +29,7 @@ const STAGES: &[(&str, u8)] = &[
 ];
 
 /// Within the vocabulary, the order in which its modules may import each other.
-const VOCABULARY: &[&str] = &["error", "cli", "torch_rng", "strict_json", "config", "params", "trace"];
+const VOCABULARY: &[&str] = &["error", "cli", "torch_rng", "strict_json", "config", "trace", "params"];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
