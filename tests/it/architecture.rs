@@ -269,12 +269,12 @@ fn walk_text(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// README's step table names exactly the catalogue's steps (`attn-trace schema` is tested
-/// against it in src/trace/schema.rs).
+/// The step table of docs/OUTPUT.md names exactly the catalogue's steps (`attn-trace schema`
+/// is tested against it in src/trace/schema.rs).
 #[test]
-fn readme_step_table_is_the_catalogue() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let table = readme.split("## The steps").nth(1).expect("README has a steps section");
+fn docs_step_table_is_the_catalogue() {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/OUTPUT.md")).unwrap();
+    let table = doc.split("## The steps").nth(1).expect("docs/OUTPUT.md has a steps section");
     let mut names = BTreeSet::new();
     for row in table.lines().skip_while(|l| !l.starts_with("| id")).skip(2).take_while(|l| l.starts_with('|')) {
         let first = row.split('|').nth(1).unwrap_or("");
@@ -290,5 +290,5 @@ fn readme_step_table_is_the_catalogue() {
         }
     }
     let catalogue: BTreeSet<String> = attn_trace::trace::steps::CATALOGUE.iter().map(|d| d.name.to_string()).collect();
-    assert_eq!(names, catalogue, "README's step table and src/trace/steps.rs disagree");
+    assert_eq!(names, catalogue, "docs/OUTPUT.md's step table and src/trace/steps.rs disagree");
 }
