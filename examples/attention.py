@@ -1,6 +1,6 @@
 """A transformer encoder in numpy, checked against attn-trace.
 
-Reads the parameters attn-trace saved with --save-weights (README, "Weight files") and
+Reads the parameters attn-trace saved with --save-weights (docs/TOY.md, "Weight files") and
 writes this implementation's own trace as a JSON object of named tensors, using attn-trace's
 step ids. `attn-trace diff mine.json reference.json` then says whether, and where, the two
 computations part ways. The settings (heads, layers, causal mask, scale, eps) and the input

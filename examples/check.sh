@@ -3,7 +3,7 @@
 # built from attn-trace's saved weights and their metadata (settings and token ids) must match
 # attn-trace's trace (diff exits 0), and a deliberately broken one must not (diff exits 1,
 # naming attn.scores first, with the hint that the scores were not divided by √d_k). Then
-# checks the README's one-liners that load a --save-trace file in Python.
+# checks docs/DIFF.md's one-liners that load a --save-trace file in Python.
 # Needs python3 (a venv with numpy and safetensors is made under .cache/) and cargo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,14 +45,14 @@ if [[ $status -ne 1 ]] || ! grep -q "^first divergence: layers.0.attn.scores " "
 fi
 head -7 "$T/report.txt"
 
-echo "== README one-liners load --save-trace files with the JSON's numbers"
+echo "== docs/DIFF.md's one-liners load --save-trace files with the JSON's numbers"
 "$ATTN" "$S" --heads 2 --causal --save-trace "$T/t.npz" --format json > "$T/t.json"
 "$ATTN" "$S" --heads 2 --causal --save-trace "$T/t.safetensors" > /dev/null
 "$PY" - "$T" <<'PY'
 import json, sys
 import numpy, safetensors, safetensors.numpy
 t = sys.argv[1]
-w = numpy.load(f"{t}/t.npz")["layers.0.attn.weights"]  # the README's one-liners
+w = numpy.load(f"{t}/t.npz")["layers.0.attn.weights"]  # docs/DIFF.md's one-liners
 st = safetensors.numpy.load_file(f"{t}/t.safetensors")
 npz = numpy.load(f"{t}/t.npz")
 assert w.dtype == numpy.float32 and w.shape == (2, 8, 8)

@@ -102,11 +102,15 @@ pub enum VocabOrderArg {
     Sorted,
 }
 
-/// Trace a transformer encoder step by step: every intermediate tensor, named and labelled by token.
+/// Trace transformer encoders and decoders step by step: BERT, GPT-2, Llama, Qwen2, Mistral, GGUF
+/// and Ollama files, toy models.
+///
+/// Every intermediate tensor, named and labelled by token: tables, heatmaps, an HTML page and SVG
+/// maps for people, one JSON document for jq and CI.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "attn-trace", version, max_term_width = 100)]
 #[command(
-    after_help = "Step ids, the JSON document and exit codes (0 ok, 1 failure, 2 usage) are described in README.md."
+    after_help = "Step ids and the JSON document are described in docs/OUTPUT.md, every option and the exit codes (0 ok, 1 failure, 2 usage) in docs/OPTIONS.md."
 )]
 pub struct Cli {
     /// The sentence to trace; "-" reads it from standard input.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Python wheel (README: Python): builds it with maturin in the dev profile, which reuses
+# The Python wheel (docs/PYTHON.md): builds it with maturin in the dev profile, which reuses
 # the dependencies `cargo test` compiled (same target folder and profile), installs it into a
 # venv under .cache/ (made from python/tests/requirements.txt, once), checks that it imports
 # with no Rust toolchain on PATH, then runs pytest: the API against the command and PyTorch's

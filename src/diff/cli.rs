@@ -19,7 +19,7 @@ pub enum DiffFormat {
 /// missing from A, 2 for unusable input.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "attn-trace diff", version, max_term_width = 100)]
-#[command(after_help = "Inputs, name aliases and the report are described in README.md, \"Traces as test material\".")]
+#[command(after_help = "Inputs, name aliases and the report are described in docs/DIFF.md.")]
 pub struct DiffCli {
     /// The trace under test: attn-trace JSON/JSONL, a --save-trace file (.safetensors,
     /// .npz), or your own JSON object / safetensors / npz of tensors named by step id.

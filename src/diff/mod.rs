@@ -107,7 +107,7 @@ fn report(
         return Err(usage(
             format!("diff {} {}", a.path, b.path),
             format!("the traces have no step in common (A has {}; B has {})", summary(a), summary(b)),
-            "name tensors by step id, e.g. layers.0.attn.weights (README: Traces as test material)",
+            "name tensors by step id, e.g. layers.0.attn.weights (docs/DIFF.md)",
         ));
     }
     let only = |x: &load::Loaded, y: &load::Loaded| -> Vec<String> {

@@ -50,7 +50,7 @@ fn label(p: &Prediction) -> String {
 /// Per-head statistics, one row per layer and head.
 pub fn write_stats(stats: &[HeadStats], precision: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
     let p = precision;
-    title(&["per-head statistics".to_string(), "means over queries (README: definitions)".to_string()], width, w)?;
+    title(&["per-head statistics".to_string(), "means over queries (docs/INTERVENTIONS.md)".to_string()], width, w)?;
     let mut t = table::new_table();
     let induction = stats.iter().any(|s| s.induction.is_some());
     let mut header = vec!["layer", "head", "entropy", "distance", "first tok", "prev tok"];

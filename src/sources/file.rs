@@ -199,7 +199,7 @@ fn dims_of(named: &NamedTensors, name: &str, what: &str) -> Result<Vec<usize>> {
         usage(
             what,
             format!("tensor {name} is missing"),
-            "see README's weight-file names; save a complete file with --save-weights",
+            "see the weight-file names in docs/TOY.md; save a complete file with --save-weights",
         )
     })
 }
@@ -312,7 +312,7 @@ pub fn params(mut named: NamedTensors, cfg: &ModelConfig, what: &str) -> Result<
         return Err(usage(
             what,
             format!("unexpected tensor {extra}{tail}"),
-            "check the name against README's weight-file names, or the flags (--layers, --positions, --attn-bias) that say which tensors exist",
+            "check the name against the weight-file names in docs/TOY.md, or the flags (--layers, --positions, --attn-bias) that say which tensors exist",
         ));
     }
     Ok(Params {
@@ -334,7 +334,7 @@ fn take(named: &mut NamedTensors, name: &str, shape: &[usize], what: &str) -> Re
         usage(
             what,
             format!("tensor {name} {shape:?} is missing"),
-            "see README's weight-file names; save a complete file with --save-weights",
+            "see the weight-file names in docs/TOY.md; save a complete file with --save-weights",
         )
     })?;
     if t.dims() != shape {

@@ -4,7 +4,7 @@
 //! records into it (through a [`Recorder`]) and never prints; renderers read it and never do
 //! tensor math. The step catalogue ([`steps`]) and the JSON Schema ([`schema`]) live here
 //! too, since they describe this data. Step ids
-//! are API (see TRACE.md in the design notes and the README's step table): `layers.0.attn.weights`,
+//! are API (see docs/TRACE.md and the step table of docs/OUTPUT.md): `layers.0.attn.weights`,
 //! with the layer and the in-layer name also kept apart so nobody parses strings.
 
 pub mod label;

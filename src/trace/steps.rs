@@ -1,7 +1,7 @@
 //! The step catalogue: every step's name, dims, TransformerLens names and meaning, and the
 //! aliases `--steps` accepts.
 //!
-//! Canonical ids are API (docs/TRACE.md, README's step table); aliases are only ever input.
+//! Canonical ids are API (docs/TRACE.md, the step table of docs/OUTPUT.md); aliases are only ever input.
 
 use super::Dim;
 use crate::config::ModelConfig;
@@ -22,7 +22,7 @@ pub struct StepDef {
     pub dims: &'static [Dim],
     /// TransformerLens hook names for the same tensor (inside `blocks.{i}.` for layer steps).
     pub transformer_lens: &'static [&'static str],
-    /// What the tensor is, in one line (README's step table says the same).
+    /// What the tensor is, in one line (the step table of docs/OUTPUT.md says the same).
     pub meaning: &'static str,
     /// Recorded only when `--steps` names it (its size is the vocabulary's).
     pub on_request: bool,
@@ -55,7 +55,7 @@ const FF: &[Dim] = &["pos", "d_ff"];
 
 /// Every step, in trace order: the embeddings, one layer's steps (repeated per layer), then
 /// `output`. The one list of step names: the model records by these names (with these dims),
-/// `--steps` and `attn-trace diff` read them, and tests hold the JSON Schema and the README's
+/// `--steps` and `attn-trace diff` read them, and tests hold the JSON Schema and docs/OUTPUT.md's
 /// step table to them. Which steps a run has depends on the model (pre-norm has `norm1.out`
 /// and `norm2.out`, post-norm `add_norm1.out` and `add_norm2.out`; `attn.mask` exists with a
 /// mask).

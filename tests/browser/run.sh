@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The --html page in a real browser (README: Views). Installs Debian's chromium and
+# The --html page in a real browser (docs/VIEWS.md). Installs Debian's chromium and
 # chromium-driver if they are missing (apt-get; run as root, as CI does), builds a venv with
 # the pinned selenium under .cache/, writes a page and its JSON trace with the debug binary,
 # then tests/browser/check_html.py checks the page, and a batch's page of two sentences;

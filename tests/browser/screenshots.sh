@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Regenerates the README's screenshots in fixtures/screenshots/ with headless Chromium (see
-# tests/browser/run.sh for installing it): the coloured heatmap (its ANSI output drawn as an
-# HTML terminal by ansi_html.py), the --html page with the focus walkthrough, and the --svg
-# map. Not part of CI: the pictures are reviewed by eye when they change.
+# Regenerates the screenshots of README.md and docs/VIEWS.md in fixtures/screenshots/ with
+# headless Chromium (see tests/browser/run.sh for installing it): the coloured heatmap (its
+# ANSI output drawn as an HTML terminal by ansi_html.py), the --html page with the focus
+# walkthrough, and the --svg map. Not part of CI: the pictures are reviewed by eye when they
+# change.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cargo build --locked -q

@@ -1,6 +1,7 @@
 //! The architecture of docs/ARCHITECTURE.md, checked on the source itself: modules import
 //! only their own stage or earlier ones, no two files import each other in a circle, and no
-//! function or file grows past its size without a comment saying why.
+//! function or file grows past its size without a comment saying why. Also the docs: their
+//! step table is the catalogue, and their links lead somewhere.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -270,12 +271,12 @@ fn walk_text(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// README's step table names exactly the catalogue's steps (`attn-trace schema` is tested
-/// against it in src/trace/schema.rs).
+/// The step table of docs/OUTPUT.md names exactly the catalogue's steps (`attn-trace schema`
+/// is tested against it in src/trace/schema.rs).
 #[test]
-fn readme_step_table_is_the_catalogue() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let table = readme.split("## The steps").nth(1).expect("README has a steps section");
+fn docs_step_table_is_the_catalogue() {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/OUTPUT.md")).unwrap();
+    let table = doc.split("## The steps").nth(1).expect("docs/OUTPUT.md has a steps section");
     let mut names = BTreeSet::new();
     for row in table.lines().skip_while(|l| !l.starts_with("| id")).skip(2).take_while(|l| l.starts_with('|')) {
         let first = row.split('|').nth(1).unwrap_or("");
@@ -291,7 +292,102 @@ fn readme_step_table_is_the_catalogue() {
         }
     }
     let catalogue: BTreeSet<String> = attn_trace::trace::steps::CATALOGUE.iter().map(|d| d.name.to_string()).collect();
-    assert_eq!(names, catalogue, "README's step table and src/trace/steps.rs disagree");
+    assert_eq!(names, catalogue, "docs/OUTPUT.md's step table and src/trace/steps.rs disagree");
+}
+
+/// Every relative link of README.md and the pages it leads to (docs/, CHANGELOG.md,
+/// BENCHMARKS.md, fixtures/README.md) names a file of the repository, and every `#anchor`
+/// a heading of the page it points into, so content moved between pages leaves no link behind.
+#[test]
+fn doc_links_resolve() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages: Vec<PathBuf> =
+        ["README.md", "CHANGELOG.md", "BENCHMARKS.md", "fixtures/README.md"].iter().map(|f| root.join(f)).collect();
+    for e in std::fs::read_dir(root.join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            pages.push(p);
+        }
+    }
+    let mut broken = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        for (i, line) in prose_lines(&text) {
+            for target in link_targets(line) {
+                if target.contains("://") || target.starts_with("mailto:") {
+                    continue;
+                }
+                let (file, anchor) = target.split_once('#').map_or((target, None), |(f, a)| (f, Some(a)));
+                let path = if file.is_empty() { page.clone() } else { page.parent().unwrap().join(file) };
+                let at = format!("{}:{}: {target}", page.strip_prefix(root).unwrap().display(), i + 1);
+                if !path.exists() {
+                    broken.push(format!("{at} (no such file)"));
+                } else if let Some(anchor) = anchor {
+                    let text = std::fs::read_to_string(&path).unwrap_or_default();
+                    if !heading_anchors(&text).contains(anchor) {
+                        broken.push(format!("{at} (no such heading)"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(pages.len() > 10, "the docs were not found: {pages:?}");
+    assert!(broken.is_empty(), "links that lead nowhere: {broken:#?}");
+}
+
+/// The lines outside ``` fences, with their index.
+fn prose_lines(text: &str) -> Vec<(usize, &str)> {
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for (i, l) in text.lines().enumerate() {
+        if l.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            out.push((i, l));
+        }
+    }
+    out
+}
+
+/// The targets of the line's Markdown links and images, `[text](target)`.
+fn link_targets(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(at) = rest.find("](") {
+        let tail = &rest[at + 2..];
+        let Some(end) = tail.find(')') else { break };
+        out.push(&tail[..end]);
+        rest = &tail[end..];
+    }
+    out
+}
+
+/// The anchors GitHub gives a page's headings: lower case, spaces as hyphens, every other
+/// character but letters, digits, `-` and `_` dropped; a repeated one gets `-1`, `-2`, ….
+fn heading_anchors(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (_, l) in prose_lines(text) {
+        let Some(title) = l.strip_prefix('#') else { continue };
+        let title = title.trim_start_matches('#').trim();
+        let mut slug = String::new();
+        for c in title.chars() {
+            match c {
+                ' ' => slug.push('-'),
+                '-' | '_' => slug.push(c),
+                c if c.is_alphanumeric() => slug.extend(c.to_lowercase()),
+                _ => {}
+            }
+        }
+        let mut unique = slug.clone();
+        for n in 1.. {
+            if !out.contains(&unique) {
+                break;
+            }
+            unique = format!("{slug}-{n}");
+        }
+        out.insert(unique);
+    }
+    out
 }
 
 /// A model family lives in its file under `sources/family/`: nowhere else asks which family

@@ -332,6 +332,13 @@ fn same_bytes_every_run() {
 fn help_and_version_succeed() {
     cmd().arg("--help").assert().success().stdout(predicates::str::contains("--heads"));
     cmd().arg("--version").assert().success();
+    // The first line says what attn-trace traces now, as Cargo.toml's description does.
+    for flag in ["-h", "--help"] {
+        let out = String::from_utf8(cmd().arg(flag).output().unwrap().stdout).unwrap();
+        let first = out.lines().next().unwrap();
+        assert!(first.starts_with("Trace transformer encoders and decoders step by step"), "{flag}: {first}");
+    }
+    assert!(env!("CARGO_PKG_DESCRIPTION").starts_with("Trace transformer encoders and decoders step by step"));
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Traces as files: `--format jsonl` (the JSON document's steps, one per line, streamed;
 //! `| head` ends it quietly), `--save-trace` (safetensors and npz with the JSON's numbers,
-//! deterministic), `attn-trace schema` validating every JSON golden and the README's
-//! example, and `--check` against candle-transformers' BertModel.
+//! deterministic), `attn-trace schema` validating every JSON golden and the example
+//! document of docs/OUTPUT.md, and `--check` against candle-transformers' BertModel.
 //!
 //! The schema is checked by a small validator of the keywords it uses (type, const, enum,
 //! properties, required, additionalProperties, items, anyOf, oneOf, minimum, pattern,
@@ -352,12 +352,12 @@ fn every_json_golden_and_fresh_output_fits_the_schema() {
 }
 
 #[test]
-fn the_readme_example_fits_the_schema() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let start = readme.find("```json\n").expect("README has a ```json example") + 8;
-    let text = &readme[start..start + readme[start..].find("```").unwrap()];
+fn the_documented_example_fits_the_schema() {
+    let page = std::fs::read_to_string(root().join("docs/OUTPUT.md")).unwrap();
+    let start = page.find("```json\n").expect("docs/OUTPUT.md has a ```json example") + 8;
+    let text = &page[start..start + page[start..].find("```").unwrap()];
     // The example elides values with "..."; with the elisions removed it must be a document.
     let text = text.replace(",...", "").replace("...", "");
-    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("README example: {e}\n{text}"));
-    assert_valid("README's JSON example", &doc);
+    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("docs/OUTPUT.md example: {e}\n{text}"));
+    assert_valid("docs/OUTPUT.md's JSON example", &doc);
 }

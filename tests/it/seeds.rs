@@ -1,6 +1,6 @@
 //! The five seed notebooks reproduced: every tensor a notebook printed (copied into
 //! fixtures/seeds/NNN.json by extract.py, with the cell it came from) must match attn-trace's
-//! numbers to the notebook's printed 4 decimals. The commands are the ones README gives.
+//! numbers to the notebook's printed 4 decimals. The commands are the ones docs/TOY.md gives.
 
 use crate::common::*;
 use serde_json::Value;
