@@ -61,6 +61,15 @@ pub struct LayerParams {
     pub out_proj: Option<Linear>,
     /// The norms and FFN around the attention; `None` in an attention-only layer.
     pub block: Option<Block>,
+    /// Per-head RMSNorms of q and k before the rotation (Qwen3, Gemma 3), each [d_k].
+    pub qk_norm: Option<QkNorm>,
+}
+
+/// The q and k norms of one layer.
+#[derive(Debug, Clone)]
+pub struct QkNorm {
+    pub q: LayerNorm,
+    pub k: LayerNorm,
 }
 
 /// A layer's parts after its attention: two norms and the FFN.
@@ -303,6 +312,10 @@ impl Params {
             if let Some(o) = &l.out_proj {
                 push_linear(&mut out, format!("{p}.attn.out_proj"), o);
             }
+            if let Some(n) = &l.qk_norm {
+                push_norm(&mut out, format!("{p}.attn.q_norm"), &n.q);
+                push_norm(&mut out, format!("{p}.attn.k_norm"), &n.k);
+            }
             if let Some(b) = &l.block {
                 push_norm(&mut out, format!("{p}.norm1"), &b.norm1);
                 push_linear(&mut out, format!("{p}.ffn.linear1"), &b.linear1);
@@ -347,7 +360,7 @@ mod tests {
     fn layer(i: usize) -> LayerParams {
         let lin =
             Linear { weight: candle_core::Tensor::new(&[[i as f32]], &candle_core::Device::Cpu).unwrap(), bias: None };
-        LayerParams { q_proj: lin.clone(), k_proj: lin.clone(), v_proj: lin, out_proj: None, block: None }
+        LayerParams { q_proj: lin.clone(), k_proj: lin.clone(), v_proj: lin, out_proj: None, block: None, qk_norm: None }
     }
 
     /// The check's layer 0 serves the first pass, which reads only layers 1 and 2; a second

@@ -42,6 +42,10 @@ pub struct Parts {
     /// `rope_local_base_freq`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rope_local: Option<Rope>,
+    /// q and k each pass an RMSNorm over each head's width before the rotation (Qwen3,
+    /// Gemma 3): `attn.q_norm`, `attn.k_norm`.
+    #[serde(skip_serializing_if = "is_false")]
+    pub qk_norm: bool,
     /// Whether the output projection has a bias when the q/k/v projections' differs (Qwen2:
     /// q, k, v biased, o not).
     #[serde(skip_serializing_if = "Option::is_none")]

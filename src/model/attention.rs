@@ -27,6 +27,17 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     rec.tensor(&format!("layers.{l}.attn.k"), cfg, &k)?;
     let v = split(linear(x, &p.v_proj)?, kvh, d_v)?; // [kv_head, pos, d_v]
     rec.tensor(&format!("layers.{l}.attn.v"), cfg, &v)?;
+    let (q, k) = match &p.qk_norm {
+        // RMSNorm over each head's width, before the rotation (Qwen3, Gemma 3).
+        Some(qk) => {
+            let q_norm = super::norm::norm(&q, &qk.q, cfg)?; // [head, pos, d_k]
+            rec.tensor(&format!("layers.{l}.attn.q_norm"), cfg, &q_norm)?;
+            let k_norm = super::norm::norm(&k, &qk.k, cfg)?; // [kv_head, pos, d_k]
+            rec.tensor(&format!("layers.{l}.attn.k_norm"), cfg, &k_norm)?;
+            (q_norm, k_norm)
+        }
+        None => (q, k),
+    };
     let (q, k) = match cfg.parts.rope_at(l) {
         Some(rope) => {
             let (cos, sin) = super::rope::tables(&rope.inv_freq, n)?; // [pos, d_k] each
@@ -120,6 +131,7 @@ mod tests {
             v_proj: eye(),
             out_proj: Some(eye()),
             block: Some(Block { norm1: norm.clone(), linear1: eye(), linear2: eye(), norm2: norm, gate: None }),
+            qk_norm: None,
         };
         let cfg = ModelConfig {
             d_model: 2,

@@ -297,7 +297,7 @@ pub fn params(mut named: NamedTensors, cfg: &ModelConfig, what: &str) -> Result<
             let norm2 = norm(n, &format!("{p}.norm2"), cfg, what)?;
             Some(Block { norm1, linear1, linear2, norm2, gate })
         };
-        layers.push(LayerParams { q_proj, k_proj, v_proj, out_proj, block });
+        layers.push(LayerParams { q_proj, k_proj, v_proj, out_proj, block, qk_norm: None });
     }
     let final_norm = if cfg.parts.final_norm { Some(final_norm(n, cfg, what)?) } else { None };
     let lm_head = match &cfg.parts.lm_head {

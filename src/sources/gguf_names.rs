@@ -19,6 +19,8 @@ const LAYER: &[(&str, &str)] = &[
     ("self_attn.k_proj", "attn_k"),
     ("self_attn.v_proj", "attn_v"),
     ("self_attn.o_proj", "attn_output"),
+    ("self_attn.q_norm", "attn_q_norm"),
+    ("self_attn.k_norm", "attn_k_norm"),
     ("mlp.gate_proj", "ffn_gate"),
     ("mlp.up_proj", "ffn_up"),
     ("mlp.down_proj", "ffn_down"),

@@ -268,6 +268,7 @@ fn parts(
         gated_ffn: s.gated || fd.is_some_and(|f| f.gated),
         window: None,
         local_layers: None,
+        qk_norm: false,
         rope_local: None,
         attn_out_bias: None,
         attention_only: false,

@@ -76,6 +76,8 @@ pub const CATALOGUE: &[StepDef] = &[
     layer("attn.q", QK, &["attn.hook_q"], "x·W_Qᵀ (+ b), split into heads"),
     layer("attn.k", QK, &["attn.hook_k"], "x·W_Kᵀ (+ b), split into heads"),
     layer("attn.v", VS, &["attn.hook_v"], "x·W_Vᵀ (+ b), split into heads"),
+    layer("attn.q_norm", QK, &["attn.hook_q_normed"], "q's RMSNorm per head, before rotary (Qwen3, Gemma 3)"),
+    layer("attn.k_norm", QK, &["attn.hook_k_normed"], "k's RMSNorm per head, before rotary (Qwen3, Gemma 3)"),
     layer("attn.q_rot", QK, &["attn.hook_rot_q"], "rotary positions: q after the rotation"),
     layer("attn.k_rot", QK, &["attn.hook_rot_k"], "rotary positions: k after the rotation"),
     layer("attn.raw_scores", MAP, &[], "q·kᵀ, before scaling"),
@@ -139,7 +141,7 @@ fn is_layer(name: &str) -> bool {
 /// `output`.
 pub fn dims(name: &str, cfg: &ModelConfig) -> Vec<Dim> {
     let same = cfg.d_k == cfg.d_v;
-    let grouped = cfg.kv_heads() != cfg.heads && matches!(name, "attn.k" | "attn.v" | "attn.k_rot");
+    let grouped = cfg.kv_heads() != cfg.heads && matches!(name, "attn.k" | "attn.v" | "attn.k_norm" | "attn.k_rot");
     let d_out = cfg.parts.d_out.is_some() && matches!(name, "attn.out" | "output");
     raw_dims(name)
         .iter()

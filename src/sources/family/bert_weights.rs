@@ -167,6 +167,7 @@ impl Weights {
                     norm2: self.norm(&format!("{p}.output.LayerNorm"), d)?,
                     gate: None,
                 }),
+                qk_norm: None,
             });
         }
         let token = match self.whole_table {

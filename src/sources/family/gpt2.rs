@@ -95,6 +95,7 @@ impl Family for Gpt2 {
                 norm2: norm(store, &format!("{p}.ln_2"), d, true)?,
                 gate: None,
             }),
+            qk_norm: None,
         })
     }
 }

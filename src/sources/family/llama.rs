@@ -1,14 +1,15 @@
 //! The Llama family: Llama (`llama`), Qwen2 (`qwen2`: q, k and v biased, the output
-//! projection not) and Mistral (`mistral`: a sliding window). Pre-norm RMSNorm, rotary
+//! projection not), Mistral (`mistral`: a sliding window) and Qwen3 (`qwen3`: q and k each
+//! RMS-normed per head before the rotation, `self_attn.{q,k}_norm`). Pre-norm RMSNorm, rotary
 //! positions (`rope.rs`), a gated SiLU FFN, grouped-query attention; names
 //! `model.layers.{i}.self_attn.{q,k,v,o}_proj`, `mlp.{gate,up,down}_proj`, `input_layernorm`,
 //! `post_attention_layernorm`, with biases where the checkpoint has them. The three differ
-//! only in the facts of [`Llama`].
+//! only in the facts of [`Llama`]: a new variant is one more value.
 
 use super::{decoder_parts, norm, DecoderConfig, Family};
 use crate::config::{Parts, Positions};
 use crate::error::usage;
-use crate::params::{Block, LayerNorm, LayerParams, Linear};
+use crate::params::{Block, LayerNorm, LayerParams, Linear, QkNorm};
 use crate::sources::store::TensorStore;
 use anyhow::Result;
 use candle_core::Tensor;
@@ -23,26 +24,27 @@ pub struct Llama {
     /// The output projection has no bias even when q, k and v have (Qwen2).
     unbiased_out: bool,
     /// `use_sliding_window: true` is refused: transformers 4.46 applies Qwen2's window only
-    /// outside eager attention, so no oracle says what it computes.
+    /// outside eager attention, so no oracle says what it computes (Qwen3 likewise).
     refuses_use_sliding_window: bool,
+    /// q and k each pass an RMSNorm per head before the rotation (Qwen3).
+    qk_norm: bool,
 }
 
-pub static LLAMA: Llama = Llama {
+const BASE: Llama = Llama {
     model_type: "llama",
     gguf: Some("llama"),
     window: false,
     unbiased_out: false,
     refuses_use_sliding_window: false,
+    qk_norm: false,
 };
-pub static QWEN2: Llama = Llama {
-    model_type: "qwen2",
-    gguf: Some("qwen2"),
-    window: false,
-    unbiased_out: true,
-    refuses_use_sliding_window: true,
-};
-pub static MISTRAL: Llama =
-    Llama { model_type: "mistral", gguf: None, window: true, unbiased_out: false, refuses_use_sliding_window: false };
+
+pub static LLAMA: Llama = BASE;
+pub static QWEN2: Llama =
+    Llama { model_type: "qwen2", gguf: Some("qwen2"), unbiased_out: true, refuses_use_sliding_window: true, ..BASE };
+pub static MISTRAL: Llama = Llama { model_type: "mistral", gguf: None, window: true, ..BASE };
+pub static QWEN3: Llama =
+    Llama { model_type: "qwen3", gguf: Some("qwen3"), refuses_use_sliding_window: true, qk_norm: true, ..BASE };
 
 impl Family for Llama {
     fn model_type(&self) -> &'static str {
@@ -90,6 +92,7 @@ impl Family for Llama {
             gated_ffn: true,
             window: c.sliding_window.filter(|_| self.window),
             attn_out_bias: self.unbiased_out.then_some(false),
+            qk_norm: self.qk_norm,
             ..decoder_parts(c)
         })
     }
@@ -139,6 +142,12 @@ impl Family for Llama {
                 norm2: norm(store, &format!("{p}.post_attention_layernorm"), d, false)?,
                 gate: Some(lin("mlp.gate_proj", d, ff)?),
             }),
+            qk_norm: if self.qk_norm {
+                let (q, k) = (format!("{p}.self_attn.q_norm"), format!("{p}.self_attn.k_norm"));
+                Some(QkNorm { q: norm(store, &q, dh, false)?, k: norm(store, &k, dh, false)? })
+            } else {
+                None
+            },
         })
     }
 }

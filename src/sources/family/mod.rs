@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | `bert.rs`, `bert_weights.rs` | `bert` | post-norm encoder, learned positions, token types |
 //! | `gpt2.rs` | `gpt2` | pre-norm LayerNorm, learned positions, fused `Conv1D` q/k/v |
-//! | `llama.rs` | `llama`, `qwen2`, `mistral` | pre-norm RMSNorm, rotary, gated FFN, GQA |
+//! | `llama.rs` | `llama`, `qwen2`, `mistral`, `qwen3` | pre-norm RMSNorm, rotary, gated FFN, GQA; Qwen3's q/k norms |
 //!
 //! `decoder.rs` reads a decoder's `config.json` into [`DecoderConfig`] and builds its
 //! [`Params`] from the family's names; `rope.rs` turns `rope_theta`/`rope_scaling` into
@@ -73,7 +73,7 @@ pub trait Family: Send + Sync {
 }
 
 /// The decoder families, in the order messages list them.
-pub static DECODERS: &[&dyn Family] = &[&gpt2::Gpt2, &llama::LLAMA, &llama::QWEN2, &llama::MISTRAL];
+pub static DECODERS: &[&dyn Family] = &[&gpt2::Gpt2, &llama::LLAMA, &llama::QWEN2, &llama::MISTRAL, &llama::QWEN3];
 
 /// The decoder family of `model_type`.
 pub fn decoder(model_type: &str) -> Option<&'static dyn Family> {
