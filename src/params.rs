@@ -360,7 +360,14 @@ mod tests {
     fn layer(i: usize) -> LayerParams {
         let lin =
             Linear { weight: candle_core::Tensor::new(&[[i as f32]], &candle_core::Device::Cpu).unwrap(), bias: None };
-        LayerParams { q_proj: lin.clone(), k_proj: lin.clone(), v_proj: lin, out_proj: None, block: None, qk_norm: None }
+        LayerParams {
+            q_proj: lin.clone(),
+            k_proj: lin.clone(),
+            v_proj: lin,
+            out_proj: None,
+            block: None,
+            qk_norm: None,
+        }
     }
 
     /// The check's layer 0 serves the first pass, which reads only layers 1 and 2; a second

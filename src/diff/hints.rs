@@ -29,7 +29,8 @@ pub fn hint(id: &str, a: &Entry, b: &Entry, reference: &Loaded, tol: Tol) -> Opt
         return None;
     }
     let name = split_id(id).1;
-    let per_head = matches!(name, "attn.q" | "attn.k" | "attn.v" | "attn.q_rot" | "attn.k_rot");
+    let per_head =
+        matches!(name, "attn.q" | "attn.k" | "attn.v" | "attn.q_norm" | "attn.k_norm" | "attn.q_rot" | "attn.k_rot");
     if per_head && a.shape.len() == 3 {
         if let Some(text) = heads_split(&a.shape, va, vb, &close) {
             return Some(text);

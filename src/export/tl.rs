@@ -15,7 +15,8 @@ use crate::trace::steps::def;
 use crate::trace::{Step, Values};
 
 /// In-layer steps TransformerLens stores position-first: `[batch, pos, head, d_head]`.
-pub const POSITION_FIRST: [&str; 6] = ["attn.q", "attn.k", "attn.v", "attn.q_rot", "attn.k_rot", "attn.context"];
+pub const POSITION_FIRST: [&str; 8] =
+    ["attn.q", "attn.k", "attn.v", "attn.q_norm", "attn.k_norm", "attn.q_rot", "attn.k_rot", "attn.context"];
 
 /// The steps that have a TransformerLens hook, renamed and laid out as TransformerLens's cache.
 pub fn steps(steps: &[Step]) -> Vec<Step> {

@@ -10,6 +10,7 @@ mod decoders;
 mod determinism;
 mod diff;
 mod export;
+mod families;
 mod firsthour;
 mod gguf;
 mod gguf_tokenize;
