@@ -233,7 +233,7 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     if let Some(batch) = sources::batch::sentences(&settings)? {
         return batch::run(&settings, &batch, clock, out);
     }
-    if settings.output.format == cli::Format::Jsonl {
+    if settings.output.format == settings::Format::Jsonl {
         return stream(&settings, out, &mut clock);
     }
     let notes = |n: &[String]| output::notes(n, settings.quiet);

@@ -4,8 +4,7 @@
 //! show (the focus walkthrough reads q, k, v…), so the two can differ.
 
 use super::views::{resolve, resolve_for};
-use super::Settings;
-use crate::cli::Format;
+use super::{Format, Settings};
 use crate::config::{Interventions, Knockout, ModelConfig};
 use crate::error::usage;
 use crate::trace::steps;
