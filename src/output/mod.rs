@@ -46,7 +46,7 @@ pub fn save_weights(params: &Params, loaded: &Loaded, path: &Path) -> Result<()>
         Input::Matrix(_) => None,
     };
     let meta = crate::sources::meta::describe(&loaded.cfg, loaded.sentence.as_deref(), &loaded.tokens, ids);
-    write_file("--save-weights", path, &crate::sources::meta::encode(params, &meta)?)
+    write_file("--save-weights", path, &crate::export::weights::encode(params, &meta)?)
 }
 
 /// `--save-trace`: the trace's steps as safetensors or npz.
