@@ -142,76 +142,37 @@ fn testing(
     Ok((Some(c.to_json()), Ok(())))
 }
 
-/// One `--metric` answer: a single token's id.
-fn answer(tok: &tokenizers::Tokenizer, t: &str) -> Result<u32> {
-    use error::{quote, usage};
-    let e = tok.encode(t, false).map_err(|e| usage("--metric", e, "pass two answer tokens"))?;
-    match e.get_ids() {
-        [id] => Ok(*id),
-        _ => Err(usage(
-            "--metric",
-            format!("{} is {} tokens ({}), not one", quote(t), e.get_ids().len(), e.get_tokens().join(" ")),
-            "pass answers that are one token each, e.g. --metric \" Paris\" \" London\"",
-        )),
-    }
-}
-
-/// `--patch`: tokenizes the corrupted sentence as the clean one was, finds the metric's
-/// tokens (and, for a masked-LM encoder, the clean sentence's first `[MASK]`), and runs the
-/// sweep.
+/// `--patch`: tokenizes the corrupted sentence as the clean one was (and `--metric`'s
+/// answers), has the plan check them against the model, and runs the sweep.
 fn patching(
     settings: &Settings,
     loaded: &Loaded,
     params: &crate::params::Params,
     corrupted: &str,
 ) -> Result<(model::patch::Sweep, Vec<String>)> {
-    use error::{quote, usage};
-    let tok = loaded.tokenizer.as_ref().ok_or_else(|| {
-        usage("--patch", "it tokenizes the corrupted sentence with a model's tokenizer", "use --model")
-    })?;
+    use settings::plan::{PatchTexts, Tokenized};
     let special = matches!(settings.model, settings::ModelChoice::Pretrained { special: true, .. });
-    let enc = tok.encode(corrupted, special).map_err(|e| usage("--patch", e, "check the corrupted sentence"))?;
-    let params::Input::Ids { ids: clean, type_ids } = &loaded.input else {
-        return Err(usage("--patch", "it needs token ids", "use --model"));
+    let split = |tok: &tokenizers::Tokenizer, text: &str, special: bool| -> Tokenized {
+        let e = tok.encode(text, special).map_err(|e| e.to_string())?;
+        Ok((e.get_ids().to_vec(), e.get_tokens().to_vec()))
     };
-    if enc.get_ids().len() != clean.len() {
-        let show = |t: &[String]| t.iter().map(|s| quote(s)).collect::<Vec<_>>().join(" ");
-        return Err(usage(
-            "--patch",
-            format!(
-                "the sentences have {} and {} tokens: [{}] and [{}]",
-                clean.len(),
-                enc.get_ids().len(),
-                show(&loaded.tokens),
-                show(enc.get_tokens())
-            ),
-            "pass a corrupted sentence of the same token length",
-        ));
-    }
-    let mask = loaded.tokens.iter().position(|t| t == "[MASK]").filter(|_| loaded.cfg.parts.masked_lm);
-    let metric = match (&loaded.cfg.parts.lm_head, mask, &settings.analysis.metric) {
-        (Some(_), _, Some((a, b))) => {
-            model::patch::Metric::LogitDiff { a: answer(tok, a)?, b: answer(tok, b)?, position: clean.len() - 1 }
-        }
-        (Some(_), _, None) => {
-            return Err(usage("--patch", "a language model's metric is a logit difference", "add --metric A B"))
-        }
-        (None, Some(position), Some((a, b))) => {
-            model::patch::Metric::LogitDiff { a: answer(tok, a)?, b: answer(tok, b)?, position }
-        }
-        (None, None, Some(_)) => {
-            return Err(usage(
-                "--metric",
-                "an encoder's metric is the output's distance, unless a masked-LM checkpoint fills a [MASK]",
-                "drop --metric, or put [MASK] in the sentence of a BertForMaskedLM checkpoint",
-            ))
-        }
-        (None, _, None) => model::patch::Metric::OutputDistance,
+    let texts = loaded.tokenizer.as_ref().map(|tok| PatchTexts {
+        corrupted: split(tok, corrupted, special),
+        answers: settings.analysis.metric.as_ref().map(|(a, b)| (split(tok, a, false), split(tok, b, false))),
+    });
+    let (clean, type_ids) = match &loaded.input {
+        params::Input::Ids { ids, type_ids } => (Some(ids.as_slice()), type_ids.clone()),
+        params::Input::Matrix(_) => (None, None),
+    };
+    let checked = settings::plan::patching(settings, &loaded.cfg, (&loaded.tokens, clean), texts)?;
+    let metric = match checked.logit_diff {
+        Some((a, b, position)) => model::patch::Metric::LogitDiff { a, b, position },
+        None => model::patch::Metric::OutputDistance,
     };
     let what = if settings.analysis.patch_resid { model::patch::What::Resid } else { model::patch::What::Heads };
-    let corrupted_input = params::Input::Ids { ids: enc.get_ids().to_vec(), type_ids: type_ids.clone() };
+    let corrupted_input = params::Input::Ids { ids: checked.ids, type_ids };
     let sweep = model::patch::sweep(&loaded.cfg, params, &loaded.input, &corrupted_input, what, &metric)?;
-    Ok((sweep, enc.get_tokens().to_vec()))
+    Ok((sweep, checked.tokens))
 }
 
 /// Runs one command line: check it, compute the trace, write it to `out`.
@@ -233,7 +194,7 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     if let Some(batch) = sources::batch::sentences(&settings)? {
         return batch::run(&settings, &batch, clock, out);
     }
-    if settings.output.format == cli::Format::Jsonl {
+    if settings.output.format == settings::Format::Jsonl {
         return stream(&settings, out, &mut clock);
     }
     let notes = |n: &[String]| output::notes(n, settings.quiet);

@@ -174,7 +174,7 @@ pub struct Interventions {
     pub ablate: Vec<(usize, usize)>,
     /// `zero` or `mean` (with `ablate`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub ablate_mode: Option<&'static str>,
+    pub ablate_mode: Option<AblateMode>,
     /// Hidden query→key edges: their score is −inf before the softmax.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub knockout: Vec<Knockout>,
@@ -185,6 +185,27 @@ pub struct Interventions {
     /// the sweep is described in its own output).
     #[serde(skip)]
     pub patch: Option<Patch>,
+}
+
+/// What an ablated head's context becomes (`--ablate-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AblateMode {
+    /// Zero, as transformers' `head_mask`.
+    #[default]
+    Zero,
+    /// Its mean over positions.
+    Mean,
+}
+
+impl AblateMode {
+    /// The name the JSON document and the table header use.
+    pub fn name(self) -> &'static str {
+        match self {
+            AblateMode::Zero => "zero",
+            AblateMode::Mean => "mean",
+        }
+    }
 }
 
 /// One patched activation: a head's context ([pos, d_v]) or one position's layer output

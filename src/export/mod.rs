@@ -9,11 +9,15 @@
 //! `.safetensors` ([`safetensors`]) or `.npz` ([`npz`]). Bytes are deterministic: tensors
 //! are written in sorted order, with fixed zip timestamps. With `--names transformer-lens`
 //! the tensors carry TransformerLens's hook names and layouts instead ([`tl`]).
+//!
+//! `--save-weights` files, the parameters with the run's settings, are encoded here too
+//! ([`weights`]).
 
 pub mod npy;
 pub mod npz;
 pub mod safetensors;
 pub mod tl;
+pub mod weights;
 
 use crate::settings::outputs::{TraceKind, TraceNames};
 use crate::trace::{Step, Values};

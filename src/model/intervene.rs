@@ -11,7 +11,7 @@
 //! those rows for the forward pass, and [`blinded_by_knockout`] those a knockout caused, for
 //! the run's note.
 
-use crate::config::ModelConfig;
+use crate::config::{AblateMode, ModelConfig};
 use anyhow::Result;
 use candle_core::{Device, Tensor, D};
 use std::collections::BTreeSet;
@@ -95,7 +95,7 @@ pub fn ablate(cfg: &ModelConfig, layer: usize, context: Tensor) -> Result<Tensor
     let keep: Vec<f32> = (0..h).map(|g| if heads.contains(&g) { 0.0 } else { 1.0 }).collect();
     let keep = Tensor::from_vec(keep, (h, 1, 1), &Device::Cpu)?; // [head, 1, 1]
     let kept = context.broadcast_mul(&keep)?; // [head, pos, d_v]
-    if iv.ablate_mode != Some("mean") {
+    if iv.ablate_mode != Some(AblateMode::Mean) {
         return Ok(kept);
     }
     let mean = context.mean_keepdim(D::Minus2)?.broadcast_as(context.shape())?; // [head, pos, d_v]

@@ -9,7 +9,7 @@
 use crate::params::Input;
 use crate::params::Params;
 use crate::render;
-use crate::settings::{Output, Settings};
+use crate::settings::{Format, Output, Settings};
 use crate::sources::Loaded;
 use crate::trace::{Recorder, Step, Trace};
 use crate::views::Views;
@@ -46,7 +46,7 @@ pub fn save_weights(params: &Params, loaded: &Loaded, path: &Path) -> Result<()>
         Input::Matrix(_) => None,
     };
     let meta = crate::sources::meta::describe(&loaded.cfg, loaded.sentence.as_deref(), &loaded.tokens, ids);
-    write_file("--save-weights", path, &crate::sources::meta::encode(params, &meta)?)
+    write_file("--save-weights", path, &crate::export::weights::encode(params, &meta)?)
 }
 
 /// `--save-trace`: the trace's steps as safetensors or npz.
@@ -131,11 +131,11 @@ impl BatchViews {
 /// JSON document, which the batch writes on one line), with a title above tables.
 pub fn batch_item(trace: &Trace, views: &Views, out: &Output, (index, count): (usize, usize)) -> Result<Vec<u8>> {
     let mut out = out.clone();
-    if out.format == crate::cli::Format::Jsonl {
-        out.format = crate::cli::Format::Json;
+    if out.format == Format::Jsonl {
+        out.format = Format::Json;
     }
     let mut buf = Vec::new();
-    if out.format != crate::cli::Format::Json {
+    if out.format != Format::Json {
         let sentence = trace.sentence.as_deref().unwrap_or_default();
         buf.extend_from_slice(render::batch::title(index, count, sentence).as_bytes());
     }
@@ -144,7 +144,7 @@ pub fn batch_item(trace: &Trace, views: &Views, out: &Output, (index, count): (u
 }
 
 /// A batch's rendered traces on `w`, once every one is computed (an error leaves stdout empty).
-pub fn batch(items: &[Vec<u8>], format: crate::cli::Format, w: &mut dyn Write) -> Result<()> {
+pub fn batch(items: &[Vec<u8>], format: Format, w: &mut dyn Write) -> Result<()> {
     let mut w = io::BufWriter::with_capacity(1 << 16, w);
     render::batch::write(items, format, &mut w)?;
     w.flush()?;

@@ -4,7 +4,7 @@
 //! title line naming the sentence. (`--html` and `--svg` put a batch's sentences together in
 //! `html::write_batch` and `svg::write_batch`.)
 
-use crate::cli::Format;
+use crate::settings::Format;
 use std::io::{self, Write};
 
 /// The line above one sentence's tables, e.g. `== sentence 2 of 3: my feet are big ==`.

@@ -19,8 +19,7 @@ pub mod colour;
 pub mod numbers;
 pub mod text;
 
-use crate::cli::Format;
-use crate::settings::Output;
+use crate::settings::{Format, Output};
 use crate::trace::Trace;
 use crate::views::Views;
 

@@ -304,7 +304,7 @@ fn describe_interventions(i: &Interventions) -> String {
     let mut parts = Vec::new();
     if !i.ablate.is_empty() {
         let heads: Vec<String> = i.ablate.iter().map(|(l, h)| format!("{l}.{h}")).collect();
-        parts.push(format!("ablated {} ({})", heads.join(" "), i.ablate_mode.unwrap_or("zero")));
+        parts.push(format!("ablated {} ({})", heads.join(" "), i.ablate_mode.unwrap_or_default().name()));
     }
     if !i.knockout.is_empty() {
         let edges: Vec<String> = i

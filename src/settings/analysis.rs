@@ -3,6 +3,7 @@
 //! against the model by the plan.
 
 use crate::cli::{self, Cli};
+use crate::config::AblateMode;
 use crate::error::usage;
 use anyhow::Result;
 
@@ -12,8 +13,8 @@ use anyhow::Result;
 pub struct Analysis {
     /// Heads to ablate, as (layer, head).
     pub ablate: Vec<(usize, usize)>,
-    /// `zero` or `mean`.
-    pub ablate_mode: &'static str,
+    /// `--ablate-mode`.
+    pub ablate_mode: AblateMode,
     /// `--knockout` as typed: `L[.H]:Q->K`.
     pub knockout: Vec<String>,
     pub lens: bool,
@@ -103,8 +104,8 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
     Ok(Analysis {
         ablate,
         ablate_mode: match cli.ablate_mode {
-            cli::AblateArg::Zero => "zero",
-            cli::AblateArg::Mean => "mean",
+            cli::AblateArg::Zero => AblateMode::Zero,
+            cli::AblateArg::Mean => AblateMode::Mean,
         },
         knockout: cli.knockout.clone(),
         lens: cli.lens,

@@ -8,6 +8,7 @@
 //! pure. Every user-facing validation message of a flag lives in this folder.
 
 pub mod analysis;
+mod format;
 pub mod limits;
 pub mod outputs;
 pub mod plan;
@@ -21,6 +22,7 @@ use anyhow::Result;
 use std::path::PathBuf;
 
 pub use analysis::Analysis;
+pub use format::Format;
 pub use recipe::{Given, Recipe, Weights};
 pub use shape::Shape;
 
@@ -134,7 +136,7 @@ pub(crate) fn index_list(flag: &str, given: &str) -> Result<Vec<usize>> {
 /// How the trace is shown.
 #[derive(Debug, Clone)]
 pub struct Output {
-    pub format: cli::Format,
+    pub format: Format,
     pub precision: usize,
     pub width: usize,
     /// Tables as a summary (a real model without --steps): see `render::summary`.
@@ -234,7 +236,7 @@ impl Settings {
                 head: cli.head.as_deref().map(|h| index_list("--head", h)).transpose()?,
             },
             output: Output {
-                format: cli.format,
+                format: cli.format.into(),
                 precision: cli.precision,
                 width: table_width(cli.width, env),
                 summary: cli.model.is_some() && cli.format == cli::Format::Table && cli.steps.is_none(),

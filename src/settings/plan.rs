@@ -1,13 +1,13 @@
 //! The plan: the settings checked against the model the sources stage opened (its sizes and
 //! tokens), still before any tensor is computed. It decides which steps the model records
 //! (`record`) and which the output shows (`show`): views read steps that `--steps` may not
-//! show (the focus walkthrough reads q, k, v…), so the two can differ.
+//! show (the focus walkthrough reads q, k, v…), so the two can differ. [`patching`] checks
+//! `--patch` and `--metric` against the model and what its tokenizer made of them.
 
 use super::views::{resolve, resolve_for};
-use super::Settings;
-use crate::cli::Format;
+use super::{Format, Settings};
 use crate::config::{Interventions, Knockout, ModelConfig};
-use crate::error::usage;
+use crate::error::{quote, usage};
 use crate::trace::steps;
 use crate::trace::Selection;
 use anyhow::Result;
@@ -253,4 +253,100 @@ fn interventions(
         induction: a.induction,
         patch: None,
     })
+}
+
+/// A text as the model's tokenizer split it: its ids and tokens, or the tokenizer's error.
+pub type Tokenized = std::result::Result<(Vec<u32>, Vec<String>), String>;
+
+/// What `--patch` needs of the model's tokenizer, tokenized by the run (the plan tokenizes
+/// nothing): the corrupted sentence, with the special tokens the clean one got, and
+/// `--metric`'s two answers (in its order, present exactly when it is given), without.
+pub struct PatchTexts {
+    pub corrupted: Tokenized,
+    pub answers: Option<(Tokenized, Tokenized)>,
+}
+
+/// `--patch` and `--metric`, checked against the model and the clean input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Patching {
+    /// The corrupted sentence's ids and tokens: as many as the clean sentence's.
+    pub ids: Vec<u32>,
+    pub tokens: Vec<String>,
+    /// `--metric A B`: the answers' ids and the position whose logits they compare (the last
+    /// for a language model, the `[MASK]` for a masked-LM encoder); `None`: the metric is the
+    /// output's distance from the clean output.
+    pub logit_diff: Option<(u32, u32, usize)>,
+}
+
+/// Checks `--patch` and `--metric` against the model: the corrupted sentence has the clean
+/// one's token length, and the metric suits the model (and, for a masked-LM encoder, the
+/// clean sentence's first `[MASK]`). `clean` is the clean sentence's tokens and ids (`None`
+/// for a raw input matrix); `texts` is `None` without a model's tokenizer.
+pub fn patching(
+    settings: &Settings,
+    cfg: &ModelConfig,
+    (tokens, clean): (&[String], Option<&[u32]>),
+    texts: Option<PatchTexts>,
+) -> Result<Patching> {
+    let texts = texts.ok_or_else(|| {
+        usage("--patch", "it tokenizes the corrupted sentence with a model's tokenizer", "use --model")
+    })?;
+    let (ids, corrupted) = texts.corrupted.map_err(|e| usage("--patch", e, "check the corrupted sentence"))?;
+    let Some(clean) = clean else {
+        return Err(usage("--patch", "it needs token ids", "use --model"));
+    };
+    if ids.len() != clean.len() {
+        let show = |t: &[String]| t.iter().map(|s| quote(s)).collect::<Vec<_>>().join(" ");
+        return Err(usage(
+            "--patch",
+            format!(
+                "the sentences have {} and {} tokens: [{}] and [{}]",
+                clean.len(),
+                ids.len(),
+                show(tokens),
+                show(&corrupted)
+            ),
+            "pass a corrupted sentence of the same token length",
+        ));
+    }
+    let mask = tokens.iter().position(|t| t == "[MASK]").filter(|_| cfg.parts.masked_lm);
+    let metric = settings.analysis.metric.as_ref().zip(texts.answers.as_ref());
+    let logit_diff = match (&cfg.parts.lm_head, mask, metric) {
+        (Some(_), _, Some((words, split))) => Some(answers(words, split, clean.len() - 1)?),
+        (Some(_), _, None) => {
+            return Err(usage("--patch", "a language model's metric is a logit difference", "add --metric A B"))
+        }
+        (None, Some(position), Some((words, split))) => Some(answers(words, split, position)?),
+        (None, None, Some(_)) => {
+            return Err(usage(
+                "--metric",
+                "an encoder's metric is the output's distance, unless a masked-LM checkpoint fills a [MASK]",
+                "drop --metric, or put [MASK] in the sentence of a BertForMaskedLM checkpoint",
+            ))
+        }
+        (None, _, None) => None,
+    };
+    Ok(Patching { ids, tokens: corrupted, logit_diff })
+}
+
+/// `--metric A B` read at `position`: each answer's single token id (A's checked first).
+fn answers(
+    (a, b): &(String, String),
+    (split_a, split_b): &(Tokenized, Tokenized),
+    position: usize,
+) -> Result<(u32, u32, usize)> {
+    Ok((answer(a, split_a)?, answer(b, split_b)?, position))
+}
+
+/// One `--metric` answer: a single token's id.
+fn answer(t: &str, split: &Tokenized) -> Result<u32> {
+    let (ids, tokens) = split.as_ref().map_err(|e| usage("--metric", e, "pass two answer tokens"))?;
+    match ids[..] {
+        [id] => Ok(id),
+        _ => Err(usage(
+            "--metric",
+            format!("{} is {} tokens ({}), not one", quote(t), ids.len(), tokens.join(" ")),
+            "pass answers that are one token each, e.g. --metric \" Paris\" \" London\"",
+        )),
+    }
 }

@@ -2,7 +2,7 @@
 //! `--html`, `--svg`) for the toy encoder and real models alike. The focus token is resolved
 //! to a position by [`super::plan`], still before any tensor is computed.
 
-use crate::cli::{Cli, Env, Format};
+use crate::cli::{self, Cli, Env};
 use crate::error::usage;
 use anyhow::Result;
 use std::path::PathBuf;
@@ -43,7 +43,7 @@ pub fn options(cli: &Cli, env: &Env) -> Result<ViewOptions> {
     if cli.explain && cli.focus.is_none() {
         return Err(usage("--explain", "it explains a --focus walkthrough", "add --focus TOKEN or --focus POS"));
     }
-    if cli.format == Format::Jsonl {
+    if cli.format == cli::Format::Jsonl {
         let asked = [
             ("--focus", cli.focus.is_some()),
             ("--merge-pieces", cli.merge_pieces),
@@ -80,7 +80,7 @@ pub fn options(cli: &Cli, env: &Env) -> Result<ViewOptions> {
         focus: cli.focus.clone(),
         layer: layers[0],
         explain: cli.explain,
-        strongest_head: cli.model.is_some() && cli.head.is_none() && cli.format == Format::Table,
+        strongest_head: cli.model.is_some() && cli.head.is_none() && cli.format == cli::Format::Table,
         merge_pieces: cli.merge_pieces,
         average_heads: cli.average_heads,
         html: cli.html.clone(),

@@ -10,9 +10,8 @@ pub mod params;
 pub mod patching;
 pub mod summary;
 
-use crate::cli::Format;
 use crate::settings::plan::Plan;
-use crate::settings::Output;
+use crate::settings::{Format, Output};
 use crate::trace::Trace;
 use anyhow::Result;
 use focus::Focus;

@@ -11,26 +11,30 @@ use std::path::{Path, PathBuf};
 /// do not import each other. `diff` is a sub-command on top of everything.
 const STAGES: &[(&str, u8)] = &[
     ("error", 0),
-    ("cli", 0),
     ("config", 0),
     ("params", 0),
     ("torch_rng", 0),
     ("strict_json", 0),
     ("trace", 0),
-    ("settings", 1),
-    ("sources", 2),
-    ("model", 3),
-    ("views", 4),
-    ("render", 5),
-    ("export", 5),
-    ("output", 6),
-    ("diff", 7),
-    ("batch", 8),
-    ("command", 8),
+    ("cli", 1),
+    ("settings", 2),
+    ("sources", 3),
+    ("model", 4),
+    ("views", 5),
+    ("render", 6),
+    ("export", 6),
+    ("output", 7),
+    ("diff", 8),
+    ("batch", 9),
+    ("command", 9),
 ];
 
 /// Within the vocabulary, the order in which its modules may import each other.
-const VOCABULARY: &[&str] = &["error", "cli", "torch_rng", "strict_json", "config", "trace", "params"];
+const VOCABULARY: &[&str] = &["error", "torch_rng", "strict_json", "config", "trace", "params"];
+
+/// `cli` is what was typed: settings read it, and the command hands it over; every later
+/// stage reads `Settings` instead, although the stage order alone would let it import `cli`.
+const CLI_READERS: &[&str] = &["settings", "command"];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -121,7 +125,8 @@ fn stages_import_only_earlier_stages_and_files_form_no_cycle() {
             } else {
                 b > a || (b == a && me[0] != d[0])
             };
-            if backwards {
+            let reads_cli = d[0] == "cli" && !CLI_READERS.contains(&me[0].as_str());
+            if backwards || reads_cli {
                 wrong.push(format!("{} imports {}", me.join("::"), d.join("::")));
             }
         }

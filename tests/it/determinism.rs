@@ -92,7 +92,7 @@ fn no_unordered_map_reaches_output() {
         ("strict_json.rs", "the keys seen so far in one object: membership only"),
         ("export/safetensors.rs", "a comment on why the writer avoids one"),
         ("sources/gguf_tokenizer.rs", "token scores and the vocabulary: looked up; merges keep vocabulary order"),
-        ("sources/meta.rs", "safetensors' serializer takes one; the header is rewritten sorted"),
+        ("export/weights.rs", "safetensors' serializer takes one; the header is rewritten sorted"),
     ];
     let src = root().join("src");
     let mut stack = vec![src.clone()];
