@@ -27,29 +27,8 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     rec.tensor(&format!("layers.{l}.attn.k"), cfg, &k)?;
     let v = split(linear(x, &p.v_proj)?, kvh, d_v)?; // [kv_head, pos, d_v]
     rec.tensor(&format!("layers.{l}.attn.v"), cfg, &v)?;
-    let (q, k) = match &p.qk_norm {
-        // RMSNorm over each head's width, before the rotation (Qwen3, Gemma 3).
-        Some(qk) => {
-            let q_norm = super::norm::norm(&q, &qk.q, cfg)?; // [head, pos, d_k]
-            rec.tensor(&format!("layers.{l}.attn.q_norm"), cfg, &q_norm)?;
-            let k_norm = super::norm::norm(&k, &qk.k, cfg)?; // [kv_head, pos, d_k]
-            rec.tensor(&format!("layers.{l}.attn.k_norm"), cfg, &k_norm)?;
-            (q_norm, k_norm)
-        }
-        None => (q, k),
-    };
-    let (q, k) = match cfg.parts.rope_at(l) {
-        Some(rope) => {
-            let (cos, sin) = super::rope::tables(&rope.inv_freq, n)?; // [pos, d_k] each
-            let q_rot = super::rope::rotate(&q, &cos, &sin)?; // [head, pos, d_k]
-            rec.tensor(&format!("layers.{l}.attn.q_rot"), cfg, &q_rot)?;
-            let k_rot = super::rope::rotate(&k, &cos, &sin)?; // [kv_head, pos, d_k]
-            rec.tensor(&format!("layers.{l}.attn.k_rot"), cfg, &k_rot)?;
-            (q_rot, k_rot)
-        }
-        None => (q, k),
-    };
-    // Grouped-query attention: query head g reads key/value head g / (heads / kv_heads).
+    let (q, k) = normed_and_rotated(cfg, p, (q, k), l, rec)?; // [head, pos, d_k], [kv_head, pos, d_k]
+                                                              // Grouped-query attention: query head g reads key/value head g / (heads / kv_heads).
     let k = repeat_kv(&k, h / kvh)?; // [head, pos, d_k]
     let v = repeat_kv(&v, h / kvh)?; // [head, pos, d_v]
 
@@ -86,6 +65,40 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     };
     rec.tensor(&format!("layers.{l}.attn.out"), cfg, &out)?;
     Ok(out)
+}
+
+/// q and k as the scores read them: each head's RMSNorm where the layer has one (Qwen3),
+/// then the rotary positions where the layer has them.
+fn normed_and_rotated(
+    cfg: &ModelConfig,
+    p: &LayerParams,
+    (q, k): (Tensor, Tensor),
+    l: usize,
+    rec: &mut Recorder,
+) -> Result<(Tensor, Tensor)> {
+    let n = q.dim(1)?;
+    let (q, k) = match &p.qk_norm {
+        // RMSNorm over each head's width, before the rotation (Qwen3, Gemma 3).
+        Some(qk) => {
+            let q_norm = super::norm::norm(&q, &qk.q, cfg)?; // [head, pos, d_k]
+            rec.tensor(&format!("layers.{l}.attn.q_norm"), cfg, &q_norm)?;
+            let k_norm = super::norm::norm(&k, &qk.k, cfg)?; // [kv_head, pos, d_k]
+            rec.tensor(&format!("layers.{l}.attn.k_norm"), cfg, &k_norm)?;
+            (q_norm, k_norm)
+        }
+        None => (q, k),
+    };
+    Ok(match cfg.parts.rope_at(l) {
+        Some(rope) => {
+            let (cos, sin) = super::rope::tables(&rope.inv_freq, n)?; // [pos, d_k] each
+            let q_rot = super::rope::rotate(&q, &cos, &sin)?; // [head, pos, d_k]
+            rec.tensor(&format!("layers.{l}.attn.q_rot"), cfg, &q_rot)?;
+            let k_rot = super::rope::rotate(&k, &cos, &sin)?; // [kv_head, pos, d_k]
+            rec.tensor(&format!("layers.{l}.attn.k_rot"), cfg, &k_rot)?;
+            (q_rot, k_rot)
+        }
+        None => (q, k),
+    })
 }
 
 /// `weights` with the flagged `[head, query]` rows set to 0.

@@ -20,9 +20,12 @@
 //! Linear weights are stored as PyTorch's `nn.Linear` does, `[out, in]`, and applied as
 //! `x·Wᵀ + b`. Head `h` owns rows `h·d_k .. (h+1)·d_k` of the fused q/k projections.
 
-use anyhow::Result;
-use candle_core::{Device, Tensor};
-use std::sync::Arc;
+use candle_core::Tensor;
+
+mod layers;
+mod stored;
+pub use layers::{Layers, LoadLayer};
+pub use stored::{RowReader, Stored, StoredRows};
 
 /// What enters the model: token ids, or a raw `[pos, d_model]` matrix (seed 002).
 #[derive(Debug, Clone)]
@@ -85,103 +88,6 @@ pub struct Block {
     pub gate: Option<Linear>,
 }
 
-/// Where the layers' parameters are: made already, or read from the checkpoint one layer
-/// at a time as the forward pass reaches it (in f32 only while that layer runs), so a model
-/// whose weights do not fit in memory as f32 can still be traced.
-#[derive(Clone)]
-pub enum Layers {
-    Ready(Vec<LayerParams>),
-    /// `first` is layer 0 as the source read it to check the checkpoint before anything ran;
-    /// the first pass over the layers uses it instead of reading it again.
-    Lazy {
-        count: usize,
-        load: LoadLayer,
-        first: std::sync::Arc<std::sync::Mutex<Option<LayerParams>>>,
-    },
-}
-
-/// Reads and converts one layer's parameters.
-pub type LoadLayer = std::sync::Arc<dyn Fn(usize) -> anyhow::Result<LayerParams> + Send + Sync>;
-
-impl std::fmt::Debug for Layers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Layers::Ready(v) => write!(f, "Layers::Ready({} layers)", v.len()),
-            Layers::Lazy { count, .. } => write!(f, "Layers::Lazy({count} layers)"),
-        }
-    }
-}
-
-impl Layers {
-    pub fn len(&self) -> usize {
-        match self {
-            Layers::Ready(v) => v.len(),
-            Layers::Lazy { count, .. } => *count,
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// `count` layers read by `load` as they are needed; `first` is layer 0, read already.
-    pub fn lazy(count: usize, load: LoadLayer, first: LayerParams) -> Layers {
-        Layers::Lazy { count, load, first: std::sync::Arc::new(std::sync::Mutex::new(Some(first))) }
-    }
-
-    /// Calls `f` on every layer in order. Lazy layers are read one ahead on a second thread,
-    /// so reading (and converting or dequantizing) layer i + 1 overlaps computing layer i:
-    /// at most two layers' f32 parameters exist at once.
-    pub fn each(&self, f: impl FnMut(usize, &LayerParams) -> anyhow::Result<()>) -> anyhow::Result<()> {
-        self.each_from(0, f)
-    }
-
-    /// [`each`](Self::each) from layer `from` on (a patched run starts where its patch is).
-    pub fn each_from(
-        &self,
-        from: usize,
-        mut f: impl FnMut(usize, &LayerParams) -> anyhow::Result<()>,
-    ) -> anyhow::Result<()> {
-        let (count, load, first) = match self {
-            Layers::Ready(v) => return v.iter().enumerate().skip(from).try_for_each(|(i, l)| f(i, l)),
-            Layers::Lazy { count, load, first } => (*count, load, first),
-        };
-        // Layer 0 as the source's check read it, the first time only (a patching sweep
-        // passes over the layers again).
-        let mut cached = if from == 0 { first.lock().ok().and_then(|mut first| first.take()) } else { None };
-        std::thread::scope(|s| {
-            let read = |i: usize| {
-                let load = load.clone();
-                s.spawn(move || load(i))
-            };
-            let mut next = (from < count && cached.is_none()).then(|| read(from));
-            for i in from..count {
-                let this = match cached.take() {
-                    Some(layer) => Some(Ok(Ok(layer))),
-                    None => next.take().map(|h| h.join()),
-                };
-                next = (i + 1 < count).then(|| read(i + 1));
-                let layer = match this {
-                    Some(Ok(layer)) => layer?,
-                    _ => anyhow::bail!("internal: reading layer {i} failed"),
-                };
-                f(i, &layer)?;
-            }
-            Ok(())
-        })
-    }
-
-    /// Layer `i`: borrowed when made already, read now when lazy.
-    pub fn get(&self, i: usize) -> anyhow::Result<std::borrow::Cow<'_, LayerParams>> {
-        match self {
-            Layers::Ready(v) => {
-                v.get(i).map(std::borrow::Cow::Borrowed).ok_or_else(|| anyhow::anyhow!("internal: no layer {i}"))
-            }
-            Layers::Lazy { load, .. } => Ok(std::borrow::Cow::Owned(load(i)?)),
-        }
-    }
-}
-
 /// Every parameter of one encoder stack.
 #[derive(Debug, Clone)]
 pub struct Params {
@@ -206,77 +112,6 @@ pub struct Params {
     /// A checkpoint's vocabulary-wide tables kept in their stored form (then `token` and
     /// `lm_head` are None): only the rows a step needs are ever made f32.
     pub stored: Option<Stored>,
-}
-
-/// A `[rows, cols]` table that stays in its file's form (a GGUF file's quantized blocks) and
-/// hands out rows in f32, each exactly as the whole table dequantized would hold it.
-pub trait StoredRows: Send + Sync + std::fmt::Debug {
-    /// Rows `start .. start + len`, [len, cols].
-    fn rows(&self, start: usize, len: usize) -> Result<Tensor>;
-    /// [rows, cols].
-    fn dims(&self) -> (usize, usize);
-}
-
-/// A stored table whose rows a closure reads from the file that holds it (a GGUF file's
-/// quantized blocks, a mapped checkpoint's bytes); `name` is for messages and `Debug`.
-pub struct RowReader {
-    name: String,
-    dims: (usize, usize),
-    read: Box<dyn Fn(usize, usize) -> Result<Tensor> + Send + Sync>,
-}
-
-impl RowReader {
-    /// The reader, shared as the table `Stored` holds.
-    pub fn shared(
-        name: &str,
-        dims: (usize, usize),
-        read: impl Fn(usize, usize) -> Result<Tensor> + Send + Sync + 'static,
-    ) -> Arc<dyn StoredRows> {
-        Arc::new(RowReader { name: name.to_string(), dims, read: Box::new(read) })
-    }
-}
-
-impl std::fmt::Debug for RowReader {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "RowReader({}, {:?})", self.name, self.dims)
-    }
-}
-
-impl StoredRows for RowReader {
-    fn rows(&self, start: usize, len: usize) -> Result<Tensor> {
-        (self.read)(start, len)
-    }
-
-    fn dims(&self) -> (usize, usize) {
-        self.dims
-    }
-}
-
-/// The token table and the unembedding of a checkpoint, in their stored form: a 0.5B model's
-/// two 151,936 × 896 tables are 1.1 GB in f32, for an input that needs a few rows of one and
-/// a product with the other that can be taken a slice at a time.
-#[derive(Debug, Clone)]
-pub struct Stored {
-    pub token: Arc<dyn StoredRows>,
-    /// The head's own table; None when it is tied to the token table.
-    pub head: Option<Arc<dyn StoredRows>>,
-}
-
-impl Stored {
-    /// The rows of `ids`, in order, [ids, cols].
-    pub fn gather(&self, ids: &[u32]) -> Result<Tensor> {
-        let rows: Vec<Tensor> = ids.iter().map(|&i| self.token.rows(i as usize, 1)).collect::<Result<_>>()?;
-        if rows.is_empty() {
-            let (_, cols) = self.token.dims();
-            return Ok(Tensor::zeros((0, cols), candle_core::DType::F32, &Device::Cpu)?);
-        }
-        Ok(Tensor::cat(&rows, 0)?)
-    }
-
-    /// The unembedding's table.
-    pub fn head(&self) -> &dyn StoredRows {
-        self.head.as_deref().unwrap_or(&*self.token)
-    }
 }
 
 /// BertForMaskedLM's head: logits = LayerNorm(act(h·W_denseᵀ + b))·W_wordᵀ + bias.
