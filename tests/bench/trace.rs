@@ -123,7 +123,7 @@ fn minilm(c: &mut Criterion) {
         eprintln!("minilm_n256: skipped, no model at {dir} (run: bash tests/fetch-model.sh)");
         return;
     }
-    // 256 tokens with [CLS] and [SEP], the sentence of fixtures/oracle/bench_all.sh.
+    // 256 tokens with [CLS] and [SEP], the sentence of tests/bench/bench_all.sh.
     let long = [vec!["the quick brown fox jumps over the lazy dog and runs"; 23], vec!["fast"]].concat().join(" ");
     let s = settings(&[&long, "--model", dir]);
     let p = params(&s);

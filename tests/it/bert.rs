@@ -19,43 +19,14 @@ fn minilm() -> PathBuf {
     dir
 }
 
-fn compare(what: &str, got: &[f64], want: &Value) {
-    let want = flat(want);
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-        assert!(close(*a, *b, TOL, TOL), "{what}[{i}]: attn-trace {a}, transformers {b}");
-    }
-}
-
-fn check_case(file: &str) {
-    let case: Value =
-        serde_json::from_str(&std::fs::read_to_string(root().join("fixtures/oracle/bert").join(file)).unwrap())
-            .unwrap();
-    let dir = if case["model"] == "minilm" { minilm() } else { root().join(case["model_dir"].as_str().unwrap()) };
-    let mut args = vec![case["sentence"].as_str().unwrap().to_string()];
-    if let Some(p) = case["pair"].as_str() {
-        args.push(p.to_string());
-    }
-    args.extend(["--model".to_string(), dir.to_str().unwrap().to_string()]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let doc = trace_json(&args);
-    assert_eq!(doc["input"]["tokens"], case["tokens"], "{file}: tokens");
-    assert_eq!(doc["input"]["token_ids"], case["input_ids"], "{file}: ids");
-    assert_eq!(doc["input"]["token_type_ids"], case["token_type_ids"], "{file}: token types");
-    let s = steps(&doc);
-    compare(&format!("{file} embed.out"), &s["embed.out"].1, &case["hidden_states"][0]);
-    let layers = case["attentions"].as_array().unwrap().len();
-    for l in 0..layers {
-        compare(
-            &format!("{file} layers.{l}.attn.weights"),
-            &s[&format!("layers.{l}.attn.weights")].1,
-            &case["attentions"][l],
-        );
-        compare(
-            &format!("{file} layers.{l}.add_norm2.out"),
-            &s[&format!("layers.{l}.add_norm2.out")].1,
-            &case["hidden_states"][l + 1],
-        );
+/// The fixture's arrays, each named by the trace step it holds: every layer's attention
+/// weights and hidden state, and where the fixture has them the embeddings' parts and layer 0's
+/// intermediates.
+fn wanted(case: &Value) -> Vec<Want> {
+    let mut want = vec![Want::values("embed.out", &case["hidden_states"][0])];
+    for (l, a) in case["attentions"].as_array().unwrap().iter().enumerate() {
+        want.push(Want::values(format!("layers.{l}.attn.weights"), a));
+        want.push(Want::values(format!("layers.{l}.add_norm2.out"), &case["hidden_states"][l + 1]));
     }
     if let Some(embed) = case["embed"].as_object() {
         for (k, id) in [
@@ -65,7 +36,7 @@ fn check_case(file: &str) {
             ("sum", "embed.sum"),
             ("out", "embed.out"),
         ] {
-            compare(&format!("{file} {id}"), &s[id].1, &embed[k]);
+            want.push(Want::values(id, &embed[k]));
         }
     }
     if let Some(l0) = case["layer0"].as_object() {
@@ -87,25 +58,48 @@ fn check_case(file: &str) {
             ("add_norm2_sum", "add_norm2.sum"),
             ("add_norm2_out", "add_norm2.out"),
         ] {
-            compare(&format!("{file} layers.0.{name}"), &s[&format!("layers.0.{name}")].1, &l0[k]);
+            want.push(Want::values(format!("layers.0.{name}"), &l0[k]));
         }
     }
+    want
+}
+
+fn check_case(oracle: &mut Oracle, file: &str) {
+    let case: Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("fixtures/oracle/bert").join(file)).unwrap())
+            .unwrap();
+    let dir = if case["model"] == "minilm" { minilm() } else { root().join(case["model_dir"].as_str().unwrap()) };
+    let mut args = vec![case["sentence"].as_str().unwrap().to_string()];
+    if let Some(p) = case["pair"].as_str() {
+        args.push(p.to_string());
+    }
+    args.extend(["--model".to_string(), dir.to_str().unwrap().to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let doc = trace_json(&args);
+    assert_eq!(doc["input"]["tokens"], case["tokens"], "{file}: tokens");
+    assert_eq!(doc["input"]["token_ids"], case["input_ids"], "{file}: ids");
+    assert_eq!(doc["input"]["token_type_ids"], case["token_type_ids"], "{file}: token types");
+    oracle.compare(file, &wanted(&case), &steps(&doc));
 }
 
 #[test]
 fn tiny_bert_matches_transformers_step_by_step() {
+    let mut oracle = Oracle::new("transformers", (TOL, TOL));
     for f in ["tiny-bert_shoes.json", "tiny-bert_split.json", "tiny-bert_pair.json"] {
-        check_case(f);
+        check_case(&mut oracle, f);
     }
+    oracle.finish("tiny BERT");
 }
 
 #[test]
 fn minilm_matches_transformers() {
+    let mut oracle = Oracle::new("transformers", (TOL, TOL));
     for f in
         ["minilm_shoes.json", "minilm_wordpieces.json", "minilm_long.json", "minilm_punct.json", "minilm_pair.json"]
     {
-        check_case(f);
+        check_case(&mut oracle, f);
     }
+    oracle.finish("MiniLM");
 }
 
 /// A copy of the tiny checkpoint that a test may break.

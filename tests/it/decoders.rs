@@ -14,34 +14,35 @@ fn fixture(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 
-/// Compares every step the fixture holds with attn-trace's trace of the same input.
-fn check(name: &str) {
+/// attention weights within 1e-5 absolute; every other step 1e-4 plus 1e-4 relative.
+fn tolerance(id: &str) -> (f64, f64) {
+    if id.ends_with("attn.weights") {
+        (1e-5, 0.0)
+    } else {
+        (1e-4, 1e-4)
+    }
+}
+
+/// Compares every step the fixture `entry` of MANIFEST.json names with attn-trace's trace of
+/// the same input, and the predictions.
+fn check(oracle: &mut Oracle, entry: &Value) {
+    let name = entry["file"].as_str().unwrap();
     let case = fixture(name);
+    for key in ["model_dir", "sentence"] {
+        assert_eq!(case[key], entry[key], "{name}: {key} differs from MANIFEST.json");
+    }
+    assert_eq!(case["tokens"].as_array().map(Vec::len), entry["tokens"].as_u64().map(|n| n as usize), "{name}");
     let dir = root().join(case["model_dir"].as_str().unwrap());
     let sentence = case["sentence"].as_str().unwrap();
     let doc = trace_json(&[sentence, "--model", dir.to_str().unwrap(), "--steps", "all"]);
     assert_eq!(doc["input"]["tokens"], case["tokens"], "{name}: tokens");
     assert_eq!(doc["input"]["token_ids"], case["input_ids"], "{name}: ids");
     assert_eq!(doc["config"]["model"]["bos_added"], case["bos_added"], "{name}: BOS");
-    let ours = steps(&doc);
-    let mut compared = 0;
-    for step in case["steps"].as_array().unwrap() {
-        let id = step["id"].as_str().unwrap();
-        if id.starts_with("rope.") {
-            continue; // transformers' cos/sin tables: inputs of q_rot/k_rot, not a step here
-        }
-        let (shape, got) = ours.get(id).unwrap_or_else(|| panic!("{name}: attn-trace has no step {id}"));
-        let want_shape: Vec<usize> =
-            step["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
-        assert_eq!(shape, &want_shape, "{name} {id}: shape");
-        let want = flat(&step["values"]);
-        let (atol, rtol) = if id.ends_with("attn.weights") { (1e-5, 0.0) } else { (1e-4, 1e-4) };
-        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-            assert!(close(*a, *b, atol, rtol), "{name} {id}[{i}]: attn-trace {a}, transformers {b}");
-        }
-        compared += 1;
-    }
-    assert!(compared >= 20, "{name}: only {compared} steps compared");
+    let mut want = Want::steps(&case["steps"]);
+    // transformers' cos/sin tables: inputs of q_rot/k_rot, not a step here
+    want.retain(|w| !w.id.starts_with("rope."));
+    let compared = oracle.compare(name, &want, &steps(&doc));
+    assert!(compared.steps >= 20, "{name}: only {} steps compared", compared.steps);
     // Top-1 next token at every position, and the probabilities of the top five.
     let top = doc["predictions"].as_array().unwrap_or_else(|| panic!("{name}: no predictions"));
     for (pos, want) in case["top_k"].as_array().unwrap().iter().enumerate() {
@@ -54,19 +55,27 @@ fn check(name: &str) {
     }
 }
 
+/// Every fixture MANIFEST.json lists is on disk and every file on disk is listed, so a stale
+/// or unlisted fixture cannot hide; each is then compared.
 #[test]
 fn every_decoder_fixture_matches_transformers() {
     let manifest = fixture("MANIFEST.json");
-    let files: Vec<String> = std::fs::read_dir(root().join("fixtures/oracle/decoders"))
+    let entries = manifest["fixtures"].as_array().unwrap();
+    let mut listed: Vec<&str> = entries.iter().map(|e| e["file"].as_str().unwrap()).collect();
+    let mut files: Vec<String> = std::fs::read_dir(root().join("fixtures/oracle/decoders"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
         .filter(|f| f.ends_with(".json") && f != "MANIFEST.json")
         .collect();
+    listed.sort();
+    files.sort();
+    assert_eq!(listed, files, "MANIFEST.json and the fixtures on disk differ");
     assert!(files.len() >= 20, "only {} decoder fixtures", files.len());
-    let _ = manifest;
-    for f in files {
-        check(&f);
+    let mut oracle = Oracle::new("transformers", tolerance("")).per_step(tolerance);
+    for entry in entries {
+        check(&mut oracle, entry);
     }
+    oracle.finish(&format!("{} decoder fixtures", entries.len()));
 }
 
 #[test]

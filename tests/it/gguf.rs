@@ -13,6 +13,18 @@ fn hf() -> String {
     root().join("fixtures/decoders/llama-gqa").to_str().unwrap().to_string()
 }
 
+/// Every step of `reference` (a trace of the checkpoint) against the GGUF file's trace, within
+/// 1e-5 absolute plus 1e-5 relative.
+fn same_steps(what: &'static str, reference: &Steps, gguf: &Steps) {
+    let want: Vec<Want> = reference
+        .iter()
+        .map(|(id, (shape, v))| Want { id: id.clone(), shape: Some(shape.clone()), values: v.clone() })
+        .collect();
+    let mut oracle = Oracle::new(what, (1e-5, 1e-5));
+    oracle.compare("gguf", &want, gguf);
+    oracle.finish(what);
+}
+
 #[test]
 fn an_f32_gguf_traces_as_its_checkpoint() {
     // Every step, so the Q/K permutation is undone exactly (q_rot, scores and weights agree).
@@ -25,12 +37,7 @@ fn an_f32_gguf_traces_as_its_checkpoint() {
         "all",
     ]));
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
-    for (id, (shape, va)) in &a {
-        assert_eq!(shape, &b[id].0, "{id}");
-        for (i, (x, y)) in va.iter().zip(&b[id].1).enumerate() {
-            assert!(close(*x, *y, 1e-5, 1e-5), "{id}[{i}]: checkpoint {x}, gguf {y}");
-        }
-    }
+    same_steps("checkpoint", &a, &b);
 }
 
 #[test]
@@ -52,11 +59,7 @@ fn a_qwen2_gguf_traces_as_its_checkpoint() {
         "all",
     ]));
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
-    for (id, (_, va)) in &a {
-        for (i, (x, y)) in va.iter().zip(&b[id].1).enumerate() {
-            assert!(close(*x, *y, 1e-5, 1e-5), "{id}[{i}]: checkpoint {x}, gguf {y}");
-        }
-    }
+    same_steps("checkpoint", &a, &b);
 }
 
 #[test]
@@ -72,11 +75,7 @@ fn a_quantized_gguf_traces_as_the_gguf_packages_dequantization() {
     assert_eq!(types["token_embd"], serde_json::json!({"q8_0": 1}));
     let (sa, sb) = (steps(&a), steps(&b));
     assert!(sa.len() > 30);
-    for (id, (_, va)) in &sa {
-        for (i, (x, y)) in va.iter().zip(&sb[id].1).enumerate() {
-            assert!(close(*x, *y, 1e-5, 1e-5), "{id}[{i}]: dequantized checkpoint {x}, gguf {y}");
-        }
-    }
+    same_steps("dequantized checkpoint", &sa, &sb);
 }
 
 #[test]
@@ -192,6 +191,15 @@ fn ollama_names_resolve_through_a_local_store() {
 fn smollm2_matches_transformers() {
     let model = smollm2();
     let dir = root().join("fixtures/oracle/gguf");
+    let layer0: Vec<String> = ["norm1.out", "attn.q", "attn.k", "attn.v", "attn.q_rot", "attn.k_rot", "attn.context"]
+        .iter()
+        .chain(&["attn.out", "add_norm1.sum", "norm2.out", "ffn.gate", "ffn.up", "ffn.act", "ffn.out"])
+        .map(|s| format!("layers.0.{s}"))
+        .collect();
+    let list = format!("weights,add_norm2.sum,final_norm.out,embed.out,{}", layer0.join(","));
+    // Attention weights against `attentions`; hidden-state rows and layer 0's steps at 1e-4.
+    let mut weights = Oracle::new("transformers", (1e-5, 0.0));
+    let mut others = Oracle::new("transformers", (1e-4, 1e-4));
     let mut cases = 0;
     for e in std::fs::read_dir(&dir).unwrap() {
         let path = e.unwrap().path();
@@ -201,70 +209,57 @@ fn smollm2_matches_transformers() {
         }
         cases += 1;
         let case: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let sentence = case["sentence"].as_str().unwrap();
-        let layer0: Vec<String> =
-            ["norm1.out", "attn.q", "attn.k", "attn.v", "attn.q_rot", "attn.k_rot", "attn.context"]
-                .iter()
-                .chain(&["attn.out", "add_norm1.sum", "norm2.out", "ffn.gate", "ffn.up", "ffn.act", "ffn.out"])
-                .map(|s| format!("layers.0.{s}"))
-                .collect();
-        let list = format!("weights,add_norm2.sum,final_norm.out,embed.out,{}", layer0.join(","));
-        let doc = trace_json(&[sentence, "--model", &model, "--steps", &list]);
+        let doc = trace_json(&[case["sentence"].as_str().unwrap(), "--model", &model, "--steps", &list]);
         assert_eq!(doc["input"]["token_ids"], case["input_ids"], "{name}: ids");
         let ours = steps(&doc);
-        for a in case["attentions"].as_array().unwrap() {
-            let id = format!("layers.{}.attn.weights", a["layer"]);
-            let want = flat(&a["values"]);
-            for (i, (x, y)) in ours[&id].1.iter().zip(&want).enumerate() {
-                assert!(close(*x, *y, 1e-5, 0.0), "{name} {id}[{i}]: {x} vs {y}");
-            }
-        }
-        let n = case["input_ids"].as_array().unwrap().len();
-        let last = case["hidden_states"].as_array().unwrap().len() - 1;
-        for h in case["hidden_states"].as_array().unwrap() {
-            let l = h["layer"].as_u64().unwrap() as usize;
-            // hidden_states[0] is the embeddings; [l] the output of layer l − 1; the last is
-            // after the final norm (transformers applies it to the last entry).
-            let id = match l {
-                0 => "embed.out".to_string(),
-                l if l == last => "final_norm.out".to_string(),
-                l => format!("layers.{}.add_norm2.sum", l - 1),
-            };
-            let (_, vals) = &ours[&id];
-            let d = vals.len() / n;
-            for (row, pos) in h["positions"].as_array().unwrap().iter().enumerate() {
-                let p = pos.as_u64().unwrap() as usize;
-                let want = flat(&h["values"][row]);
-                // Position 0 carries SmolLM2's massive activations (rows up to 2.4e4 from layer
-                // 12 on); f32 sums in another order differ relative to the row's scale, so the
-                // tolerance grows with it: 1e-4 + 4e-6 · max|row| (32 f32 epsilons).
-                let scale = want.iter().fold(0f64, |m, v| m.max(v.abs()));
-                for (j, y) in want.iter().enumerate() {
-                    let x = vals[p * d + j];
-                    assert!(
-                        close(x, *y, 1e-4 + 4e-6 * scale, 1e-4),
-                        "{name} {id}[{p}, {j}]: {x} vs {y} (row scale {scale})"
-                    );
-                }
-            }
-        }
-        for step in case["steps"].as_array().unwrap() {
-            let id = step["id"].as_str().unwrap();
-            let Some((shape, got)) = ours.get(id) else { continue };
-            let want = flat(&step["values"]);
-            if want.len() != got.len() {
-                continue; // rows-only entries (final_norm.out) are checked above
-            }
-            let _ = shape;
-            for (i, (x, y)) in got.iter().zip(&want).enumerate() {
-                assert!(close(*x, *y, 1e-4, 1e-4), "{name} {id}[{i}]: {x} vs {y}");
-            }
-        }
+        let attentions: Vec<Want> = case["attentions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| Want::values(format!("layers.{}.attn.weights", a["layer"]), &a["values"]))
+            .collect();
+        weights.compare(&name, &attentions, &ours);
+        hidden_rows(&mut others, &name, &case, &ours);
+        let mut want = Want::steps(&case["steps"]);
+        // The fixture holds all of layer 0: only the steps `list` records are compared (not
+        // embed.token, rope.*, the scores or the mask), and final_norm.out, whose entry holds
+        // only some rows, is checked by hidden_rows.
+        want.retain(|w| ours.contains_key(&w.id) && w.id != "final_norm.out");
+        others.compare(&name, &want, &ours);
         for (pos, want) in case["top_k"].as_array().unwrap().iter().enumerate() {
             assert_eq!(doc["predictions"][pos]["top"][0]["id"], want[0]["id"], "{name}: top-1 at {pos}");
         }
     }
     assert!(cases >= 4, "only {cases} SmolLM2 fixtures");
+    weights.finish("SmolLM2 attention weights");
+    others.finish("SmolLM2 hidden states and layer 0");
+}
+
+/// The fixture's `hidden_states` hold some positions' rows: [0] is the embeddings, [l] the
+/// output of layer l − 1, and the last is after the final norm (transformers applies it to
+/// the last entry).
+fn hidden_rows(oracle: &mut Oracle, name: &str, case: &serde_json::Value, ours: &Steps) {
+    let n = case["input_ids"].as_array().unwrap().len();
+    let last = case["hidden_states"].as_array().unwrap().len() - 1;
+    for h in case["hidden_states"].as_array().unwrap() {
+        let id = match h["layer"].as_u64().unwrap() as usize {
+            0 => "embed.out".to_string(),
+            l if l == last => "final_norm.out".to_string(),
+            l => format!("layers.{}.add_norm2.sum", l - 1),
+        };
+        let (_, vals) = &ours[&id];
+        let d = vals.len() / n;
+        for (row, pos) in h["positions"].as_array().unwrap().iter().enumerate() {
+            let p = pos.as_u64().unwrap() as usize;
+            let want = flat(&h["values"][row]);
+            // Position 0 carries SmolLM2's massive activations (rows up to 2.4e4 from layer
+            // 12 on); f32 sums in another order differ relative to the row's scale, so the
+            // tolerance grows with it: 1e-4 + 4e-6 · max|row| (32 f32 epsilons).
+            let scale = want.iter().fold(0f64, |m, v| m.max(v.abs()));
+            let what = format!("{name}: {id} position {p} (row scale {scale})");
+            oracle.values(&what, &[d], &vals[p * d..(p + 1) * d], &want, (1e-4 + 4e-6 * scale, 1e-4), |_| true);
+        }
+    }
 }
 
 /// candle's dequantization of SmolLM2's tensor types (Q8_0, Q4_1, F32) against the gguf
@@ -322,8 +317,7 @@ fn a_sentencepiece_gguf_tokenizes_as_transformers() {
     let (dims, got) = steps(&doc)["logits"].clone();
     let want: Vec<f64> = l["last_position"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
     let last = &got[got.len() - dims[1]..];
-    assert_eq!(last.len(), want.len());
-    for (i, (x, y)) in last.iter().zip(&want).enumerate() {
-        assert!(close(*x, *y, 1e-4, 1e-4), "logits[{i}]: attn-trace {x}, transformers {y}");
-    }
+    let mut logits = Oracle::new("transformers", (1e-4, 1e-4));
+    logits.values("spm.json: logits at the last position", &[dims[1]], last, &want, (1e-4, 1e-4), |_| true);
+    logits.finish("SentencePiece GGUF logits");
 }

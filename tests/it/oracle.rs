@@ -17,17 +17,14 @@ fn oracle_cases_match_pytorch() {
     let mut cases: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     cases.sort();
     assert!(cases.len() >= 20, "expected the oracle's case matrix in {}", dir.display());
-    let mut worst = (0.0f64, String::new());
-    let mut failures = Vec::new();
+    let mut oracle = Oracle::new("PyTorch", (ATOL, RTOL));
     for path in &cases {
         let case: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let name = case["name"].as_str().unwrap().to_string();
         let args: Vec<&str> = case["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
         let doc = trace_json(&args);
         assert_eq!(doc["input"]["token_ids"], case["token_ids"], "{name}: token ids");
-        let got = steps(&doc);
-        compare_steps(&name, &case["steps"], &got, (ATOL, RTOL), &mut failures, &mut worst);
+        oracle.compare(&name, &Want::steps(&case["steps"]), &steps(&doc));
     }
-    eprintln!("{} oracle cases; largest difference {:.2e} at {}", cases.len(), worst.0, worst.1);
-    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+    oracle.finish(&format!("{} oracle cases", cases.len()));
 }

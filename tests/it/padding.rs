@@ -16,24 +16,7 @@ fn fixture(name: &str) -> Value {
     serde_json::from_slice(&std::fs::read(root().join("fixtures/oracle/padding").join(name)).unwrap()).unwrap()
 }
 
-/// Rows of `values` (flattened `[.., rows, width]`) that `keep` selects.
-fn rows(values: &[f64], width: usize, keep: &[bool]) -> Vec<f64> {
-    let per = keep.len() * width;
-    values
-        .chunks(per)
-        .flat_map(|block| block.chunks(width).zip(keep).filter(|(_, k)| **k).flat_map(|(r, _)| r.to_vec()))
-        .collect()
-}
-
-fn compare(what: &str, got: &[f64], want: &[f64]) -> usize {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (a, b)) in got.iter().zip(want).enumerate() {
-        assert!(close(*a, *b, TOL, TOL), "{what}[{i}]: attn-trace {a}, transformers {b}");
-    }
-    got.len()
-}
-
-fn check(file: &str) -> usize {
+fn check(oracle: &mut Oracle, file: &str) -> usize {
     let case = fixture(file);
     let dir = tempfile::tempdir().unwrap();
     let batch = dir.path().join("batch.txt");
@@ -62,24 +45,23 @@ fn check(file: &str) -> usize {
         let defined: Vec<bool> = (0..len).map(|q| (0..len).any(|k| mask[k] && (!causal || k <= q))).collect();
         let s = steps(doc);
         let layers = want["attentions"].as_array().unwrap().len();
+        let mut wanted = Vec::new();
         for l in 0..layers {
             let id = format!("layers.{l}.attn.weights");
-            let got = rows(&s[&id].1, len, &defined);
-            compared += compare(&format!("{what} {id}"), &got, &rows(&flat(&want["attentions"][l]), len, &defined));
             // Pads are hidden: their columns hold exactly 0 in every row.
             let w = &s[&id].1;
             assert!(w.iter().enumerate().all(|(i, v)| mask[i % len] || *v == 0.0), "{what} {id}: a pad is seen");
-            let (hid, got) = if !causal {
-                (format!("layers.{l}.add_norm2.out"), &s[&format!("layers.{l}.add_norm2.out")].1)
+            wanted.push(Want::values(id, &want["attentions"][l]));
+            let hid = if !causal {
+                format!("layers.{l}.add_norm2.out")
             } else if l + 1 < layers {
-                (format!("layers.{l}.add_norm2.sum"), &s[&format!("layers.{l}.add_norm2.sum")].1)
+                format!("layers.{l}.add_norm2.sum")
             } else {
-                ("final_norm.out".to_string(), &s["final_norm.out"].1)
+                "final_norm.out".to_string()
             };
-            let width = got.len() / len;
-            let want_h = flat(&want["hidden_states"][l + 1]);
-            compared += compare(&format!("{what} {hid}"), &rows(got, width, &defined), &rows(&want_h, width, &defined));
+            wanted.push(Want::values(hid, &want["hidden_states"][l + 1]));
         }
+        compared += oracle.compare_rows(&what, &wanted, &s, Some(&defined)).values;
         crate::export::assert_valid(&what, doc);
     }
     compared
@@ -87,12 +69,14 @@ fn check(file: &str) -> usize {
 
 #[test]
 fn padded_batches_match_transformers() {
+    let mut oracle = Oracle::new("transformers", (TOL, TOL));
     for model in ["tiny-bert", "gpt2", "llama-gqa"] {
         for side in ["right", "left"] {
-            let n = check(&format!("{model}_{side}.json"));
+            let n = check(&mut oracle, &format!("{model}_{side}.json"));
             assert!(n > 1000, "{model} {side}: only {n} values compared");
         }
     }
+    oracle.finish("padded batches");
 }
 
 #[test]
@@ -108,7 +92,9 @@ fn right_padding_leaves_a_decoder_sentence_unchanged() {
     let n = plain["input"]["token_ids"].as_array().unwrap().len();
     let id = "layers.1.add_norm2.sum";
     let width = a[id].1.len() / n;
-    compare(id, &b[id].1[..n * width], &a[id].1);
+    let mut unpadded = Oracle::new("unpadded", (TOL, TOL));
+    unpadded.values(id, &a[id].0, &b[id].1[..n * width], &a[id].1, (TOL, TOL), |_| true);
+    unpadded.finish("the sentence's rows");
     assert_eq!(padded["config"]["padding"]["attention_mask"].as_array().unwrap().len(), 9);
 }
 

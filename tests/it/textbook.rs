@@ -34,18 +34,14 @@ fn run(args: &[&str]) -> Value {
 fn textbook_modules_match_pytorch_within_1e_6() {
     let cases = cases();
     assert!(cases.len() >= 10, "expected the textbook cases in fixtures/oracle/textbook");
-    let mut failures = Vec::new();
-    let mut worst = (0.0f64, String::new());
-    let mut compared = 0;
+    let mut oracle = Oracle::new("PyTorch", (ATOL, RTOL));
     for path in &cases {
         let case: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let name = case["name"].as_str().unwrap().to_string();
         let args: Vec<&str> = case["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
-        let got = steps(&run(&args));
-        compared += compare_steps(&name, &case["steps"], &got, (ATOL, RTOL), &mut failures, &mut worst);
+        oracle.compare(&name, &Want::steps(&case["steps"]), &steps(&run(&args)));
     }
-    eprintln!("{} textbook cases, {compared} steps; largest difference {:.2e} at {}", cases.len(), worst.0, worst.1);
-    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+    oracle.finish(&format!("{} textbook cases", cases.len()));
 }
 
 /// The sentence of seed notebook 000.

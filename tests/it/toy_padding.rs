@@ -10,34 +10,7 @@ use serde_json::Value;
 /// |a − b| ≤ 1e-5 + 1e-5·|b|: f32 arithmetic in another order than PyTorch's.
 const TOL: f64 = 1e-5;
 
-/// The oracle masks with torch.finfo(float32).min, attn-trace with −inf: both hide the key.
-fn agree(a: f64, b: f64) -> bool {
-    (a == f64::NEG_INFINITY && b <= -3.4e38) || close(a, b, TOL, TOL)
-}
-
-/// Compares one step's rows that `defined` keeps (the row axis is the one before the last).
-/// Raw scores also leave out the columns of undefined rows' keys: those keys are hidden, so
-/// their scores are never used, but they come from rows PyTorch does not define.
-fn compare(what: &str, shape: &[usize], got: &[f64], want: &[f64], defined: &[bool]) -> usize {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    let width = *shape.last().unwrap();
-    let rows = if shape.len() >= 2 { shape[shape.len() - 2] } else { 1 };
-    let by_key = what.ends_with("attn.raw_scores");
-    let mut n = 0;
-    for (i, (a, b)) in got.iter().zip(want).enumerate() {
-        if shape.len() >= 2 && rows == defined.len() && !defined[(i / width) % rows] {
-            continue;
-        }
-        if by_key && !defined[i % width] {
-            continue;
-        }
-        assert!(agree(*a, *b), "{what}[{i}]: attn-trace {a}, PyTorch {b}");
-        n += 1;
-    }
-    n
-}
-
-fn check(file: &str) -> usize {
+fn check(oracle: &mut Oracle, file: &str) -> usize {
     let case: Value =
         serde_json::from_slice(&std::fs::read(root().join("fixtures/oracle/toy_padding").join(file)).unwrap()).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -64,14 +37,7 @@ fn check(file: &str) -> usize {
         assert_eq!(doc["config"]["padding"]["attention_mask"], want["attention_mask"], "{what}: mask");
         let defined: Vec<bool> = want["defined"].as_array().unwrap().iter().map(|d| d.as_bool().unwrap()).collect();
         let got = steps(doc);
-        let want_steps = want["steps"].as_object().unwrap();
-        for (id, w) in want_steps {
-            let shape: Vec<usize> =
-                w["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
-            let (got_shape, values) = got.get(id).unwrap_or_else(|| panic!("{what}: no step {id}"));
-            assert_eq!(got_shape, &shape, "{what} {id}: shape");
-            compared += compare(&format!("{what} {id}"), &shape, values, &flat(&w["values"]), &defined);
-        }
+        compared += oracle.compare_rows(&what, &Want::steps(&want["steps"]), &got, Some(&defined)).values;
         // The mask hides every pad and, with --causal, every later key.
         let mask = &got["layers.0.attn.mask"].1;
         let len = defined.len();
@@ -88,12 +54,15 @@ fn check(file: &str) -> usize {
 
 #[test]
 fn padded_toy_batches_match_pytorch() {
+    // The oracle masks with torch.finfo(float32).min, attn-trace with −inf: both hide the key.
+    let mut oracle = Oracle::new("PyTorch", (TOL, TOL)).lowest_is_masked();
     for model in ["vocab_encoder", "vocab_causal", "own_encoder"] {
         for side in ["right", "left"] {
-            let n = check(&format!("{model}_{side}.json"));
+            let n = check(&mut oracle, &format!("{model}_{side}.json"));
             assert!(n > 2000, "{model} {side}: only {n} values compared");
         }
     }
+    oracle.finish("padded toy batches");
 }
 
 #[test]

@@ -133,21 +133,23 @@ fn a_transformer_lens_cache_matches_key_by_key() {
     let ours_t = read_safetensors(&ours);
     let keys: Vec<&String> = cache.as_object().unwrap().keys().filter(|k| !k.starts_with("__")).collect();
     assert_eq!(keys.len(), 27, "embeddings, 12 hooks × 2 layers, ln_final");
-    for key in keys {
-        let (shape, vals) = ours_t.get(key).unwrap_or_else(|| panic!("{key} is not in our export"));
-        let want = flat(&cache[key]);
-        let mut want_shape = Vec::new();
-        let mut v = &cache[key];
-        while let Value::Array(a) = v {
-            want_shape.push(a.len());
-            v = &a[0];
-        }
-        assert_eq!(shape, &want_shape, "{key}: TransformerLens's layout");
-        // f32 on both sides, different summation orders: the oracle tests' 1e-5 (seen: 1.8e-6).
-        for (i, (a, b)) in vals.iter().zip(&want).enumerate() {
-            assert!(close(*a, *b, 1e-5, 1e-5), "{key}[{i}]: ours {a}, TransformerLens {b}");
-        }
-    }
+    // TransformerLens's layout: the cache's nesting is the shape.
+    let want: Vec<Want> = keys
+        .iter()
+        .map(|key| {
+            let mut shape = Vec::new();
+            let mut v = &cache[key.as_str()];
+            while let Value::Array(a) = v {
+                shape.push(a.len());
+                v = &a[0];
+            }
+            Want { id: key.to_string(), shape: Some(shape), values: flat(&cache[key.as_str()]) }
+        })
+        .collect();
+    // f32 on both sides, different summation orders: the oracle tests' 1e-5 (seen: 1.8e-6).
+    let mut oracle = Oracle::new("TransformerLens", (1e-5, 1e-5));
+    oracle.compare("gpt2_cache.json", &want, &ours_t);
+    oracle.finish("TransformerLens cache");
     // And attn-trace diff reads both files (the cache's -Infinity as Python wrote it).
     let out = cmd().arg("diff").arg(&cache_path).arg(&ours).args(["--format", "json"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));

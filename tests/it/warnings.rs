@@ -61,19 +61,14 @@ fn an_is_decoder_config_is_noted_and_matches_transformers_with_causal() {
     let s = steps(&doc);
     // transformers' numbers are rounded to 7 significant digits; attn-trace's f32 arithmetic
     // follows the same operations, so 1e-5 leaves room for summation order only.
-    let mut compared = 0;
-    for (l, want) in case["attentions"].as_array().unwrap().iter().enumerate() {
-        let mut pairs = vec![(format!("layers.{l}.attn.weights"), want.clone())];
-        pairs.push((format!("layers.{l}.add_norm2.out"), case["hidden_states"][l + 1].clone()));
-        for (id, want) in pairs {
-            let (got, want) = (&s[&id].1, flat(&want));
-            assert_eq!(got.len(), want.len(), "{id}");
-            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-                assert!(close(*a, *b, 1e-5, 1e-5), "{id}[{i}]: attn-trace {a}, transformers {b}");
-            }
-            compared += got.len();
-        }
+    let mut want = Vec::new();
+    for (l, a) in case["attentions"].as_array().unwrap().iter().enumerate() {
+        want.push(Want::values(format!("layers.{l}.attn.weights"), a));
+        want.push(Want::values(format!("layers.{l}.add_norm2.out"), &case["hidden_states"][l + 1]));
     }
+    let mut oracle = Oracle::new("transformers", (1e-5, 1e-5));
+    let compared = oracle.compare("bert_is_decoder/tiny-bert.json", &want, &s).values;
+    oracle.finish("is_decoder BERT");
     assert!(compared > 300, "the fixture holds every layer ({compared} values)");
 }
 
