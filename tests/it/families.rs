@@ -25,31 +25,30 @@ fn json(path: &std::path::Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// attention weights within 1e-5 absolute; every other step 1e-4 plus 1e-4 relative.
+fn tolerance(id: &str) -> (f64, f64) {
+    if id.ends_with("attn.weights") {
+        (1e-5, 0.0)
+    } else {
+        (1e-4, 1e-4)
+    }
+}
+
 /// Compares every step the fixture holds with attn-trace's trace of the same input.
-fn check(name: &str, case: &Value, dir: &str) {
+fn check(oracle: &mut Oracle, name: &str, case: &Value, dir: &str) {
     let doc = trace_json(&[case["sentence"].as_str().unwrap(), "--model", dir, "--steps", "all"]);
     assert_eq!(doc["input"]["tokens"], case["tokens"], "{name}: tokens");
     assert_eq!(doc["input"]["token_ids"], case["input_ids"], "{name}: ids");
     assert_eq!(doc["config"]["model"]["bos_added"], case["bos_added"], "{name}: BOS");
     let ours = steps(&doc);
-    let mut compared = 0;
-    for step in case["steps"].as_array().unwrap().iter().filter(|s| !not_a_step(s["id"].as_str().unwrap())) {
-        let id = step["id"].as_str().unwrap();
-        let (shape, got) = ours.get(id).unwrap_or_else(|| panic!("{name}: attn-trace has no step {id}"));
-        let want_shape: Vec<usize> =
-            step["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
-        assert_eq!(shape, &want_shape, "{name} {id}: shape");
-        let (atol, rtol) = if id.ends_with("attn.weights") { (1e-5, 0.0) } else { (1e-4, 1e-4) };
-        for (i, (a, b)) in got.iter().zip(&flat(&step["values"])).enumerate() {
-            assert!(close(*a, *b, atol, rtol), "{name} {id}[{i}]: attn-trace {a}, transformers {b}");
-        }
-        compared += 1;
-    }
+    let mut want = Want::steps(&case["steps"]);
+    want.retain(|w| !not_a_step(&w.id));
+    let compared = oracle.compare(name, &want, &ours);
+    assert!(compared.steps >= 20, "{name}: only {} steps compared", compared.steps);
     // Every layer's hidden state is a step of the fixture, so each was compared above.
     for id in case["hidden_states_steps"].as_array().unwrap() {
         assert!(ours.contains_key(id.as_str().unwrap()), "{name}: hidden state {id} not traced");
     }
-    assert!(compared >= 20, "{name}: only {compared} steps compared");
     let top = doc["predictions"].as_array().unwrap_or_else(|| panic!("{name}: no predictions"));
     for (pos, want) in case["top_k"].as_array().unwrap().iter().enumerate() {
         let got = &top[pos]["top"];
@@ -80,7 +79,7 @@ fn every_family_fixture_matches_transformers_or_is_refused_as_pending() {
         f.to_string_lossy().ends_with(".json") && f != "MANIFEST.json"
     });
     assert_eq!(files.count(), listed.len(), "MANIFEST.json lists every fixture, and only those");
-    let mut checked = 0;
+    let (mut checked, mut oracle) = (0, Oracle::new("transformers", tolerance("")).per_step(tolerance));
     for entry in listed {
         let name = entry["file"].as_str().unwrap();
         let case = json(&folder.join(name));
@@ -89,9 +88,10 @@ fn every_family_fixture_matches_transformers_or_is_refused_as_pending() {
         if PENDING.contains(&model_type.as_str()) {
             refused(name, &model_type, dir.to_str().unwrap());
         } else {
-            check(name, &case, dir.to_str().unwrap());
+            check(&mut oracle, name, &case, dir.to_str().unwrap());
             checked += 1;
         }
     }
+    oracle.finish(&format!("{checked} family fixtures"));
     assert!(checked >= 2, "only {checked} family fixtures compared");
 }
