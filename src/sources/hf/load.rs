@@ -46,14 +46,7 @@ fn open_bert(
     let w = format!("--model {spec}");
     let c = &model.config;
     let s = &settings.shape;
-    let d_model = agree("--d-model", s.d_model, c.hidden_size, &w)?;
-    let heads = agree("--heads", s.heads, c.num_attention_heads, &w)?;
-    let d_head = d_model / heads;
-    let d_k = agree("--d-k", s.d_k, d_head, &w)?;
-    let d_v = agree("--d-v", s.d_v, d_head, &w)?;
-    let d_ff = agree("--d-ff", s.d_ff, c.intermediate_size, &w)?;
-    let layers = agree("--layers", s.layers, c.num_hidden_layers, &w)?;
-    let max_len = agree("--max-len", s.max_len, c.max_position_embeddings, &w)?;
+    let [d_model, heads, d_k, d_v, d_ff, layers, max_len] = bert_dims(s, c, &w)?;
     let activation = restated_flags(s, &c.hidden_act, &w)?;
     let pair = settings.pair.as_deref();
     let sentence = bert_text(sentence, pair)?;
@@ -111,6 +104,22 @@ fn open_bert(
     let mut weights = model.weights;
     weights.whole_table = settings.analysis.patch.is_some();
     Ok((loaded, Source::Model(Box::new(weights))))
+}
+
+/// BERT's sizes (d_model, heads, d_k, d_v, d_ff, layers, max_len); flags may only restate them.
+fn bert_dims(s: &Shape, c: &crate::sources::family::bert::BertConfig, w: &str) -> Result<[usize; 7]> {
+    let d_model = agree("--d-model", s.d_model, c.hidden_size, w)?;
+    let heads = agree("--heads", s.heads, c.num_attention_heads, w)?;
+    let d_head = d_model / heads;
+    Ok([
+        d_model,
+        heads,
+        agree("--d-k", s.d_k, d_head, w)?,
+        agree("--d-v", s.d_v, d_head, w)?,
+        agree("--d-ff", s.d_ff, c.intermediate_size, w)?,
+        agree("--layers", s.layers, c.num_hidden_layers, w)?,
+        agree("--max-len", s.max_len, c.max_position_embeddings, w)?,
+    ])
 }
 
 /// What `--truncate` dropped, if anything.
@@ -227,13 +236,7 @@ pub fn decoder_loaded(
     let sentence = sentence.filter(|t| !t.trim().is_empty()).ok_or_else(|| {
         usage("sentence", "none was given", "pass a sentence, e.g. attn-trace \"The capital of France is\" --model DIR")
     })?;
-    let mut enc = encode(&tokenizer, (&sentence, None), special, (max_len, c.vocab_size), truncate, w)?;
-    let plain = tokenizer.encode(sentence.as_str(), false).map(|e| e.get_ids().len()).unwrap_or(enc.ids.len());
-    if let Some(n) = settings.analysis.induction {
-        // The special tokens the tokenizer put before the text (a BOS) stay.
-        let keep = enc.ids.len().saturating_sub(plain);
-        induction_input(&mut enc, n, keep, &tokenizer, c.vocab_size.min(tokenizer.get_vocab_size(true)), max_len)?;
-    }
+    let (mut enc, plain) = decoder_tokens(settings, (&tokenizer, &sentence), c, (max_len, truncate, special), w)?;
     let mut notes: Vec<String> = truncation_note(enc.truncated, max_len).into_iter().collect();
     if let Some(dt) = &facts.stored_dtype {
         notes.push(crate::sources::stored_note(dt));
@@ -281,6 +284,25 @@ pub fn decoder_loaded(
         notes,
         tokenizer: Some(tokenizer),
     })
+}
+
+/// The sentence's tokens (or `--induction`'s), and how many the text alone makes (without
+/// the special tokens the tokenizer adds, such as a BOS).
+fn decoder_tokens(
+    settings: &Settings,
+    (tokenizer, sentence): (&tokenizers::Tokenizer, &str),
+    c: &DecoderConfig,
+    (max_len, truncate, special): (usize, bool, bool),
+    w: &str,
+) -> Result<(super::Encoded, usize)> {
+    let mut enc = encode(tokenizer, (sentence, None), special, (max_len, c.vocab_size), truncate, w)?;
+    let plain = tokenizer.encode(sentence, false).map(|e| e.get_ids().len()).unwrap_or(enc.ids.len());
+    if let Some(n) = settings.analysis.induction {
+        // The special tokens the tokenizer put before the text (a BOS) stay.
+        let keep = enc.ids.len().saturating_sub(plain);
+        induction_input(&mut enc, n, keep, tokenizer, c.vocab_size.min(tokenizer.get_vocab_size(true)), max_len)?;
+    }
+    Ok((enc, plain))
 }
 
 /// The decoder's sizes; flags may only restate them.
