@@ -245,3 +245,40 @@ pub fn decoder_pad_id(c: &crate::sources::family::DecoderConfig, what: &str) -> 
         usage(what, "the model names no pad token (pad_token_id) or eos token (eos_token_id)", "drop --pad-to")
     })
 }
+
+/// `--induction N`: the tokenizer's own prefix (a BOS, if it adds one) followed by N tokens
+/// drawn at random (a fixed xorshift stream, so every run is the same) and the same N again.
+pub(super) fn induction_input(
+    enc: &mut Encoded,
+    n: usize,
+    keep: usize,
+    tok: &tokenizers::Tokenizer,
+    vocab: usize,
+    max: usize,
+) -> Result<()> {
+    if keep + 2 * n > max {
+        return Err(usage(
+            "--induction",
+            format!("{} tokens exceed the model's {max} positions", keep + 2 * n),
+            "pass a smaller N",
+        ));
+    }
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let low = (vocab / 10).max(1);
+    let random: Vec<u32> = (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (low + (state % (vocab - low) as u64) as usize) as u32
+        })
+        .collect();
+    enc.ids.truncate(keep);
+    enc.tokens.truncate(keep);
+    for &id in random.iter().chain(&random) {
+        enc.ids.push(id);
+        enc.tokens.push(tok.id_to_token(id).unwrap_or_else(|| format!("#{id}")));
+    }
+    enc.type_ids = vec![0; enc.ids.len()];
+    Ok(())
+}
