@@ -130,9 +130,8 @@ fn write_patching(p: &PatchGrid, out: &Output, w: &mut dyn Write) -> io::Result<
 }
 
 fn write_maps(maps: &Maps, out: &Output, w: &mut dyn Write) -> io::Result<()> {
-    let n = maps.labels.len();
     let value_w = if out.precision == 0 { 0 } else { out.precision + 2 };
-    let digits = n.saturating_sub(1).to_string().len();
+    let digits = maps.cols().saturating_sub(1).to_string().len();
     let g = Grid::new(out, value_w, digits);
     for rule in &maps.rules {
         writeln!(w)?;
@@ -140,16 +139,21 @@ fn write_maps(maps: &Maps, out: &Output, w: &mut dyn Write) -> io::Result<()> {
             writeln!(w, "{line}")?;
         }
     }
-    let cut: Vec<String> = maps
-        .labels
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| l.chars().count() > (g.slot - 1).min(MAX_LABEL))
-        .map(|(i, l)| format!("{i} {l}"))
-        .collect();
-    if !cut.is_empty() {
+    // Square maps cut a label to the narrower of a row's and a column's room; non-square ones
+    // list the rows' labels cut to MAX_LABEL, then the keys' cut to a column.
+    let cut = |labels: &[String], room: usize| -> Vec<String> {
+        labels.iter().enumerate().filter(|(_, l)| l.chars().count() > room).map(|(i, l)| format!("{i} {l}")).collect()
+    };
+    let (rows, keys) = match maps.keys {
+        None => (cut(&maps.labels, (g.slot - 1).min(MAX_LABEL)), Vec::new()),
+        Some(_) => (cut(&maps.labels, MAX_LABEL), cut(maps.key_labels(), g.slot - 1)),
+    };
+    if !rows.is_empty() || !keys.is_empty() {
         writeln!(w)?;
-        let note = format!("labels cut to fit (position, whole token): {}", cut.join(", "));
+        let mut note = format!("labels cut to fit (position, whole token): {}", rows.join(", "));
+        if !keys.is_empty() {
+            note += &format!("{}keys: {}", if rows.is_empty() { "" } else { "; " }, keys.join(", "));
+        }
         for line in wrap_words(&note, out.width, "  ") {
             writeln!(w, "{line}")?;
         }
@@ -163,21 +167,22 @@ fn write_maps(maps: &Maps, out: &Output, w: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+/// One map: query labels down, key labels across, `maps.rows()` × `maps.cols()` cells.
 fn write_map(map: &Map, maps: &Maps, g: &Grid, w: &mut dyn Write) -> io::Result<()> {
-    let n = maps.labels.len();
+    let (n, cols) = (maps.rows(), maps.cols());
     let (what, unit) = if maps.pieces.is_some() { ("words", "word") } else { ("", "pos") };
     let rows: Vec<String> = (0..n).map(|i| format!("{i} {}", cut(&maps.labels[i], MAX_LABEL))).collect();
     let label_w = rows.iter().map(|r| r.chars().count()).max().unwrap_or(0).max(5);
     let max = max_of(&map.values);
-    for (start, end) in blocks(n, g.slot, label_w + 1, g.width) {
+    for (start, end) in blocks(cols, g.slot, label_w + 1, g.width) {
         let mut title = vec![steps::layer_id(map.layer, "attn.weights"), map.head_label()];
         if !what.is_empty() {
             title.push(what.to_string());
         }
-        if start > 0 || end < n {
-            title.push(format!("keys {start}–{} of {n}", end - 1));
+        if start > 0 || end < cols {
+            title.push(format!("keys {start}–{} of {cols}", end - 1));
         }
-        title.push(format!("[query_{unit} × key_{unit} = {n} × {n}]"));
+        title.push(format!("[query_{unit} × key_{unit} = {n} × {cols}]"));
         writeln!(w)?;
         for line in wrap_parts(&title, g.width) {
             writeln!(w, "{line}")?;
@@ -187,12 +192,12 @@ fn write_map(map: &Map, maps: &Maps, g: &Grid, w: &mut dyn Write) -> io::Result<
             (start..end).map(|k| format!("{:>s$} ", f(k), s = g.slot - 1)).collect()
         };
         writeln!(w, "{:label_w$} {}", "", head(&|k| k.to_string()).trim_end())?;
-        let keys = head(&|k| cut(&maps.labels[k], g.slot - 1));
+        let keys = head(&|k| cut(&maps.key_labels()[k], g.slot - 1));
         writeln!(w, "{:label_w$} {}", "q \\ k", keys.trim_end())?;
         for (q, row_label) in rows.iter().enumerate() {
             let mut line = format!("{row_label:label_w$} ");
             for k in start..end {
-                let v = map.values[q * n + k];
+                let v = map.values[q * cols + k];
                 line.push_str(&cell(v, scale_of(v, max), g));
             }
             if g.color {

@@ -15,10 +15,15 @@ function drawSection(sfx) {
   const shared = byId("shared");
   const overview = byId("overview-grid");
   const scaleRule = byId("scale-rule");
+  // Rows are the queries' labels, columns the keys': the same labels unless the keys are
+  // another sequence's tokens (non-square maps, rows x cols), when `data.keys` holds them.
   const labels = data.labels;
+  const keys = data.keys || labels;
   const n = labels.length;
+  const cols = keys.length;
   // With --pad-to: which labels are pads (drawn greyed, their keys hatched).
   const pad = data.pad || labels.map(() => false);
+  const keyPad = data.keys ? (data.key_pad || keys.map(() => false)) : pad;
 
   // The viridis anchors, interpolated linearly: the same scale as the terminal heatmap.
   function rgbOf(t) {
@@ -75,11 +80,11 @@ function drawSection(sfx) {
     box.appendChild(h);
     const grid = document.createElement("div");
     grid.className = "grid";
-    grid.style.gridTemplateColumns = "auto repeat(" + n + ", 22px)";
+    grid.style.gridTemplateColumns = "auto repeat(" + cols + ", 22px)";
     grid.appendChild(document.createElement("div"));
-    labels.forEach((l, k) => {
+    keys.forEach((l, k) => {
       const d = document.createElement("div");
-      d.className = pad[k] ? "klabel pad" : "klabel";
+      d.className = keyPad[k] ? "klabel pad" : "klabel";
       d.textContent = l;
       grid.appendChild(d);
     });
@@ -90,7 +95,7 @@ function drawSection(sfx) {
       grid.appendChild(ql);
       row.forEach((v, k) => {
         const c = document.createElement("div");
-        c.className = pad[k] ? "cell padkey" : "cell";
+        c.className = keyPad[k] ? "cell padkey" : "cell";
         // The colour alone, so that the stylesheet's hatching of a pad key stays on top.
         c.style.backgroundColor = colour(scaleOf(v, max));
         c.dataset.layer = layer;
@@ -105,22 +110,27 @@ function drawSection(sfx) {
     return box;
   }
 
-  // One small map: a canvas of n x n pixels (one per weight), scaled up by the stylesheet.
+  // One small map: a canvas of cols x n pixels (one per weight), scaled up by the stylesheet.
   function drawSmall(m, layer) {
     const box = document.createElement("figure");
     box.className = "small";
     const canvas = document.createElement("canvas");
-    canvas.width = n;
+    canvas.width = cols;
     canvas.height = n;
+    // The stylesheet draws it 64 px square; a non-square map keeps its shape, its longer side 64.
+    if (cols !== n) {
+      canvas.style.width = Math.round(64 * cols / Math.max(n, cols)) + "px";
+      canvas.style.height = Math.round(64 * n / Math.max(n, cols)) + "px";
+    }
     canvas.dataset.layer = layer;
     canvas.dataset.head = m.head;
     canvas.title = "layer " + layer + " · " + m.label + ": click to open";
     const ctx = canvas.getContext("2d");
-    const img = ctx.createImageData(n, n);
+    const img = ctx.createImageData(cols, n);
     const max = maxOf(m);
     m.values.forEach((row, q) => row.forEach((v, k) => {
       const rgb = rgbOf(scaleOf(v, max));
-      img.data.set([rgb[0], rgb[1], rgb[2], 255], (q * n + k) * 4);
+      img.data.set([rgb[0], rgb[1], rgb[2], 255], (q * cols + k) * 4);
     }));
     ctx.putImageData(img, 0, 0);
     box.appendChild(canvas);
@@ -160,9 +170,9 @@ function drawSection(sfx) {
     const v = Number(c.dataset.value);
     const q = Number(c.dataset.q), k = Number(c.dataset.k);
     const head = c.dataset.head === "mean" ? "mean over heads" : "head " + c.dataset.head;
-    const padded = (i) => i + " " + labels[i] + (pad[i] ? " (pad)" : "");
-    tip.textContent = "layer " + c.dataset.layer + " · " + head + " · " + padded(q) +
-      " → " + padded(k) + ": " + v.toFixed(data.precision);
+    const padded = (ls, ps, i) => i + " " + ls[i] + (ps[i] ? " (pad)" : "");
+    tip.textContent = "layer " + c.dataset.layer + " · " + head + " · " + padded(labels, pad, q) +
+      " → " + padded(keys, keyPad, k) + ": " + v.toFixed(data.precision);
   });
 
   overview.addEventListener("click", (e) => {

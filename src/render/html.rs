@@ -125,7 +125,7 @@ pub fn section(
     for r in &maps.rules {
         let _ = writeln!(s, "<p class=\"rule\">View: {}.</p>", esc(r));
     }
-    if maps.pad.contains(&true) {
+    if maps.pad.contains(&true) || maps.key_pad().contains(&true) {
         s.push_str("<p class=\"rule\">Pads (--pad-to) are labelled in grey italics; their keys are hatched: ");
         s.push_str("the attention mask hides them.</p>\n");
     }
@@ -151,9 +151,9 @@ pub fn section(
     }
     let _ = writeln!(s, "<section id=\"steps{sfx}\">\n<h2>Steps</h2>");
     if out.views.html_tables {
-        let labels = trace.labels();
+        let labels = (trace.labels(), trace.key_labels());
         for step in trace.steps.iter().filter(|st| st.name != "attn.weights") {
-            step_tables(&mut s, step, &labels, out.precision, sfx);
+            step_tables(&mut s, step, (&labels.0, &labels.1), out.precision, sfx);
         }
     } else {
         s.push_str("<p class=\"rule\">A real model's step tables are left out unless --steps asks for them ");
@@ -195,9 +195,11 @@ fn patch_section(s: &mut String, p: &PatchGrid, precision: usize, sfx: &str) {
     s.push_str("</tbody></table>\n</section>\n");
 }
 
-/// The maps and what the script needs to draw them.
+/// The maps and what the script needs to draw them: `labels` for the rows (queries), and
+/// `keys` (with `key_pad`) for the columns only when the keys are another sequence's
+/// tokens; each map's `values` are rows of `keys.length` (else `labels.length`) weights.
 fn data_json(maps: &Maps, precision: usize) -> String {
-    let n = maps.labels.len();
+    let (n, cols) = (maps.rows(), maps.cols());
     let colors: Vec<String> = VIRIDIS.iter().map(|c| format!("[{},{},{}]", c[0], c[1], c[2])).collect();
     let mut layers: Vec<String> = Vec::new();
     for l in maps.layers() {
@@ -207,7 +209,8 @@ fn data_json(maps: &Maps, precision: usize) -> String {
             .map(|m| {
                 let rows: Vec<String> = (0..n)
                     .map(|q| {
-                        let row: Vec<String> = m.values[q * n..(q + 1) * n].iter().map(|&v| f32_json(v)).collect();
+                        let row: Vec<String> =
+                            m.values[q * cols..(q + 1) * cols].iter().map(|&v| f32_json(v)).collect();
                         format!("[{}]", row.join(","))
                     })
                     .collect();
@@ -218,11 +221,14 @@ fn data_json(maps: &Maps, precision: usize) -> String {
         layers.push(format!("{{\"layer\":{l},\"maps\":[{}]}}", entries.join(",\n")));
     }
     // Which labels are pads, only when there are any.
-    let pad = if maps.pad.contains(&true) {
-        format!("\"pad\":{},", serde_json::to_string(&maps.pad).unwrap_or_default())
-    } else {
-        String::new()
-    };
+    let json = |v: &[bool]| serde_json::to_string(v).unwrap_or_default();
+    let mut pad = if maps.pad.contains(&true) { format!("\"pad\":{},", json(&maps.pad)) } else { String::new() };
+    if let Some(k) = &maps.keys {
+        pad += &format!("\"keys\":{},", serde_json::to_string(&k.labels).unwrap_or_default());
+        if k.pad.contains(&true) {
+            pad += &format!("\"key_pad\":{},", json(&k.pad));
+        }
+    }
     format!(
         "{{\"precision\":{precision},\"labels\":{},{pad}\"colors\":[{}],\"layers\":[\n{}]}}",
         serde_json::to_string(&maps.labels).unwrap_or_default(),
@@ -231,8 +237,9 @@ fn data_json(maps: &Maps, precision: usize) -> String {
     )
 }
 
-/// One table per head (or one for the step), rows labelled by token (`labels`).
-fn step_tables(s: &mut String, step: &Step, labels: &[String], precision: usize, sfx: &str) {
+/// One table per head (or one for the step), rows labelled by token (`labels`), `key_pos`
+/// columns by key token (`keys`, `Trace::key_labels`).
+fn step_tables(s: &mut String, step: &Step, (labels, keys): (&[String], &[String]), precision: usize, sfx: &str) {
     let (groups, rows, cols) = match step.shape.as_slice() {
         [c] => (1, 1, *c),
         [r, c] => (1, *r, *c),
@@ -271,7 +278,7 @@ fn step_tables(s: &mut String, step: &Step, labels: &[String], precision: usize,
         );
         s.push_str("<table class=\"step\"><thead><tr><th></th>");
         for c in 0..cols {
-            let label = if by_key { labels.get(c).cloned().unwrap_or_default() } else { c.to_string() };
+            let label = if by_key { keys.get(c).cloned().unwrap_or_default() } else { c.to_string() };
             let _ = write!(s, "<th>{}</th>", esc(&label));
         }
         s.push_str("</tr></thead><tbody>\n");

@@ -15,6 +15,7 @@ pub fn write(trace: &Trace, summary: &[LayerLinks], width: usize, w: &mut dyn Wr
     table::write_tokens(trace, width, w)?;
     // Positions disambiguate repeated words ("my(0)" and "my(4)").
     let label = |i: usize| format!("{}({i})", cut(&trace.label(i), 10));
+    let key = |i: usize| format!("{}({i})", cut(&trace.key_label(i), 10));
     // The links column gets what the head and markers columns leave of the width.
     let room = width.saturating_sub(6 + 10 + 3);
     for LayerLinks { layer, heads, marker } in summary {
@@ -34,7 +35,7 @@ pub fn write(trace: &Trace, summary: &[LayerLinks], width: usize, w: &mut dyn Wr
         for HeadLinks { head: h, links: top, on_markers } in heads {
             let mut links = String::new();
             for &(q, k, v) in top {
-                let link = format!("{}→{} {v:.2}", label(q), label(k));
+                let link = format!("{}→{} {v:.2}", label(q), key(k));
                 let sep = if links.is_empty() { "" } else { "  " };
                 if links.chars().count() + sep.len() + link.chars().count() > room {
                     break;

@@ -7,7 +7,9 @@
 //! With `--patch`, the sweep's effects follow as one more panel (layers down, heads or
 //! positions across), coloured from min(0, smallest effect) to max(1, largest effect).
 //! A batch stacks one such block per sentence ([`write_batch`]). With `--pad-to`, pads'
-//! labels are grey and italic and their key columns hatched.
+//! labels are grey and italic and their key columns hatched. A panel is query labels down
+//! and key labels across, as many rows and columns as the maps have (non-square when the keys
+//! are another sequence's), its cells sized by the longer side.
 
 use super::colour::{dark_text, hex, max_of, scale_between, scale_of, viridis};
 use super::text::{cut, esc};
@@ -99,14 +101,14 @@ pub fn block(
 ) -> Block {
     let layer = out.views.layer;
     let shown: Vec<&Map> = maps.layer(layer);
-    let n = maps.labels.len();
     let labels: Vec<String> = maps.labels.iter().map(|l| cut(l, 14)).collect();
-    // Cells shrink with the sentence so that a panel stays about 420 px square.
-    let cell = (420 / n.max(1)).clamp(6, 36);
-    let label_px = labels.iter().map(|l| l.chars().count()).max().unwrap_or(1) * CHAR_W + 8;
-    let grid = n * cell;
-    let panel_w = label_px + grid + 24;
-    let panel_h = 22 + label_px + grid + 16;
+    let keys: Vec<String> = maps.key_labels().iter().map(|l| cut(l, 14)).collect();
+    // Cells shrink with the sentence so that a panel stays within about 420 px square.
+    let cell = (420 / labels.len().max(keys.len()).max(1)).clamp(6, 36);
+    let px = |l: &[String]| l.iter().map(|l| l.chars().count()).max().unwrap_or(1) * CHAR_W + 8;
+    let label_px = (px(&labels), px(&keys));
+    let panel_w = label_px.0 + keys.len() * cell + 24;
+    let panel_h = 22 + label_px.1 + labels.len() * cell + 16;
     let cols = shown.len().clamp(1, PER_ROW);
     let rows = shown.len().div_ceil(PER_ROW).max(1);
     let (width, top) = (cols * panel_w + 16, 56);
@@ -127,7 +129,8 @@ pub fn block(
     for r in &maps.rules {
         note.push_str(&format!(" View: {r}."));
     }
-    if maps.pad.contains(&true) {
+    let pads = maps.pad.contains(&true) || maps.key_pad().contains(&true);
+    if pads {
         note.push_str(" Pads (--pad-to): grey labels, hatched keys.");
     }
     let _ = writeln!(s, "<text x=\"8\" y=\"40\" fill=\"#444444\">{}</text>", esc(&note));
@@ -136,26 +139,28 @@ pub fn block(
     }
     for (i, map) in shown.iter().enumerate() {
         let (x0, y0) = (8 + (i % PER_ROW) * panel_w, top + (i / PER_ROW) * panel_h);
-        panel(&mut s, map, (&labels, &maps.pad), (x0, y0), (cell, label_px), values_fit.then_some(p));
+        let axes = [(&labels[..], maps.pad.as_slice()), (&keys[..], maps.key_pad())];
+        panel(&mut s, map, axes, (x0, y0), (cell, label_px), values_fit.then_some(p));
     }
     if let Some(p) = patch {
         patch_panel(&mut s, p, (8, top + rows * panel_h), out.precision.min(2));
     }
-    Block { svg: s, width, height, pads: maps.pad.contains(&true) }
+    Block { svg: s, width, height, pads }
 }
 
-/// One map: title, key labels (rotated), query labels, cells.
+/// One map: title, key labels (rotated), query labels, cells; `axes` are the rows' (query)
+/// and the columns' (key) labels with their pads, `label_px` the room for each.
 fn panel(
     s: &mut String,
     map: &Map,
-    (labels, pad): (&[String], &[bool]),
+    [(labels, pad), (keys, key_pad)]: [(&[String], &[bool]); 2],
     (x0, y0): (usize, usize),
-    (cell, label_px): (usize, usize),
+    (cell, label_px): (usize, (usize, usize)),
     values: Option<usize>,
 ) {
-    let n = labels.len();
+    let (n, cols) = (labels.len(), keys.len());
     let max = max_of(&map.values);
-    let (gx, gy) = (x0 + label_px, y0 + 22 + label_px);
+    let (gx, gy) = (x0 + label_px.0, y0 + 22 + label_px.1);
     let _ = writeln!(
         s,
         "<g class=\"map\" data-layer=\"{}\" data-head=\"{}\">",
@@ -169,22 +174,24 @@ fn panel(
         map.head_label()
     );
     // A pad's label is grey and italic.
-    let grey = |i: usize| if pad.get(i) == Some(&true) { " fill=\"#999999\" font-style=\"italic\"" } else { "" };
-    for (k, l) in labels.iter().enumerate() {
+    let is = |pad: &[bool], i: usize| pad.get(i) == Some(&true);
+    let grey = |pad: &[bool], i: usize| if is(pad, i) { " fill=\"#999999\" font-style=\"italic\"" } else { "" };
+    for (k, l) in keys.iter().enumerate() {
         let x = gx + k * cell + cell / 2 + 4;
-        let _ = writeln!(s, "<text transform=\"translate({x},{}) rotate(-90)\"{}>{}</text>", gy - 4, grey(k), esc(l));
+        let grey = grey(key_pad, k);
+        let _ = writeln!(s, "<text transform=\"translate({x},{}) rotate(-90)\"{grey}>{}</text>", gy - 4, esc(l));
     }
     for (q, l) in labels.iter().enumerate() {
         let y = gy + q * cell + cell / 2 + 4;
-        let _ = writeln!(s, "<text x=\"{}\" y=\"{y}\" text-anchor=\"end\"{}>{}</text>", gx - 4, grey(q), esc(l));
+        let _ = writeln!(s, "<text x=\"{}\" y=\"{y}\" text-anchor=\"end\"{}>{}</text>", gx - 4, grey(pad, q), esc(l));
     }
-    for q in 0..n {
-        for k in 0..n {
-            let v = map.values[q * n + k];
+    let padded = |pad: &[bool], i: usize| if is(pad, i) { " (pad)" } else { "" };
+    for (q, ql) in labels.iter().enumerate() {
+        for (k, kl) in keys.iter().enumerate() {
+            let v = map.values[q * cols + k];
             let rgb = viridis(scale_of(v, max));
             let (x, y) = (gx + k * cell, gy + q * cell);
-            let padded = |i: usize| if pad.get(i) == Some(&true) { " (pad)" } else { "" };
-            let tip = format!("{}{} → {}{}: {v:.4}", labels[q], padded(q), labels[k], padded(k));
+            let tip = format!("{ql}{} → {kl}{}: {v:.4}", padded(pad, q), padded(key_pad, k));
             let _ = writeln!(
                 s,
                 "<rect class=\"cell\" x=\"{x}\" y=\"{y}\" width=\"{cell}\" height=\"{cell}\" fill=\"{}\"><title>{}</title></rect>",
@@ -203,7 +210,7 @@ fn panel(
         }
     }
     // The keys the mask hides, hatched over their cells.
-    for k in (0..n).filter(|&k| pad.get(k) == Some(&true)) {
+    for k in (0..cols).filter(|&k| is(key_pad, k)) {
         let (x, h) = (gx + k * cell, n * cell);
         let _ = writeln!(
             s,

@@ -22,6 +22,7 @@ pub fn write_header(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Resul
 pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
     write_header(trace, width, w)?;
     let labels: Vec<String> = trace.labels().iter().map(|t| cut(t, MAX_LABEL)).collect();
+    let keys: Vec<String> = trace.key_labels().iter().map(|t| cut(t, MAX_LABEL)).collect();
     let mut tokens_done = false;
     for step in &trace.steps {
         match step.name.as_str() {
@@ -31,7 +32,7 @@ pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -
                     write_tokens(trace, width, w)?;
                 }
             }
-            _ => write_tensor(step, &labels, precision, width, w)?,
+            _ => write_tensor(step, (&labels, &keys), precision, width, w)?,
         }
     }
     Ok(())
@@ -42,7 +43,7 @@ pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -
 pub fn write_params(params: &[Step], precision: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
     writeln!(w, "\nparameters · as nn.Linear stores them, [out × in]: q = x·W_Qᵀ + b_Q, and so on")?;
     for p in params {
-        write_tensor(p, &[], precision, width, w)?;
+        write_tensor(p, (&[], &[]), precision, width, w)?;
     }
     Ok(())
 }
@@ -204,7 +205,15 @@ fn fmt(step: &Step, i: usize, precision: usize) -> String {
     }
 }
 
-fn write_tensor(step: &Step, labels: &[String], precision: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
+/// One step as tables: rows labelled by `labels` (the tokens'), `key_pos` columns by `keys`
+/// (the key tokens', `Trace::key_labels`).
+fn write_tensor(
+    step: &Step,
+    (labels, keys): (&[String], &[String]),
+    precision: usize,
+    width: usize,
+    w: &mut dyn Write,
+) -> io::Result<()> {
     // Everything is drawn as 2-D matrices [rows, cols], one per leading index (head).
     let (groups, rows, cols) = match step.shape.as_slice() {
         [r, c] => (1, *r, *c),
@@ -215,7 +224,7 @@ fn write_tensor(step: &Step, labels: &[String], precision: usize, width: usize, 
     let by_key = step.dims.last() == Some(&"key_pos");
     let row_labels: Vec<String> = (0..rows).map(|r| label(labels, r)).collect();
     let col_labels: Vec<String> = (0..cols)
-        .map(|c| if by_key { labels.get(c).cloned().unwrap_or_else(|| c.to_string()) } else { c.to_string() })
+        .map(|c| if by_key { keys.get(c).cloned().unwrap_or_else(|| c.to_string()) } else { c.to_string() })
         .collect();
     let cells: Vec<String> = (0..step.values.len()).map(|i| fmt(step, i, precision)).collect();
     let dims = step.dims.join(" × ");

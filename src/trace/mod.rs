@@ -97,6 +97,22 @@ pub struct Trace {
     /// The logit lens: per layer, per position, the top tokens of that layer's residual
     /// stream read through the final norm and the head.
     pub lens: Option<Vec<Vec<Vec<Prediction>>>>,
+    /// The tokens the keys of non-square attention maps stand for, when they are not
+    /// `tokens`; None when every map's queries and keys are `tokens` (every model read today).
+    pub keys: Option<KeyTokens>,
+}
+
+/// A second sequence of tokens whose positions are the keys of non-square attention maps: an
+/// encoder–decoder's cross-attention has queries of the decoder's tokens (`Trace::tokens`)
+/// and keys of the encoder's (docs/TRACE.md, "Stacks").
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KeyTokens {
+    /// One per key position, exactly as the vocabulary spells them.
+    pub tokens: Vec<String>,
+    /// What each spells as text, as [`Trace::texts`].
+    pub texts: Option<Vec<String>>,
+    /// Its `attention_mask` (0 for pads) when it was padded, as `config.padding`'s.
+    pub attention_mask: Option<Vec<u8>>,
 }
 
 /// One predicted next token.
@@ -143,6 +159,27 @@ impl Trace {
     /// Every position's [`label`](Trace::label).
     pub fn labels(&self) -> Vec<String> {
         (0..self.tokens.len()).map(|i| self.label(i)).collect()
+    }
+
+    /// The key tokens of non-square maps ([`Trace::keys`]), else `tokens`.
+    pub fn key_tokens(&self) -> &[String] {
+        self.keys.as_ref().map_or(&self.tokens, |k| &k.tokens)
+    }
+
+    /// The label of key position `i`: of [`Trace::keys`]' token, else [`Trace::label`].
+    pub fn key_label(&self, i: usize) -> String {
+        match &self.keys {
+            Some(k) => {
+                let text = k.texts.as_ref().and_then(|t| t.get(i)).map(String::as_str);
+                label::label(&k.tokens[i], text).into_owned()
+            }
+            None => self.label(i),
+        }
+    }
+
+    /// Every key position's [`key_label`](Trace::key_label).
+    pub fn key_labels(&self) -> Vec<String> {
+        (0..self.key_tokens().len()).map(|i| self.key_label(i)).collect()
     }
 
     pub fn get(&self, id: &str) -> Option<&Step> {

@@ -11,6 +11,10 @@
 //! layer l, Ā_l is the mean of the heads' weights and A_l = ½·Ā_l + ½·I (the residual
 //! connection as an identity, rows still summing to 1); the rollout to layer l is
 //! R_l = A_l·R_{l−1} with R_0 = A_0. R_l[q][k] says how much of token k reaches position q.
+//!
+//! Both are square by nature (a distance q − k, a previous token, a product of layers' maps
+//! all need queries and keys to be the same tokens), so they read square maps only: a
+//! non-square map (keys of another sequence, `Trace::keys`) is left out of them.
 
 use crate::trace::Trace;
 
@@ -33,12 +37,16 @@ pub struct HeadStats {
     pub induction: Option<f64>,
 }
 
-/// The weights of each recorded `attn.weights` step as (layer, head, n×n row-major f64).
+/// The weights of each recorded square `attn.weights` step as (layer, head, n×n row-major
+/// f64).
 fn maps(trace: &Trace) -> Vec<(usize, usize, Vec<f64>)> {
     let mut out = Vec::new();
     for step in trace.steps.iter().filter(|s| s.name == "attn.weights") {
         let (Some(v), Some(layer)) = (step.f32s(), step.layer) else { continue };
         let n = step.shape[1];
+        if trace.keys.is_some() || step.shape[2] != n {
+            continue;
+        }
         for g in 0..step.shape[0] {
             let head = step.heads.as_ref().map_or(g, |hs| hs[g]);
             out.push((layer, head, v[g * n * n..(g + 1) * n * n].iter().map(|&x| x as f64).collect()));
@@ -137,6 +145,13 @@ mod tests {
         // Uniform over two keys: entropy ln 2.
         let u = &stats(&trace(vec![0.5; 4], 1, 2, 1))[0];
         assert!((u.entropy - 2f64.ln()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn non_square_maps_are_left_out() {
+        let mut t = trace(vec![0.5; 6], 1, 2, 1);
+        t.steps[0].shape = vec![1, 2, 3];
+        assert!(stats(&t).is_empty() && rollout(&t).is_empty());
     }
 
     #[test]

@@ -40,26 +40,37 @@ pub struct LayerLinks {
 
 /// The summary of every recorded `attn.weights` step.
 pub fn summarize(trace: &Trace) -> Vec<LayerLinks> {
-    let mut reducer = Reducer::new(&trace.tokens, trace.config.parts.lm_head.is_some());
+    let keys = trace.keys.as_ref().map(|k| k.tokens.as_slice());
+    let mut reducer = Reducer::new(&trace.tokens, keys, trace.config.parts.lm_head.is_some());
     trace.steps.iter().filter(|s| s.name == "attn.weights").map(|step| reducer.layer(step)).collect()
 }
 
 /// Summarizes `attn.weights` steps one at a time, so that a run can drop each layer's weights
 /// as soon as they are recorded (the summary table of a long input: `Plan::reduce_summary`).
 pub struct Reducer {
-    markers: Vec<bool>,
+    markers: Markers,
     marker: &'static str,
 }
 
+/// Which queries and which keys are markers; `keys` None when the keys are the queries'
+/// tokens (a square map, where a token's attention to itself is not a link either).
+struct Markers {
+    queries: Vec<bool>,
+    keys: Option<Vec<bool>>,
+}
+
 impl Reducer {
-    /// For a run over `tokens`; a decoder's marker is its first token, an encoder's its
-    /// [CLS]/[SEP]-style tokens.
-    pub fn new(tokens: &[String], decoder: bool) -> Self {
-        let markers = if decoder {
-            (0..tokens.len()).map(|i| i == 0).collect()
-        } else {
-            tokens.iter().map(|t| is_marker(t)).collect()
+    /// For a run over `tokens` (and `keys`, the key tokens of non-square maps, `Trace::keys`);
+    /// a decoder's marker is its first token, an encoder's its [CLS]/[SEP]-style tokens.
+    pub fn new(tokens: &[String], keys: Option<&[String]>, decoder: bool) -> Self {
+        let markers = |tokens: &[String]| -> Vec<bool> {
+            if decoder {
+                (0..tokens.len()).map(|i| i == 0).collect()
+            } else {
+                tokens.iter().map(|t| is_marker(t)).collect()
+            }
         };
+        let markers = Markers { queries: markers(tokens), keys: keys.map(markers) };
         Reducer { markers, marker: if decoder { "position 0" } else { "markers" } }
     }
 
@@ -80,7 +91,7 @@ impl Reducer {
 /// rows gather in the returned list as the model runs (`Plan::reduce_summary`).
 pub fn reduce_as_recorded(rec: &mut Recorder, tokens: &[String], decoder: bool) -> Arc<Mutex<Vec<LayerLinks>>> {
     let links = Arc::new(Mutex::new(Vec::new()));
-    let mut reducer = Reducer::new(tokens, decoder);
+    let mut reducer = Reducer::new(tokens, None, decoder);
     let sink = links.clone();
     rec.stream(
         Box::new(move |step| {
@@ -96,22 +107,27 @@ pub fn reduce_as_recorded(rec: &mut Recorder, tokens: &[String], decoder: bool) 
 /// A head's strongest links as (query, key, weight).
 pub type Links = Vec<(usize, usize, f32)>;
 
-/// For each head of an `attn.weights` step: (head number, top links, mean weight on markers).
-fn heads(step: &Step, markers: &[bool]) -> Vec<(usize, Links, f32)> {
+/// For each head of an `attn.weights` step, `[head, query, key]` (keys of another sequence
+/// when `markers.keys` is given): (head number, top links, mean weight on markers).
+fn heads(step: &Step, markers: &Markers) -> Vec<(usize, Links, f32)> {
     let Some(v) = step.f32s() else { return Vec::new() };
-    let (groups, n) = (step.shape[0], step.shape[1]);
-    let ordinary: Vec<usize> = (0..n).filter(|&i| !markers.get(i).copied().unwrap_or(false)).collect();
+    let [groups, rows, cols] = step.shape[..] else { return Vec::new() };
+    let key_markers = markers.keys.as_deref().unwrap_or(&markers.queries);
+    let ordinary =
+        |m: &[bool], n: usize| -> Vec<usize> { (0..n).filter(|&i| !m.get(i).copied().unwrap_or(false)).collect() };
+    let (queries, keys) = (ordinary(&markers.queries, rows), ordinary(key_markers, cols));
+    let to_itself = markers.keys.is_none();
     (0..groups)
         .map(|g| {
-            let m = &v[g * n * n..(g + 1) * n * n];
-            let links = top_links(
-                ordinary
-                    .iter()
-                    .flat_map(|&q| ordinary.iter().filter(move |&&k| k != q).map(move |&k| (q, k, m[q * n + k]))),
-            );
-            let on_markers =
-                (0..n).map(|q| (0..n).filter(|&k| markers[k]).map(|k| m[q * n + k]).sum::<f32>()).sum::<f32>()
-                    / n as f32;
+            let m = &v[g * rows * cols..(g + 1) * rows * cols];
+            let links = top_links(queries.iter().flat_map(|&q| {
+                keys.iter().filter(move |&&k| !(to_itself && k == q)).map(move |&k| (q, k, m[q * cols + k]))
+            }));
+            let is_marker = |k: usize| key_markers.get(k).copied().unwrap_or(false);
+            let on_markers = (0..rows)
+                .map(|q| (0..cols).filter(|&k| is_marker(k)).map(|k| m[q * cols + k]).sum::<f32>())
+                .sum::<f32>()
+                / rows as f32;
             let h = step.heads.as_ref().map_or(g, |hs| hs[g]);
             (h, links, on_markers)
         })
@@ -154,6 +170,30 @@ mod tests {
             let bits = |l: &Links| l.iter().map(|&(q, k, v)| (q, k, v.to_bits())).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&sorted), "first {len} links");
         }
+    }
+
+    #[test]
+    fn links_of_a_non_square_map_run_from_queries_to_the_other_sequences_keys() {
+        use crate::trace::{steps, KeyTokens, Values};
+        let strs = |s: &[&str]| s.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        let trace = Trace {
+            tokens: strs(&["a", "b"]),
+            keys: Some(KeyTokens { tokens: strs(&["[CLS]", "x", "y"]), ..Default::default() }),
+            steps: vec![Step {
+                id: steps::layer_id(0, "attn.weights"),
+                layer: Some(0),
+                name: "attn.weights".into(),
+                dims: vec!["head", "query_pos", "key_pos"],
+                shape: vec![1, 2, 3],
+                heads: None,
+                values: Values::F32(vec![0.5, 0.3, 0.2, 0.1, 0.6, 0.3]),
+            }],
+            ..Default::default()
+        };
+        let head = &summarize(&trace)[0].heads[0];
+        // Query 1 → key 1 is a link (another sequence's token), the [CLS] key a marker.
+        assert_eq!(head.links, vec![(1, 1, 0.6), (0, 1, 0.3), (1, 2, 0.3)]);
+        assert!((head.on_markers - 0.3).abs() < 1e-6);
     }
 
     #[test]

@@ -35,5 +35,6 @@ mod toy_padding;
 mod transformer_lens;
 mod tutorial;
 mod views;
+mod views_nonsquare;
 mod warnings;
 mod weights_meta;
