@@ -17,8 +17,9 @@ use super::{focus, table};
 use crate::settings::Output;
 use crate::trace::steps;
 use crate::trace::Trace;
+use crate::views::grid::{self, GridText};
 use crate::views::maps::{Map, Maps};
-use crate::views::patching::PatchGrid;
+use crate::views::patching::{self, PatchGrid};
 use crate::views::Views;
 use std::io::{self, Write};
 
@@ -94,6 +95,12 @@ pub fn write(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Write) -> i
 
 /// The patching grid: layers down, heads (or positions) across, each effect in its cell.
 fn write_patching(p: &PatchGrid, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+    write_grid(p, patching::TEXT, out, w)
+}
+
+/// A grid of numbers (`views::grid`): layers down, heads (or positions) across, each value in
+/// its cell, coloured from `p.lo` to `p.hi`, titled and its scale explained by `text`.
+pub fn write_grid(p: &grid::Grid, text: GridText, out: &Output, w: &mut dyn Write) -> io::Result<()> {
     // One more character than a weight: effects can be negative.
     let value_w = if out.precision == 0 { 0 } else { out.precision + 3 };
     let col_w = p.cols.iter().map(|c| c.chars().count().min(MAX_LABEL)).max().unwrap_or(1);
@@ -101,7 +108,7 @@ fn write_patching(p: &PatchGrid, out: &Output, w: &mut dyn Write) -> io::Result<
     let label_w = p.rows.iter().map(|r| r.chars().count()).max().unwrap_or(0);
     let n = p.cols.len();
     for (start, end) in blocks(n, g.slot, label_w + 1, g.width) {
-        let mut title = vec!["patching effect".to_string(), format!("layers × {}", p.across)];
+        let mut title = vec![text.title.to_string(), format!("layers × {}", p.across)];
         if start > 0 || end < n {
             title.push(format!("columns {start}–{} of {n}", end - 1));
         }
@@ -110,7 +117,7 @@ fn write_patching(p: &PatchGrid, out: &Output, w: &mut dyn Write) -> io::Result<
             writeln!(w, "{line}")?;
         }
         let (lo, hi) = (p.lo, p.hi);
-        legend((&format!("{lo:.p$}", p = g.precision.max(2)), lo), hi, "0 = corrupted, 1 = clean", &g, w)?;
+        legend((&format!("{lo:.p$}", p = g.precision.max(2)), lo), hi, text.scale, &g, w)?;
         let cols: String =
             (start..end).map(|c| format!("{:>s$} ", cut(&p.cols[c], g.slot - 1), s = g.slot - 1)).collect();
         writeln!(w, "{:label_w$} {}", "", cols.trim_end())?;

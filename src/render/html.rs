@@ -81,7 +81,7 @@ pub fn sentence(trace: &Trace) -> String {
 }
 
 /// The page up to `<body>`: its title and the styles.
-fn head(title: &str) -> String {
+pub fn head(title: &str) -> String {
     let mut s = String::new();
     s.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     // An empty icon, so the browser does not ask the file system for /favicon.ico.
@@ -176,6 +176,13 @@ fn patch_section(s: &mut String, p: &PatchGrid, precision: usize, sfx: &str) {
          from {:.2} to {:.2}.</p>",
         p.across, p.lo, p.hi
     );
+    grid_table(s, p, precision);
+    s.push_str("</section>\n");
+}
+
+/// A grid (`views::grid`: the patching effects, a comparison's head divergences) as a static
+/// table, each cell on its colour from `p.lo` to `p.hi`.
+pub fn grid_table(s: &mut String, p: &PatchGrid, precision: usize) {
     s.push_str("<table class=\"patch\"><thead><tr><th></th>");
     for c in &p.cols {
         let _ = write!(s, "<th>{}</th>", esc(c));
@@ -192,7 +199,7 @@ fn patch_section(s: &mut String, p: &PatchGrid, precision: usize, sfx: &str) {
         }
         s.push_str("</tr>\n");
     }
-    s.push_str("</tbody></table>\n</section>\n");
+    s.push_str("</tbody></table>\n");
 }
 
 /// The maps and what the script needs to draw them: `labels` for the rows (queries), and

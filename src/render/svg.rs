@@ -15,8 +15,9 @@ use super::colour::{dark_text, hex, max_of, scale_between, scale_of, viridis};
 use super::text::{cut, esc};
 use crate::settings::Output;
 use crate::trace::Trace;
+use crate::views::grid::GridText;
 use crate::views::maps::{Map, Maps};
-use crate::views::patching::PatchGrid;
+use crate::views::patching::{self, PatchGrid};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -143,7 +144,7 @@ pub fn block(
         panel(&mut s, map, axes, (x0, y0), (cell, label_px), values_fit.then_some(p));
     }
     if let Some(p) = patch {
-        patch_panel(&mut s, p, (8, top + rows * panel_h), out.precision.min(2));
+        grid_panel(&mut s, p, patching::TEXT, (8, top + rows * panel_h), out.precision.min(2));
     }
     Block { svg: s, width, height, pads }
 }
@@ -234,19 +235,22 @@ fn patch_size(p: &PatchGrid) -> (usize, usize) {
     (row_px + p.cols.len() * PATCH_CELL + 8, 40 + col_px + p.rows.len() * PATCH_CELL + 16)
 }
 
-/// The patching grid: a title with the scale's ends, column labels (rotated), row labels and
-/// one cell per effect with its value.
-fn patch_panel(s: &mut String, p: &PatchGrid, (x0, y0): (usize, usize), precision: usize) {
+/// A grid (the patching effects, a comparison's head divergences): a title with the scale's
+/// ends, column labels (rotated), row labels and one cell per value with its value.
+fn grid_panel(s: &mut String, p: &PatchGrid, text: GridText, (x0, y0): (usize, usize), precision: usize) {
     let (row_px, col_px) = patch_labels(p);
     let (gx, gy) = (x0 + row_px, y0 + 40 + col_px);
-    let _ = writeln!(s, "<g class=\"patching\">");
+    let _ = writeln!(s, "<g class=\"{}\">", text.group);
     let _ = writeln!(
         s,
-        "<text x=\"{x0}\" y=\"{}\" font-weight=\"bold\">patching effect, layers × {} (colour {:.2} to {:.2}; 0 = corrupted, 1 = clean)</text>",
+        "<text x=\"{x0}\" y=\"{}\" font-weight=\"bold\">{}, layers × {} (colour {:.r$} to {:.r$}; {})</text>",
         y0 + 24,
+        esc(text.title),
         p.across,
         p.lo,
-        p.hi
+        p.hi,
+        esc(text.scale),
+        r = precision.max(2)
     );
     for (c, l) in p.cols.iter().enumerate() {
         let x = gx + c * PATCH_CELL + PATCH_CELL / 2 + 4;
@@ -266,10 +270,11 @@ fn patch_panel(s: &mut String, p: &PatchGrid, (x0, y0): (usize, usize), precisio
             let v = p.values[r * n + c];
             let rgb = viridis(scale_between(v, p.lo, p.hi));
             let x = gx + c * PATCH_CELL;
-            let tip = format!("{} · {}: effect {v:.4}", p.rows[r], p.cols[c]);
+            let tip = format!("{} · {}: {} {v:.4}", p.rows[r], p.cols[c], text.value);
             let _ = writeln!(
                 s,
-                "<rect class=\"effect\" x=\"{x}\" y=\"{y}\" width=\"{PATCH_CELL}\" height=\"{PATCH_CELL}\" fill=\"{}\"><title>{}</title></rect>",
+                "<rect class=\"{}\" x=\"{x}\" y=\"{y}\" width=\"{PATCH_CELL}\" height=\"{PATCH_CELL}\" fill=\"{}\"><title>{}</title></rect>",
+                text.value,
                 hex(rgb),
                 esc(&tip)
             );
@@ -283,6 +288,30 @@ fn patch_panel(s: &mut String, p: &PatchGrid, (x0, y0): (usize, usize), precisio
         }
     }
     s.push_str("</g>\n");
+}
+
+/// An SVG of grids alone (`attn-trace compare`'s head divergences): a title, a line under
+/// it, and each grid as a panel below the one before.
+pub fn write_grids(
+    title: &str,
+    note: &str,
+    grids: &[(&PatchGrid, GridText)],
+    precision: usize,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let sizes: Vec<(usize, usize)> = grids.iter().map(|(g, _)| patch_size(g)).collect();
+    let width = sizes.iter().map(|s| s.0 + 16).max().unwrap_or(0).max(480);
+    let height = 56 + sizes.iter().map(|s| s.1).sum::<usize>() + 8;
+    let mut s = open(width, height, false);
+    let _ = writeln!(s, "<text x=\"8\" y=\"20\" font-size=\"15\" font-weight=\"bold\">{}</text>", esc(title));
+    let _ = writeln!(s, "<text x=\"8\" y=\"40\" fill=\"#444444\">{}</text>", esc(&cut(note, 120)));
+    let mut y = 56;
+    for ((g, text), (_, h)) in grids.iter().zip(&sizes) {
+        grid_panel(&mut s, g, *text, (8, y), precision);
+        y += h;
+    }
+    s.push_str("</svg>\n");
+    w.write_all(s.as_bytes())
 }
 
 /// A colour bar from 0 to "max" of a map.

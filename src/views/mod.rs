@@ -5,6 +5,7 @@
 
 pub mod analysis;
 pub mod focus;
+pub mod grid;
 pub mod maps;
 pub mod params;
 pub mod patching;

@@ -6,21 +6,16 @@
 
 use crate::model::patch::{Sweep, What};
 
-/// The grid the heatmaps draw.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PatchGrid {
-    /// "heads" or "positions" (what the columns are).
-    pub across: &'static str,
-    /// "layer 0", "layer 1", …
-    pub rows: Vec<String>,
-    /// "head 0", … or "0 token", … (the clean sentence's tokens).
-    pub cols: Vec<String>,
-    /// Row-major effects, `rows.len() × cols.len()`.
-    pub values: Vec<f32>,
-    /// The colour scale's ends.
-    pub lo: f32,
-    pub hi: f32,
-}
+/// The grid the heatmaps draw (its struct is shared with other grids: `grid.rs`).
+pub type PatchGrid = super::grid::Grid;
+
+/// What the patching grid shows, in the renderers' words.
+pub const TEXT: super::grid::GridText<'static> = super::grid::GridText {
+    title: "patching effect",
+    scale: "0 = corrupted, 1 = clean",
+    value: "effect",
+    group: "patching",
+};
 
 /// The note for a sweep whose effects are undefined: the clean and corrupted runs give the
 /// same metric, so no patch can restore anything (effect = 0/0).
