@@ -10,6 +10,7 @@ pub mod ffn;
 pub mod head;
 pub mod intervene;
 pub mod layer;
+pub mod lockstep;
 pub mod mask;
 pub mod norm;
 pub mod patch;
