@@ -74,6 +74,7 @@ pub fn main(args: Vec<OsString>) -> u8 {
     // that is literally "diff" or "schema" is traced with `attn-trace -- diff`.
     match args.get(1).and_then(|a| a.to_str()) {
         Some("diff") => return diff(&args[2..]),
+        Some("compare") => return compare(&args[2..]),
         Some("schema") => return schema(&args[2..]),
         _ => {}
     }
@@ -123,6 +124,18 @@ fn diff(rest: &[OsString]) -> u8 {
         Err(e) => return clap_exit(e, "attn-trace diff --help"),
     };
     report(crate::diff::run(cli, &mut std::io::stdout().lock()))
+}
+
+/// `attn-trace compare "prompt" --model A --model B`: exit 0 within the threshold, 1 past it,
+/// 2 for input that cannot be compared.
+fn compare(rest: &[OsString]) -> u8 {
+    let args = std::iter::once("attn-trace compare".into()).chain(rest.iter().cloned());
+    let parsed = match crate::compare::cli::parse(args) {
+        Ok(parsed) => parsed,
+        Err(e) => return clap_exit(e, "attn-trace compare --help"),
+    };
+    let env = crate::cli::Env::read();
+    report(crate::compare::run(parsed, &env, &mut std::io::stdout().lock()))
 }
 
 /// `attn-trace schema`: the JSON Schema of the trace document.

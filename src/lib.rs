@@ -18,6 +18,7 @@
 mod batch;
 pub mod cli;
 pub mod command;
+pub mod compare;
 pub mod config;
 pub mod diff;
 pub mod error;
@@ -65,7 +66,7 @@ pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
 
 /// A recorder for `loaded`'s run that keeps what `selection` wants and asks a language model
 /// for its `top_k` next-token predictions.
-fn recorder(loaded: &Loaded, selection: Selection, settings: &Settings) -> Recorder {
+pub(crate) fn recorder(loaded: &Loaded, selection: Selection, settings: &Settings) -> Recorder {
     let mut rec = Recorder::new(loaded.tokens.clone(), loaded.cfg.clone(), selection)
         .with_top_k(settings.output.top_k)
         .with_lens(settings.analysis.lens);
@@ -95,11 +96,11 @@ pub fn trace(settings: &Settings) -> Result<Traced> {
 
 /// Gives each predicted id its token string, from the model's tokenizer.
 /// Whether the toy model's vocabulary is the sentence's own words (no `--vocab` file).
-fn own_vocab(settings: &Settings) -> bool {
+pub(crate) fn own_vocab(settings: &Settings) -> bool {
     matches!(&settings.model, settings::ModelChoice::Toy(t) if t.tokenizer.vocab.is_none())
 }
 
-fn name_predictions(trace: &mut Trace, loaded: &Loaded, own_vocab: bool) {
+pub(crate) fn name_predictions(trace: &mut Trace, loaded: &Loaded, own_vocab: bool) {
     // A sentence's own vocabulary is its words: name an id by the token that has it (with a
     // --vocab file an unknown word shares the unknown token's id, so ids stay numbers).
     let toy: std::collections::BTreeMap<u32, String> = match (&loaded.tokenizer, &trace.token_ids) {

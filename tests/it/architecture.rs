@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// Each top-level module's stage. The vocabulary (0) is shared by all; a module may import
 /// modules of a lower stage, never a later one; modules of the same stage (render, export)
-/// do not import each other. `diff` is a sub-command on top of everything.
+/// do not import each other. `diff` and `compare` are sub-commands on top of everything.
 const STAGES: &[(&str, u8)] = &[
     ("error", 0),
     ("config", 0),
@@ -25,8 +25,9 @@ const STAGES: &[(&str, u8)] = &[
     ("export", 6),
     ("output", 7),
     ("diff", 8),
-    ("batch", 9),
-    ("command", 9),
+    ("compare", 9),
+    ("batch", 10),
+    ("command", 10),
 ];
 
 /// Within the vocabulary, the order in which its modules may import each other.
@@ -34,7 +35,8 @@ const VOCABULARY: &[&str] = &["error", "torch_rng", "strict_json", "config", "tr
 
 /// `cli` is what was typed: settings read it, and the command hands it over; every later
 /// stage reads `Settings` instead, although the stage order alone would let it import `cli`.
-const CLI_READERS: &[&str] = &["settings", "command"];
+/// `compare`'s command line is the main command's flags for both sides (`Cli`, flattened).
+const CLI_READERS: &[&str] = &["settings", "command", "compare"];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
