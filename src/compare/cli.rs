@@ -36,7 +36,7 @@ pub struct CompareCli {
     #[command(flatten)]
     pub run: Cli,
     /// A step diverges when ‖a − b‖ / ‖b‖ over its elements is above X (exit 1).
-    #[arg(long, value_name = "X", default_value_t = 1e-4, help_heading = "Comparison")]
+    #[arg(long, value_name = "X", default_value_t = 1e-4, allow_negative_numbers = true, help_heading = "Comparison")]
     pub threshold: f64,
     /// Give both models the token ids of side A's (or B's) tokenizer, when the two split the
     /// prompt differently.
@@ -93,6 +93,15 @@ pub fn command() -> clap::Command {
             .help("A model, once for each side: A (under test) first, then B (the reference)")
             .help_heading("Comparison")
     });
+    let helps = [
+        ("format", "Report format: table (the report), json (every row), heatmap (every head's divergence as a grid)"),
+        ("html", "Also write the comparison as one self-contained HTML page: the report, both head grids, every step"),
+        ("svg", "Also write both head grids (the mean and the largest divergence over the queries) as SVG"),
+        ("top_k", "With language models: each side's most probable next tokens per position (the JSON report)"),
+    ];
+    for (id, help) in helps {
+        cmd = cmd.mut_arg(id, |a| a.help(help));
+    }
     for id in REFUSED {
         cmd = cmd.mut_arg(*id, |a| a.hide(true));
     }
@@ -159,14 +168,19 @@ impl Parsed {
             return Err(usage(
                 flag,
                 "it does not apply to compare, which traces one prompt through two models",
-                "drop it (attn-trace compare --help lists the flags that apply)",
+                "drop it; attn-trace compare --help lists the flags that apply",
             ));
         }
         if self.models.len() != 2 {
+            let given = match self.models.len() {
+                0 => "none was given".to_string(),
+                1 => "one was given".to_string(),
+                n => format!("{n} were given"),
+            };
             return Err(usage(
                 "compare",
-                format!("it takes two models, and {} --model were given", self.models.len()),
-                "pass --model A --model B (B is the reference)",
+                format!("it takes two models, --model A (under test) and --model B (the reference); {given}"),
+                "pass --model twice",
             ));
         }
         let t = self.cli.threshold;

@@ -10,7 +10,8 @@
 //!  "first_divergence": null | {"id", "layer", "relative_error", "max_abs_error", "at", "dims"},
 //!  "layers": [{"layer": null (the embeddings) | i, "relative_error", "max_abs_error"}],
 //!  "steps": [{"rank", "id", "layer", "shape", "relative_error", "max_abs_error", "at",
-//!             "diverges"} (ids and masks: "equal"; a shape mismatch: "shape_b")],
+//!             "diverges"} (ids and masks: "equal" instead of "max_abs_error" and "at", and
+//!             a relative error of 0 or "inf"; a shape mismatch: "shape_b", "inf")],
 //!  "heads": [{"rank", "layer", "head", "js_mean", "js_max", "js_max_query"}],
 //!  "predictions": null | {"positions", "agree", "kl_mean", "kl_max", "kl_max_pos",
 //!                         "rows": [{"pos", "token", "agree", "kl", "a": [top], "b": [top]}]},
@@ -35,10 +36,10 @@ fn num(v: f64) -> Value {
 }
 
 fn step_json(rank: usize, s: &StepDiff, threshold: f64) -> Value {
-    let mut o = json!({"rank": rank, "id": s.id, "layer": s.layer, "shape": s.shape});
+    let mut o =
+        json!({"rank": rank, "id": s.id, "layer": s.layer, "shape": s.shape, "relative_error": num(s.relative())});
     match &s.outcome {
         Outcome::Values(e) => {
-            o["relative_error"] = num(e.relative);
             o["max_abs_error"] = num(e.max_abs);
             o["at"] = json!(index(e.at, &s.shape));
         }

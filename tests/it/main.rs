@@ -6,6 +6,7 @@ mod batch_views;
 mod bert;
 mod cli;
 mod common;
+mod compare;
 mod decoders;
 mod determinism;
 mod diff;
