@@ -24,7 +24,7 @@ import numpy as np
 
 from . import _native
 
-__all__ = ["Error", "Trace", "trace", "diff", "schema", "__version__"]
+__all__ = ["Error", "Trace", "trace", "diff", "compare", "schema", "__version__"]
 __version__ = _native.__version__
 
 
@@ -272,6 +272,99 @@ def diff(a: Any, b: Any, atol: float = 1e-5, rtol: float = 1e-5) -> dict:
     side = lambda t: t._native if isinstance(t, Trace) else os.fspath(t)  # noqa: E731
     text, _ok = _native.diff(side(a), side(b), float(atol), float(rtol))
     return json.loads(text)
+
+
+_COMPARE_OPTIONS: Optional[dict] = None
+
+
+def _compare_argv(prompt: str, model_a: Any, model_b: Any, options: dict) -> list:
+    """The `attn-trace compare` command line that the keyword arguments stand for."""
+    global _COMPARE_OPTIONS
+    if _COMPARE_OPTIONS is None:
+        _COMPARE_OPTIONS = dict(_native.compare_options())
+    argv = ["attn-trace compare", "--format=json", "--quiet"]
+    argv += ["--model=" + _text("model_a", model_a), "--model=" + _text("model_b", model_b)]
+    for key, value in options.items():
+        kind = _COMPARE_OPTIONS.get(key)
+        if kind is None or key in ("model", "format", "quiet"):
+            raise TypeError(
+                f"attn_trace.compare got an unexpected keyword argument {key!r} "
+                "(the options are attn-trace compare's flags, with _ for -: see attn-trace compare --help)"
+            )
+        flag = "--" + key.replace("_", "-")
+        if value is None or value is False and kind == "flag":
+            continue
+        if kind == "flag":
+            if value is not True:
+                raise TypeError(f"attn_trace.compare: {key}= takes True or False, not {value!r}")
+            argv.append(flag)
+        elif isinstance(value, (list, tuple)):
+            argv.append(f"{flag}=" + ",".join(_text(key, v) for v in value))
+        else:
+            argv.append(f"{flag}={_text(key, value)}")
+    return argv + ["--", _text("prompt", prompt)]
+
+
+def _columns(rows: list, columns: dict) -> dict:
+    """Report rows as a dict of numpy arrays, one per column: `columns` maps a name to
+    (function of a row, dtype)."""
+    return {name: np.array([f(r) for r in rows], dtype=dtype) for name, (f, dtype) in columns.items()}
+
+
+def _number(v: Any) -> float:
+    """A report number ("inf" and "nan" are strings in JSON; null is nan)."""
+    if v is None:
+        return float("nan")
+    return float(v)
+
+
+def compare(prompt: str, model_a: Any, model_b: Any, **options: Any) -> dict:
+    """Traces ``prompt`` through two models in lockstep (``attn-trace compare``): ``model_a`` is
+    under test, ``model_b`` the reference; each a Hugging Face folder, a GGUF file,
+    ``ollama:NAME``, a toy weights file or ``"toy"``. Options are the command's flags as
+    keyword arguments (``threshold=1e-3``, ``ids_from="a"``, ``no_special_tokens=True``, the
+    toy model's flags). Returns the report as a dict: ``within_threshold``,
+    ``first_divergence``, and the ranked tables as dicts of numpy arrays: ``steps`` (``id``,
+    ``layer`` (-1 outside the layers), ``relative_error``, ``max_abs_error``, ``diverges``),
+    ``heads`` (``layer``, ``head``, ``js_mean``, ``js_max``, ``js_max_query``), ``layers`` (the
+    residual stream: ``layer`` (-1 for the embeddings), ``relative_error``) and
+    ``predictions`` (``pos``, ``a_top1``, ``b_top1``, ``agree``, ``kl``; None without a
+    language-model head); ``report`` is the whole JSON report. Raises ``Error`` with the
+    command's message for anything it refuses (different architectures, vocabularies or
+    tokenizations)."""
+    quiet = bool(options.pop("quiet", False))
+    text, _ok = _native.compare(_compare_argv(prompt, model_a, model_b, options))
+    report = json.loads(text)
+    if not quiet:
+        for note in report["notes"]:
+            warnings.warn(f"attn-trace: {note}", stacklevel=2)
+    layer = lambda r: -1 if r["layer"] is None else r["layer"]  # noqa: E731
+    out = {k: report[k] for k in ("within_threshold", "first_divergence", "threshold", "tokens", "token_ids",
+                                   "only_in_a", "only_in_b", "notes")}
+    out["steps"] = _columns(report["steps"], {
+        "id": (lambda r: r["id"], str), "layer": (layer, np.int64),
+        "relative_error": (lambda r: _number(r["relative_error"]), np.float64),
+        "max_abs_error": (lambda r: _number(r.get("max_abs_error")), np.float64),
+        "diverges": (lambda r: r["diverges"], bool),
+    })
+    out["heads"] = _columns(report["heads"], {
+        "layer": (lambda r: r["layer"], np.int64), "head": (lambda r: r["head"], np.int64),
+        "js_mean": (lambda r: _number(r["js_mean"]), np.float64), "js_max": (lambda r: _number(r["js_max"]), np.float64),
+        "js_max_query": (lambda r: r["js_max_query"], np.int64),
+    })
+    out["layers"] = _columns(report["layers"], {
+        "layer": (layer, np.int64), "relative_error": (lambda r: _number(r["relative_error"]), np.float64),
+        "max_abs_error": (lambda r: _number(r["max_abs_error"]), np.float64),
+    })
+    p = report["predictions"]
+    out["predictions"] = None if p is None else _columns(p["rows"], {
+        "pos": (lambda r: r["pos"], np.int64),
+        "a_top1": (lambda r: r["a"][0]["id"] if r["a"] else -1, np.int64),
+        "b_top1": (lambda r: r["b"][0]["id"] if r["b"] else -1, np.int64),
+        "agree": (lambda r: r["agree"], bool), "kl": (lambda r: _number(r["kl"]), np.float64),
+    })
+    out["report"] = report
+    return out
 
 
 def schema() -> dict:

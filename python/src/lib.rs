@@ -52,9 +52,19 @@ fn main(py: Python<'_>, argv: Vec<OsString>) -> u8 {
 /// the keyword arguments never drift from the flags.
 #[pyfunction]
 fn options() -> Vec<(String, &'static str)> {
-    let cmd = Cli::command();
+    kinds(&Cli::command())
+}
+
+/// `attn-trace compare`'s options, as [`options`] (the flags it hides, which it refuses, left
+/// out).
+#[pyfunction]
+fn compare_options() -> Vec<(String, &'static str)> {
+    kinds(&attn_trace::compare::cli::command())
+}
+
+fn kinds(cmd: &clap::Command) -> Vec<(String, &'static str)> {
     let mut out = Vec::new();
-    for arg in cmd.get_arguments() {
+    for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
         let Some(long) = arg.get_long() else { continue };
         let kind = match arg.get_action() {
             clap::ArgAction::SetTrue => "flag",
@@ -117,6 +127,21 @@ fn diff(py: Python<'_>, a: Bound<'_, PyAny>, b: Bound<'_, PyAny>, atol: f64, rto
     Ok((String::from_utf8_lossy(&out).into_owned(), ok))
 }
 
+/// `attn_trace.compare`: `argv` is the `attn-trace compare` command line the keyword
+/// arguments stand for (the package builds it, `--format json --quiet` included); returns
+/// the JSON report and whether every common step is within the threshold. `--html` and
+/// `--svg` are written as the command writes them.
+#[pyfunction]
+fn compare(py: Python<'_>, argv: Vec<String>) -> PyResult<(String, bool)> {
+    use attn_trace::compare as cmp;
+    let parsed = cmp::cli::parse(argv.iter().map(std::ffi::OsString::from))
+        .map_err(|e| error(py, attn_trace::command::clap_line(&e, "attn-trace compare --help"), 2))?;
+    let env = Env { no_color: true, stdout_is_terminal: false, truecolor: false, ..Env::read() };
+    let mut out = Vec::new();
+    let ok = py.detach(|| cmp::run(parsed, &env, &mut out)).map_err(|e| fail(py, e))?;
+    Ok((String::from_utf8_lossy(&out).into_owned(), ok))
+}
+
 /// The step ids of the catalogue and the JSON Schema of the trace document.
 #[pyfunction]
 fn schema() -> PyResult<String> {
@@ -131,6 +156,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(options, m)?)?;
     m.add_function(wrap_pyfunction!(trace, m)?)?;
     m.add_function(wrap_pyfunction!(diff, m)?)?;
+    m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(compare_options, m)?)?;
     m.add_function(wrap_pyfunction!(schema, m)?)?;
     m.add_class::<Trace>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
