@@ -114,10 +114,12 @@ fn same_tokens(sides: &mut [Side; 2], from: Option<SideArg>) -> Result<Option<&'
         return Ok(None);
     }
     let Some(from) = from else {
+        let (a, b) = (&sides[0].loaded.tokens, &sides[1].loaded.tokens);
+        let at = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
         return Err(usage(
             "compare",
             format!(
-                "the two tokenizers split the prompt differently: A into {}; B into {}",
+                "the two tokenizers split the prompt differently (from position {at}): A into {}; B into {}",
                 split(&sides[0]),
                 split(&sides[1])
             ),
@@ -129,16 +131,15 @@ fn same_tokens(sides: &mut [Side; 2], from: Option<SideArg>) -> Result<Option<&'
         return Err(usage("--ids-from", "a side has no token ids (a raw input matrix)", "drop --ids-from"));
     };
     let (ids, type_ids) = (ids.clone(), type_ids.clone());
-    let side = &mut sides[dst];
-    let max = side.loaded.cfg.max_len;
+    let max = sides[dst].loaded.cfg.max_len;
     if ids.len() > max {
         return Err(usage(
             "--ids-from",
-            format!("{} tokens are more than {} takes ({max})", ids.len(), side.info.given),
+            format!("{} tokens are more than {} takes ({max})", ids.len(), sides[dst].info.given),
             "trace a shorter prompt",
         ));
     }
-    let tokens = match &side.loaded.tokenizer {
+    let tokens = match &sides[dst].loaded.tokenizer {
         Some(tok) => ids.iter().map(|&i| tok.id_to_token(i).unwrap_or_else(|| format!("[{i}]"))).collect(),
         None => sides[src].loaded.tokens.clone(),
     };

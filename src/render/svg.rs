@@ -299,12 +299,17 @@ pub fn write_grids(
     precision: usize,
     w: &mut dyn Write,
 ) -> io::Result<()> {
+    let (title, note) = (cut(title, 100), cut(note, 120));
     let sizes: Vec<(usize, usize)> = grids.iter().map(|(g, _)| patch_size(g)).collect();
-    let width = sizes.iter().map(|s| s.0 + 16).max().unwrap_or(0).max(480);
+    // Room for the texts too: the title at about 9 px a character, the rest at CHAR_W (a
+    // panel's title says what it shows and the scale's ends, about 40 characters more).
+    let texts = grids.iter().map(|(_, t)| (t.title.chars().count() + t.scale.chars().count() + 40) * CHAR_W);
+    let text_w = texts.chain([title.chars().count() * 9, note.chars().count() * CHAR_W]).max().unwrap_or(0);
+    let width = sizes.iter().map(|s| s.0).chain([text_w]).max().unwrap_or(0) + 16;
     let height = 56 + sizes.iter().map(|s| s.1).sum::<usize>() + 8;
     let mut s = open(width, height, false);
-    let _ = writeln!(s, "<text x=\"8\" y=\"20\" font-size=\"15\" font-weight=\"bold\">{}</text>", esc(title));
-    let _ = writeln!(s, "<text x=\"8\" y=\"40\" fill=\"#444444\">{}</text>", esc(&cut(note, 120)));
+    let _ = writeln!(s, "<text x=\"8\" y=\"20\" font-size=\"15\" font-weight=\"bold\">{}</text>", esc(&title));
+    let _ = writeln!(s, "<text x=\"8\" y=\"40\" fill=\"#444444\">{}</text>", esc(&note));
     let mut y = 56;
     for ((g, text), (_, h)) in grids.iter().zip(&sizes) {
         grid_panel(&mut s, g, *text, (8, y), precision);

@@ -245,7 +245,7 @@ fn refusals_are_one_line_and_leave_nothing() {
         (vec!["toy".into(), w6], "different vocabularies"),
         (
             vec![llama.clone(), spm.clone()],
-            "the two tokenizers split the prompt differently: A into 10 tokens [<s> (1), H (42)",
+            "the two tokenizers split the prompt differently (from position 1): A into 10 tokens [<s> (1), H (42)",
         ),
         (vec![llama.clone(), path("fixtures/decoders/llama-tied")], "different shapes"),
         (vec![llama.clone()], "it takes two models"),
