@@ -260,6 +260,16 @@ fn write_predictions(c: &Comparison, top: usize, w: &mut dyn Write) -> io::Resul
         .map(|(m, x, at)| format!("; KL(B ‖ A) mean {}, max {} at position {at} (nats)", sci(m), sci(x)))
         .unwrap_or_default();
     writeln!(w, "\npredictions: the most probable next token agrees at {agree} of {n} positions{kl}")?;
+    let apart: Vec<String> = rows.iter().enumerate().filter(|(_, p)| !p.agree()).map(|(i, _)| i.to_string()).collect();
+    if !apart.is_empty() {
+        let more = if apart.len() > 24 { format!(", … ({} in all)", apart.len()) } else { String::new() };
+        writeln!(
+            w,
+            "  they differ at position{} {}{more}",
+            if apart.len() == 1 { "" } else { "s" },
+            apart[..apart.len().min(24)].join(", ")
+        )?;
+    }
     // The positions whose distributions differ most, disagreements first.
     let mut order: Vec<(usize, &Position)> = rows.iter().enumerate().collect();
     order.sort_by(|(i, x), (j, y)| {
