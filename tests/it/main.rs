@@ -22,6 +22,7 @@ mod hostile_limits;
 mod hostile_outputs;
 mod interventions;
 mod oracle;
+mod parity;
 mod padding;
 mod patching;
 mod props;
