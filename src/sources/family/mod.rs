@@ -66,6 +66,15 @@ pub trait Family: Send + Sync {
     fn q_bias(&self, store: &dyn TensorStore) -> String;
     /// The learned position table, if the family has one.
     fn position_table(&self, c: &DecoderConfig, store: &dyn TensorStore) -> Result<Option<Tensor>>;
+    /// The untied head's name in the checkpoint.
+    fn head_name(&self) -> &'static str {
+        "lm_head.weight"
+    }
+    /// Whether the family turns only part of each head (so a GGUF file's
+    /// `rope.dimension_count` below the head width is read, not refused).
+    fn partial_rotary(&self) -> bool {
+        false
+    }
     /// The norm after the last layer.
     fn final_norm(&self, c: &DecoderConfig, store: &dyn TensorStore) -> Result<LayerNorm>;
     /// Layer `i`'s parameters, converted to the standard layout.
