@@ -103,10 +103,16 @@ impl DecoderConfig {
 
     /// Reads and checks `config.json`; `raw` is its parsed JSON.
     pub fn read(raw: serde_json::Value, what: &str) -> Result<DecoderConfig> {
+        Self::read_with(raw, what, None)
+    }
+
+    /// [`read`](Self::read), with the rotary width a GGUF file states (`rope_dims`).
+    pub fn read_with(raw: serde_json::Value, what: &str, rope_dims: Option<usize>) -> Result<DecoderConfig> {
         crate::sources::hf::fields::check(&raw, crate::sources::hf::fields::DECODER, what)?;
-        let c: DecoderConfig = serde_json::from_value(raw).map_err(|e| {
+        let mut c: DecoderConfig = serde_json::from_value(raw).map_err(|e| {
             usage(what, format!("config.json: a field is missing or wrong: {e}"), "restore the model's config.json")
         })?;
+        c.rope_dims = rope_dims;
         let zero = [
             ("hidden_size", c.hidden_size),
             ("num_hidden_layers", c.num_hidden_layers),

@@ -34,6 +34,10 @@ impl Family for GptNeoX {
     fn model_type(&self) -> &'static str {
         "gpt_neox"
     }
+    /// llama.cpp's converter keeps rotate_half's layout (its NEOX rotary): no Q/K permutation.
+    fn gguf_arch(&self) -> Option<&'static str> {
+        Some("gptneox")
+    }
     fn partial_rotary(&self) -> bool {
         true
     }

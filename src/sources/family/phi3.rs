@@ -49,6 +49,10 @@ impl Family for Phi3 {
     fn model_type(&self) -> &'static str {
         "phi3"
     }
+    /// llama.cpp's converter keeps rotate_half's layout (its NEOX rotary): no Q/K permutation.
+    fn gguf_arch(&self) -> Option<&'static str> {
+        Some("phi3")
+    }
     fn partial_rotary(&self) -> bool {
         true
     }
