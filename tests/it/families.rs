@@ -37,6 +37,7 @@ fn tolerance(id: &str) -> (f64, f64) {
 /// Compares every step the fixture holds with attn-trace's trace of the same input.
 fn check(oracle: &mut Oracle, name: &str, case: &Value, dir: &str) {
     let doc = trace_json(&[case["sentence"].as_str().unwrap(), "--model", dir, "--steps", "all"]);
+    crate::export::assert_valid(name, &doc);
     assert_eq!(doc["input"]["tokens"], case["tokens"], "{name}: tokens");
     assert_eq!(doc["input"]["token_ids"], case["input_ids"], "{name}: ids");
     assert_eq!(doc["config"]["model"]["bos_added"], case["bos_added"], "{name}: BOS");
