@@ -137,7 +137,8 @@ pub fn config(content: &Content, what: &str, vector: &dyn Fn(&str) -> Result<Vec
     check_blocks(g, &k("block_count"), layers)?;
     let (embd, heads) = (required(g, &k("embedding_length"))?, required(g, &k("attention.head_count"))?);
     // The rotary width of a family that turns part of each head (no heads: `read` refuses).
-    let rope_dims = match embd.checked_div(heads) {
+    let dh = embd.checked_div(heads);
+    let rope_dims = match dh {
         Some(dh) if family.partial_rotary() => Some(partial_rope_dims(g, &k("rope.dimension_count"), dh)?),
         _ => None,
     };
@@ -160,7 +161,7 @@ pub fn config(content: &Content, what: &str, vector: &dyn Fn(&str) -> Result<Vec
         // Phi-3's converter writes 0 for no window.
         "sliding_window": uint(g, &k("attention.sliding_window"))?.filter(|&w| w > 0),
         "original_max_position_embeddings": uint(g, &k("rope.scaling.original_context_length"))?,
-        "rope_scaling": longrope(g, vector, rope_dims.unwrap_or(0) / 2)?,
+        "rope_scaling": longrope(g, vector, rope_dims.or(dh).unwrap_or(0) / 2)?,
         "tie_word_embeddings": !g.content.tensor_infos.contains_key("output.weight"),
         // For --pad-to, as config.json's.
         "pad_token_id": uint(g, "tokenizer.ggml.padding_token_id")?,
