@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 mod parts;
-pub use parts::{LmHead, Padding, Parts, Rope};
+pub use parts::{LmHead, LongRope, Padding, Parts, Rope};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

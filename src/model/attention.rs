@@ -90,7 +90,7 @@ fn normed_and_rotated(
     };
     Ok(match cfg.parts.rope_at(l) {
         Some(rope) => {
-            let (cos, sin) = super::rope::tables(&rope.inv_freq, n)?; // [pos, d_k] each
+            let (cos, sin) = super::rope::cos_sin(rope, n)?; // [pos, rotary width] each
             let q_rot = super::rope::rotate(&q, &cos, &sin)?; // [head, pos, d_k]
             rec.tensor(&format!("layers.{l}.attn.q_rot"), cfg, &q_rot)?;
             let k_rot = super::rope::rotate(&k, &cos, &sin)?; // [kv_head, pos, d_k]

@@ -6,12 +6,14 @@
 //! `add_norm1.sum = x + attn(norm1.out)`, `norm2.out = LN(add_norm1.sum)`,
 //! `add_norm2.sum = add_norm1.sum + ffn(norm2.out)`, which is the layer's output.
 //! An attention-only layer (a textbook's `MultiHeadAttention` module) is the attention
-//! alone: its output is `attn.out`.
+//! alone: its output is `attn.out`. A parallel layer (GPT-NeoX, `config.parallel`) is
+//! pre-norm with both sublayers reading the layer input: `add_norm2.sum = x + attn(norm1(x))
+//! + ffn(norm2(x))`, with no `add_norm1.sum`.
 
 use super::norm::norm;
 use super::{attention::attention, ffn::ffn};
 use crate::config::{ModelConfig, Norm};
-use crate::params::LayerParams;
+use crate::params::{Block, LayerParams};
 use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;
@@ -34,6 +36,7 @@ pub fn layer(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: &mut
             rec.tensor(&format!("layers.{l}.add_norm2.out"), cfg, &out2)?;
             Ok(out2)
         }
+        Norm::Pre if cfg.parts.parallel => parallel(cfg, (p, b), x, l, rec),
         Norm::Pre => {
             let normed1 = norm(x, &b.norm1, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.norm1.out"), cfg, &normed1)?;
@@ -48,4 +51,25 @@ pub fn layer(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: &mut
             Ok(sum2)
         }
     }
+}
+
+/// GPT-NeoX's parallel layer (`use_parallel_residual`): attention and FFN both read the layer
+/// input, so there is no residual sum between them.
+fn parallel(
+    cfg: &ModelConfig,
+    (p, b): (&LayerParams, &Block),
+    x: &Tensor,
+    l: usize,
+    rec: &mut Recorder,
+) -> Result<Tensor> {
+    let normed1 = norm(x, &b.norm1, cfg)?; // [pos, d_model]
+    rec.tensor(&format!("layers.{l}.norm1.out"), cfg, &normed1)?;
+    let attn_out = attention(cfg, p, &normed1, l, rec)?; // [pos, d_model]
+    let normed2 = norm(x, &b.norm2, cfg)?; // [pos, d_model]: the layer input's, not a sum's
+    rec.tensor(&format!("layers.{l}.norm2.out"), cfg, &normed2)?;
+    let ffn_out = ffn(cfg, b, &normed2, l, rec)?; // [pos, d_model]
+                                                  // (ffn + attn) + x, in transformers' order, so the sum is the same to the last bit.
+    let sum = ((&ffn_out + &attn_out)? + x)?; // [pos, d_model]: the layer's output
+    rec.tensor(&format!("layers.{l}.add_norm2.sum"), cfg, &sum)?;
+    Ok(sum)
 }

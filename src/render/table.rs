@@ -96,9 +96,10 @@ fn block(c: &crate::config::ModelConfig) -> (String, String) {
     let layers = if c.layers == 1 { "1 layer".to_string() } else { format!("{} layers", c.layers) };
     let heads = if c.parts.separate_heads { ", separate head modules" } else { "" };
     if !c.parts.attention_only {
+        let parallel = if c.parts.parallel { ", parallel attention+FFN" } else { "" };
         return (
             format!("d_ff {}, {layers}", c.d_ff),
-            format!("{}-norm, {}{heads}", c.norm.name(), c.activation.name()),
+            format!("{}-norm{parallel}, {}{heads}", c.norm.name(), c.activation.name()),
         );
     }
     let proj = if c.parts.no_out_proj { "no output projection" } else { "output projection" };

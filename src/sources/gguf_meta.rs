@@ -1,9 +1,13 @@
 //! A GGUF file's metadata read as a Hugging Face `config.json` of the same model, every value
 //! by its type: a key of the wrong type is refused naming the type (not read as missing, nor
 //! as 0), a non-finite or non-positive rotary base or epsilon is refused (not replaced by a
-//! default), `rope.dimension_count` must be the head width (llama.cpp refuses it otherwise),
-//! and `block_count` must be the number of `blk.N` blocks the file holds, checked before any
-//! loop runs over the blocks (issue 27).
+//! default), `rope.dimension_count` must be the head width unless the family turns part of
+//! each head (GPT-NeoX, Phi-3: then it is the rotary width, even and within the head), and
+//! `block_count` must be the number of `blk.N` blocks the file holds, checked before any
+//! loop runs over the blocks (issue 27). Phi-3's LongRoPE factors are tensors
+//! (`rope_factors_long.weight`, `rope_factors_short.weight`), read as config.json's
+//! `rope_scaling`; llama.cpp's `rope.scaling.attn_factor` is not read, since transformers'
+//! rule recomputes it from the two context lengths.
 
 use super::family::DecoderConfig;
 use crate::error::usage;
@@ -66,6 +70,15 @@ fn positive(g: &Gguf<'_>, key: &str) -> Result<Option<f64>> {
     Ok(Some(x))
 }
 
+/// `key` as a boolean; `None` if absent.
+fn flag(g: &Gguf<'_>, key: &str) -> Result<Option<bool>> {
+    match g.content.metadata.get(key) {
+        None => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(other) => Err(bad(g, format!("GGUF metadata {key} holds a {}; expected a bool", type_name(other)))),
+    }
+}
+
 /// `key` as a string; `None` if absent.
 fn text(g: &Gguf<'_>, key: &str) -> Result<Option<String>> {
     match g.content.metadata.get(key) {
@@ -106,8 +119,9 @@ fn check_blocks(g: &Gguf<'_>, key: &str, count: u64) -> Result<()> {
     Ok(())
 }
 
-/// The metadata as a Hugging Face `config.json` of the same model, checked as one.
-pub fn config(content: &Content, what: &str) -> Result<DecoderConfig> {
+/// The metadata as a Hugging Face `config.json` of the same model, checked as one. `vector`
+/// reads a small 1-D tensor (LongRoPE's factors) as f32.
+pub fn config(content: &Content, what: &str, vector: &dyn Fn(&str) -> Result<Vec<f32>>) -> Result<DecoderConfig> {
     let g = &Gguf { content, what };
     let (arch, family) = architecture(g)?;
     let k = |name: &str| format!("{arch}.{name}");
@@ -121,30 +135,45 @@ pub fn config(content: &Content, what: &str) -> Result<DecoderConfig> {
     }
     let layers = required(g, &k("block_count"))?;
     check_blocks(g, &k("block_count"), layers)?;
+    let (embd, heads) = (required(g, &k("embedding_length"))?, required(g, &k("attention.head_count"))?);
+    // The rotary width of a family that turns part of each head (no heads: `read` refuses).
+    let dh = embd.checked_div(heads);
+    let rope_dims = match dh {
+        Some(dh) if family.partial_rotary() => Some(partial_rope_dims(g, &k("rope.dimension_count"), dh)?),
+        _ => None,
+    };
+    let theta = positive(g, &k("rope.freq_base"))?.unwrap_or(10000.0);
     let raw = serde_json::json!({
         "model_type": family.model_type(),
         "vocab_size": vocab,
-        "hidden_size": required(g, &k("embedding_length"))?,
+        "hidden_size": embd,
         "num_hidden_layers": layers,
-        "num_attention_heads": required(g, &k("attention.head_count"))?,
+        "num_attention_heads": heads,
         "num_key_value_heads": uint(g, &k("attention.head_count_kv"))?,
         "intermediate_size": required(g, &k("feed_forward_length"))?,
         "max_position_embeddings": required(g, &k("context_length"))?,
-        "hidden_act": "silu",
+        "hidden_act": family.default_activation(),
         "rms_norm_eps": positive(g, &k("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
-        "rope_theta": positive(g, &k("rope.freq_base"))?.unwrap_or(10000.0),
+        "layer_norm_eps": positive(g, &k("attention.layer_norm_epsilon"))?,
+        "rope_theta": theta,
+        "rotary_emb_base": theta,
+        "use_parallel_residual": flag(g, &k("use_parallel_residual"))?,
+        // Phi-3's converter writes 0 for no window.
+        "sliding_window": uint(g, &k("attention.sliding_window"))?.filter(|&w| w > 0),
+        "original_max_position_embeddings": uint(g, &k("rope.scaling.original_context_length"))?,
+        "rope_scaling": longrope(g, vector, rope_dims.or(dh).unwrap_or(0) / 2)?,
         "tie_word_embeddings": !g.content.tensor_infos.contains_key("output.weight"),
         // For --pad-to, as config.json's.
         "pad_token_id": uint(g, "tokenizer.ggml.padding_token_id")?,
         "eos_token_id": uint(g, "tokenizer.ggml.eos_token_id")?,
     });
-    let c = DecoderConfig::read(raw, g.what)?;
+    let c = DecoderConfig::read_with(raw, g.what, rope_dims.map(|n| n as usize))?;
     let shape = |n: &str| g.content.tensor_infos.get(n).map(|t| t.shape.dims().to_vec());
     // The family's names, as the file stores them.
     let qk = family.qk_names().map(|n| n.map(|n| super::gguf_names::gguf_name(n).unwrap_or_default()));
     let qk = qk.as_ref().map(|[q, k]| [q.as_str(), k.as_str()]);
     super::hf::dims::check(&c, "token_embd.weight", qk, shape, ("the metadata", g.what))?;
-    if let Some(n) = uint(g, &k("rope.dimension_count"))?.filter(|&n| n != c.d_head() as u64) {
+    if let Some(n) = uint(g, &k("rope.dimension_count"))?.filter(|&n| n != c.d_head() as u64 && rope_dims.is_none()) {
         let why = format!(
             "GGUF metadata {} is {n} but the heads are {} wide (embedding_length / head_count); \
              partial rotary embeddings are not supported",
@@ -154,4 +183,38 @@ pub fn config(content: &Content, what: &str) -> Result<DecoderConfig> {
         return Err(bad(g, why));
     }
     Ok(c)
+}
+
+/// The rotary width `key` states for a family that turns part of each head: an even number
+/// from 2 to the head width `dh` (llama.cpp's default when absent: the head width).
+fn partial_rope_dims(g: &Gguf<'_>, key: &str, dh: u64) -> Result<u64> {
+    let n = uint(g, key)?.unwrap_or(dh);
+    if n < 2 || !n.is_multiple_of(2) || n > dh {
+        let why = format!("GGUF metadata {key} is {n}; expected an even rotary width from 2 to the heads' {dh}");
+        return Err(bad(g, why));
+    }
+    Ok(n)
+}
+
+/// Phi-3's LongRoPE factors, which llama.cpp stores as the tensors `rope_factors_long.weight`
+/// and `rope_factors_short.weight` (one factor per rotary pair, `pairs` of them), as the
+/// `rope_scaling` of config.json; null when the file has neither.
+fn longrope(g: &Gguf<'_>, vector: &dyn Fn(&str) -> Result<Vec<f32>>, pairs: u64) -> Result<serde_json::Value> {
+    let names = ["rope_factors_long.weight", "rope_factors_short.weight"];
+    let held = names.map(|n| g.content.tensor_infos.get(n));
+    let [Some(long), Some(short)] = held else {
+        return match held.iter().position(Option::is_some) {
+            None => Ok(serde_json::Value::Null),
+            Some(i) => Err(bad(g, format!("the GGUF has {} but not {}", names[i], names[1 - i]))),
+        };
+    };
+    for (name, info) in names.iter().zip([long, short]) {
+        let dims = info.shape.dims();
+        if dims != [pairs as usize] {
+            let why = format!("GGUF tensor {name} has shape {dims:?}; expected [{pairs}], one factor per rotary pair");
+            return Err(bad(g, why));
+        }
+    }
+    let factors = |name: &str| -> Result<Vec<f64>> { Ok(vector(name)?.into_iter().map(f64::from).collect()) };
+    Ok(serde_json::json!({"type": "longrope", "long_factor": factors(names[0])?, "short_factor": factors(names[1])?}))
 }

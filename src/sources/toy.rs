@@ -271,6 +271,7 @@ fn parts(
         qk_norm: false,
         rope_local: None,
         attn_out_bias: None,
+        parallel: false,
         attention_only: false,
         no_out_proj: false,
         d_out: None,

@@ -78,8 +78,8 @@ pub const CATALOGUE: &[StepDef] = &[
     layer("attn.v", VS, &["attn.hook_v"], "x·W_Vᵀ (+ b), split into heads"),
     layer("attn.q_norm", QK, &["attn.hook_q_normed"], "q's RMSNorm per head, before rotary (Qwen3, Gemma 3)"),
     layer("attn.k_norm", QK, &["attn.hook_k_normed"], "k's RMSNorm per head, before rotary (Qwen3, Gemma 3)"),
-    layer("attn.q_rot", QK, &["attn.hook_rot_q"], "rotary positions: q after the rotation"),
-    layer("attn.k_rot", QK, &["attn.hook_rot_k"], "rotary positions: k after the rotation"),
+    layer("attn.q_rot", QK, &["attn.hook_rot_q"], "rotary positions: q after the rotation (partial: its first dims)"),
+    layer("attn.k_rot", QK, &["attn.hook_rot_k"], "rotary positions: k after the rotation (partial: its first dims)"),
     layer("attn.raw_scores", MAP, &[], "q·kᵀ, before scaling"),
     layer("attn.mask", &["query_pos", "key_pos"], &[], "true where the key is hidden"),
     layer("attn.scores", MAP, &["attn.hook_attn_scores"], "raw_scores × scale, −inf where masked"),
@@ -89,7 +89,7 @@ pub const CATALOGUE: &[StepDef] = &[
     layer("attn.out", ROWS, &["hook_attn_out"], "concat·W_Oᵀ (+ b_O)"),
     layer("add_norm1.sum", ROWS, &["hook_resid_mid"], "layer input + attn.out"),
     layer("add_norm1.out", ROWS, &["hook_normalized_resid_mid"], "post-norm: the norm of add_norm1.sum"),
-    layer("norm2.out", ROWS, &[], "pre-norm: the norm of add_norm1.sum"),
+    layer("norm2.out", ROWS, &[], "pre-norm: the norm of add_norm1.sum (parallel: of the layer input)"),
     layer("ffn.hidden", FF, &["mlp.hook_pre"], "x·W1ᵀ + b1"),
     // TransformerLens calls the gate's output `mlp.hook_pre` too; diff maps that name to
     // ffn.hidden, so the two never clash in one file.
@@ -97,7 +97,12 @@ pub const CATALOGUE: &[StepDef] = &[
     layer("ffn.up", FF, &["mlp.hook_pre_linear"], "gated FFN: x·W_upᵀ"),
     layer("ffn.act", FF, &["mlp.hook_post"], "act(hidden), or act(gate) ⊙ up when gated"),
     layer("ffn.out", ROWS, &["hook_mlp_out"], "act·W2ᵀ + b2"),
-    layer("add_norm2.sum", ROWS, &["hook_resid_post"], "the second residual sum"),
+    layer(
+        "add_norm2.sum",
+        ROWS,
+        &["hook_resid_post"],
+        "the second residual sum (parallel: input + attn.out + ffn.out)",
+    ),
     layer("add_norm2.out", ROWS, &["hook_normalized_resid_post"], "post-norm: the norm of add_norm2.sum"),
     global("final_norm.out", ROWS, &["ln_final.hook_normalized"], "the norm after the last layer (decoders)"),
     global("output", ROWS, &[], "the last hidden state (after the final norm if any)"),

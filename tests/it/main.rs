@@ -19,6 +19,7 @@ mod hostile;
 mod hostile_files;
 mod hostile_fuzz;
 mod hostile_limits;
+mod hostile_neox_phi3;
 mod hostile_outputs;
 mod interventions;
 mod oracle;

@@ -9,6 +9,8 @@
 //! | `bert.rs`, `bert_weights.rs` | `bert` | post-norm encoder, learned positions, token types |
 //! | `gpt2.rs` | `gpt2` | pre-norm LayerNorm, learned positions, fused `Conv1D` q/k/v |
 //! | `llama.rs` | `llama`, `qwen2`, `mistral`, `qwen3` | pre-norm RMSNorm, rotary, gated FFN, GQA; Qwen3's q/k norms |
+//! | `gpt_neox.rs` | `gpt_neox` | parallel (or sequential) LayerNorm block, partial rotary, fused per-head q/k/v |
+//! | `phi3.rs` | `phi3` | the Llama block with fused `qkv_proj` and `gate_up_proj`, LongRoPE, partial rotary |
 //!
 //! `decoder.rs` reads a decoder's `config.json` into [`DecoderConfig`] and builds its
 //! [`Params`] from the family's names; `rope.rs` turns `rope_theta`/`rope_scaling` into
@@ -19,7 +21,9 @@ pub mod bert;
 pub mod bert_weights;
 pub mod decoder;
 mod gpt2;
+mod gpt_neox;
 mod llama;
+mod phi3;
 pub mod rope;
 
 pub use decoder::DecoderConfig;
@@ -66,6 +70,15 @@ pub trait Family: Send + Sync {
     fn q_bias(&self, store: &dyn TensorStore) -> String;
     /// The learned position table, if the family has one.
     fn position_table(&self, c: &DecoderConfig, store: &dyn TensorStore) -> Result<Option<Tensor>>;
+    /// The untied head's name in the checkpoint.
+    fn head_name(&self) -> &'static str {
+        "lm_head.weight"
+    }
+    /// Whether the family turns only part of each head (so a GGUF file's
+    /// `rope.dimension_count` below the head width is read, not refused).
+    fn partial_rotary(&self) -> bool {
+        false
+    }
     /// The norm after the last layer.
     fn final_norm(&self, c: &DecoderConfig, store: &dyn TensorStore) -> Result<LayerNorm>;
     /// Layer `i`'s parameters, converted to the standard layout.
@@ -73,7 +86,8 @@ pub trait Family: Send + Sync {
 }
 
 /// The decoder families, in the order messages list them.
-pub static DECODERS: &[&dyn Family] = &[&gpt2::Gpt2, &llama::LLAMA, &llama::QWEN2, &llama::MISTRAL, &llama::QWEN3];
+pub static DECODERS: &[&dyn Family] =
+    &[&gpt2::Gpt2, &llama::LLAMA, &llama::QWEN2, &llama::MISTRAL, &llama::QWEN3, &gpt_neox::GptNeoX, &phi3::Phi3];
 
 /// The decoder family of `model_type`.
 pub fn decoder(model_type: &str) -> Option<&'static dyn Family> {

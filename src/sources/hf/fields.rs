@@ -49,6 +49,12 @@ pub const DECODER: &[(&str, Kind)] = &[
     ("scale_attn_by_inverse_layer_idx", Flag),
     ("reorder_and_upcast_attn", Flag),
     ("pad_token_id", Id),
+    ("layer_norm_eps", Float),
+    ("rotary_pct", Float),
+    ("rotary_emb_base", Float),
+    ("use_parallel_residual", Flag),
+    ("partial_rotary_factor", Float),
+    ("original_max_position_embeddings", Count),
 ];
 
 /// BERT's fields.

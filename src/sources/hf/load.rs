@@ -275,6 +275,10 @@ pub fn decoder_loaded(
     if let Some(p) = settings.padding {
         cfg.parts.padding = Some(super::pad(&mut enc, p, super::decoder_pad_id(c, w)?, &tokenizer, max_len)?);
     }
+    // LongRoPE's frequencies depend on the input's length, padding included.
+    if let Some(rope) = cfg.parts.rope.as_mut() {
+        rope.fit_length(enc.ids.len());
+    }
     Ok(Loaded {
         sentence: Some(sentence),
         tokens: enc.tokens,
