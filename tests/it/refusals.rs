@@ -40,7 +40,8 @@ fn an_unsupported_architecture_is_refused_alike_from_gguf_and_folder() {
         )
     };
     assert_eq!(a, form(&gguf, "the GGUF's general.architecture", "llama, qwen2"));
-    assert_eq!(b, form(folder, "config.json's model_type", "bert, gpt2, llama, qwen2, mistral, qwen3"));
+    let list = "bert, gpt2, llama, qwen2, mistral, qwen3, mixtral, qwen2_moe, qwen3_moe";
+    assert_eq!(b, form(folder, "config.json's model_type", list));
 }
 
 #[test]

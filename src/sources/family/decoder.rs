@@ -50,6 +50,15 @@ pub struct DecoderConfig {
     /// One id, or a list (Llama 3): the first pads when there is no `pad_token_id`.
     pub eos_token_id: Option<serde_json::Value>,
     pub reorder_and_upcast_attn: Option<bool>,
+    /// Mixtures of experts (`family/moe.rs`): Mixtral's expert count, Qwen's.
+    pub num_local_experts: Option<usize>,
+    pub num_experts: Option<usize>,
+    pub num_experts_per_tok: Option<usize>,
+    pub norm_topk_prob: Option<bool>,
+    pub moe_intermediate_size: Option<usize>,
+    pub shared_expert_intermediate_size: Option<usize>,
+    pub decoder_sparse_step: Option<usize>,
+    pub mlp_only_layers: Option<Vec<usize>>,
 }
 
 impl DecoderConfig {

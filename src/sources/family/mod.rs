@@ -9,6 +9,7 @@
 //! | `bert.rs`, `bert_weights.rs` | `bert` | post-norm encoder, learned positions, token types |
 //! | `gpt2.rs` | `gpt2` | pre-norm LayerNorm, learned positions, fused `Conv1D` q/k/v |
 //! | `llama.rs` | `llama`, `qwen2`, `mistral`, `qwen3` | pre-norm RMSNorm, rotary, gated FFN, GQA; Qwen3's q/k norms |
+//! | `llama.rs`, `moe.rs` | `mixtral`, `qwen2_moe`, `qwen3_moe` | as Mistral, Qwen2, Qwen3, with a mixture of experts for an FFN |
 //!
 //! `decoder.rs` reads a decoder's `config.json` into [`DecoderConfig`] and builds its
 //! [`Params`] from the family's names; `rope.rs` turns `rope_theta`/`rope_scaling` into
@@ -20,6 +21,7 @@ pub mod bert_weights;
 pub mod decoder;
 mod gpt2;
 mod llama;
+mod moe;
 pub mod rope;
 
 pub use decoder::DecoderConfig;
@@ -73,7 +75,16 @@ pub trait Family: Send + Sync {
 }
 
 /// The decoder families, in the order messages list them.
-pub static DECODERS: &[&dyn Family] = &[&gpt2::Gpt2, &llama::LLAMA, &llama::QWEN2, &llama::MISTRAL, &llama::QWEN3];
+pub static DECODERS: &[&dyn Family] = &[
+    &gpt2::Gpt2,
+    &llama::LLAMA,
+    &llama::QWEN2,
+    &llama::MISTRAL,
+    &llama::QWEN3,
+    &llama::MIXTRAL,
+    &llama::QWEN2_MOE,
+    &llama::QWEN3_MOE,
+];
 
 /// The decoder family of `model_type`.
 pub fn decoder(model_type: &str) -> Option<&'static dyn Family> {

@@ -49,6 +49,13 @@ pub const DECODER: &[(&str, Kind)] = &[
     ("scale_attn_by_inverse_layer_idx", Flag),
     ("reorder_and_upcast_attn", Flag),
     ("pad_token_id", Id),
+    ("num_local_experts", Count),
+    ("num_experts", Count),
+    ("num_experts_per_tok", Count),
+    ("norm_topk_prob", Flag),
+    ("moe_intermediate_size", Count),
+    ("shared_expert_intermediate_size", Count),
+    ("decoder_sparse_step", Count),
 ];
 
 /// BERT's fields.
