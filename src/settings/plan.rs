@@ -75,7 +75,10 @@ impl Plan {
             && settings.outputs.save_trace.is_none();
         let mut record = widen(settings, &show, focus.is_some());
         if reduce_summary {
-            record.steps = Some(std::iter::once("attn.weights".to_string()).collect());
+            // The weights, and a mixture's routing (which experts each token went to).
+            let experts = cfg.parts.experts.is_some();
+            let read = ["attn.weights", "ffn.router.chosen", "ffn.router.weights"];
+            record.steps = Some(read.iter().take(if experts { 3 } else { 1 }).map(|s| s.to_string()).collect());
         }
         let streamed =
             reduce_summary || (settings.output.format == Format::Jsonl && settings.outputs.save_trace.is_none());
