@@ -9,6 +9,7 @@ mod common;
 mod decoders;
 mod determinism;
 mod diff;
+mod experts;
 mod export;
 mod families;
 mod firsthour;
