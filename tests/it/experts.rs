@@ -167,3 +167,54 @@ fn checkpoints_that_contradict_themselves_are_refused_in_one_line() {
         refused(&["my shoes", "--model", path], &format!("--model {path}"));
     }
 }
+
+/// fixtures/gguf/tiny-mixtral-f32.gguf written again into `dir` with its metadata `edits`
+/// (a `None` removes the key).
+fn broken_gguf(dir: &Path, edits: &[(&str, Option<u32>)]) -> String {
+    use candle_core::quantized::gguf_file::{self, Value as G};
+    let mut f = std::fs::File::open(root().join("fixtures/gguf/tiny-mixtral-f32.gguf")).unwrap();
+    let mut content = gguf_file::Content::read(&mut f).unwrap();
+    for (k, v) in edits {
+        match v {
+            Some(n) => content.metadata.insert(k.to_string(), G::U32(*n)),
+            None => content.metadata.remove(*k),
+        };
+    }
+    let mut names: Vec<String> = content.tensor_infos.keys().cloned().collect();
+    names.sort();
+    let device = candle_core::Device::Cpu;
+    let tensors: Vec<(String, candle_core::quantized::QTensor)> = names
+        .iter()
+        .map(|n| (n.clone(), content.tensor_infos[n].read(&mut f, content.tensor_data_offset, &device).unwrap()))
+        .collect();
+    let mut keys: Vec<&String> = content.metadata.keys().collect();
+    keys.sort();
+    let metadata: Vec<(&str, &G)> = keys.iter().map(|k| (k.as_str(), &content.metadata[*k])).collect();
+    let tensors: Vec<(&str, &candle_core::quantized::QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let path = dir.join("moe.gguf");
+    gguf_file::write(&mut std::fs::File::create(&path).unwrap(), &metadata, &tensors).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn gguf_metadata_that_contradicts_the_experts_is_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (edits, want) in [
+        (
+            &[("llama.expert_count", Some(8))][..],
+            "GGUF metadata llama.expert_count is 8 but tensor blk.0.ffn_gate_inp.weight holds 4 experts",
+        ),
+        (
+            &[("llama.expert_used_count", Some(5))],
+            "GGUF metadata llama.expert_used_count is 5; expected 1 to llama.expert_count (4)",
+        ),
+        (&[("llama.expert_used_count", None)], "the GGUF metadata has no llama.expert_used_count"),
+    ] {
+        let file = broken_gguf(dir.path(), edits);
+        refused(&["my shoes", "--model", &file], want);
+        refused(&["my shoes", "--model", &file], &format!("--model {file}"));
+    }
+    // Without an expert count the file is a plain Llama, whose dense FFN it lacks.
+    let file = broken_gguf(dir.path(), &[("llama.expert_count", None)]);
+    refused(&["my shoes", "--model", &file], "the GGUF has no tensor blk.0.ffn_up.weight");
+}

@@ -53,9 +53,13 @@ pub static MISTRAL: Llama = Llama { model_type: "mistral", gguf: None, window: t
 /// 64): read once a converted fixture proves the mapping (issue 30).
 pub static QWEN3: Llama =
     Llama { model_type: "qwen3", gguf: None, refuses_use_sliding_window: true, qk_norm: true, ..BASE };
-/// transformers' Mixtral masks by `sliding_window` as Mistral does.
-pub static MIXTRAL: Llama = Llama { model_type: "mixtral", moe: Some(&moe::MIXTRAL), ..MISTRAL };
-pub static QWEN2_MOE: Llama = Llama { model_type: "qwen2_moe", gguf: None, moe: Some(&moe::QWEN2_MOE), ..QWEN2 };
+/// transformers' Mixtral masks by `sliding_window` as Mistral does; llama.cpp writes it as
+/// `llama` (Q and K rows permuted) with an `expert_count`.
+pub static MIXTRAL: Llama = Llama { model_type: "mixtral", gguf: Some("llama"), moe: Some(&moe::MIXTRAL), ..MISTRAL };
+pub static QWEN2_MOE: Llama =
+    Llama { model_type: "qwen2_moe", gguf: Some("qwen2moe"), moe: Some(&moe::QWEN2_MOE), ..QWEN2 };
+/// GGUF `qwen3moe` is not read: as `qwen3`'s, its head width (`attention.key_length`) and its
+/// renormalisation (llama.cpp's rule, not in the metadata) await a converted fixture.
 pub static QWEN3_MOE: Llama = Llama { model_type: "qwen3_moe", moe: Some(&moe::QWEN3_MOE), ..QWEN3 };
 
 impl Family for Llama {
@@ -68,6 +72,9 @@ impl Family for Llama {
     /// llama.cpp's converter permutes the `llama` architecture's Q and K rows only.
     fn gguf_permutes_qk(&self) -> bool {
         self.gguf == Some("llama")
+    }
+    fn experts(&self) -> bool {
+        self.moe.is_some()
     }
     fn eps(&self, c: &DecoderConfig) -> f64 {
         c.rms_norm_eps.unwrap_or(1e-6)

@@ -44,6 +44,11 @@ pub trait Family: Send + Sync {
     fn gguf_permutes_qk(&self) -> bool {
         false
     }
+    /// Whether the FFN is a mixture of experts (a GGUF `llama` file with `expert_count` is
+    /// Mixtral).
+    fn experts(&self) -> bool {
+        false
+    }
     /// The norm's epsilon when the config gives none, and which key gives it.
     fn eps(&self, c: &DecoderConfig) -> f64;
     /// The activation when the config names none.
@@ -96,14 +101,22 @@ pub fn model_types() -> Vec<&'static str> {
     bert::SUPPORTED.iter().copied().chain(DECODERS.iter().map(|f| f.model_type())).collect()
 }
 
-/// The family reading GGUF architecture `arch`.
-pub fn gguf(arch: &str) -> Option<&'static dyn Family> {
-    DECODERS.iter().copied().find(|f| f.gguf_arch() == Some(arch))
+/// The family reading GGUF architecture `arch`, whose metadata says whether it has `experts`
+/// (llama.cpp writes Mixtral as `llama` with an `expert_count`).
+pub fn gguf(arch: &str, experts: bool) -> Option<&'static dyn Family> {
+    let mut of_arch = DECODERS.iter().copied().filter(|f| f.gguf_arch() == Some(arch));
+    of_arch.clone().find(|f| f.experts() == experts).or_else(|| of_arch.next())
 }
 
-/// Every GGUF architecture a family reads.
+/// Every GGUF architecture a family reads, once each.
 pub fn gguf_archs() -> Vec<&'static str> {
-    DECODERS.iter().filter_map(|f| f.gguf_arch()).collect()
+    let mut archs: Vec<&str> = Vec::new();
+    for a in DECODERS.iter().filter_map(|f| f.gguf_arch()) {
+        if !archs.contains(&a) {
+            archs.push(a);
+        }
+    }
+    archs
 }
 
 /// A norm's weight (and bias) under `prefix`, `d` wide.

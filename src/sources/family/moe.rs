@@ -15,6 +15,7 @@ use crate::error::usage;
 use crate::params::{Dense, Experts, Linear};
 use crate::sources::store::TensorStore;
 use anyhow::Result;
+use candle_core::Tensor;
 
 /// What one MoE variant names and assumes.
 pub struct Moe {
@@ -129,7 +130,15 @@ impl Moe {
             Ok(Dense { gate: Some(lin(&gate, d, ff)?), linear1: lin(&up, d, ff)?, linear2: lin(&down, ff, d)? })
         };
         let router = lin(&format!("{m}.gate"), d, spec.count)?;
-        let experts = (0..spec.count).map(|e| dense(&format!("{m}.experts.{e}"), spec.d_ff)).collect::<Result<_>>()?;
+        // Each projection of every expert at once: a GGUF file stacks them in one tensor.
+        let [gate, up, down] = self.proj.map(|n| format!("{m}.experts.{{e}}.{n}.weight"));
+        let (ff, n) = (spec.d_ff, spec.count);
+        let (gate, up, down) =
+            (store.experts(&gate, n, &[ff, d])?, store.experts(&up, n, &[ff, d])?, store.experts(&down, n, &[d, ff])?);
+        let linear = |weight: &Tensor| Linear { weight: weight.clone(), bias: None };
+        let experts = (0..n)
+            .map(|e| Dense { gate: Some(linear(&gate[e])), linear1: linear(&up[e]), linear2: linear(&down[e]) })
+            .collect();
         let shared = match spec.shared_d_ff {
             Some(ff) => {
                 Some((dense(&format!("{m}.shared_expert"), ff)?, lin(&format!("{m}.shared_expert_gate"), d, 1)?))
