@@ -65,6 +65,8 @@ pub fn activation(a: Activation, x: &Tensor) -> Result<Tensor> {
     })
 }
 
+/// Layer `l`'s mixture of experts on `x` ([pos, d_model]): routed, run and summed as the
+/// module documentation says.
 pub fn moe(cfg: &ModelConfig, m: &Experts, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
     let spec = cfg.parts.experts.as_ref().ok_or_else(|| anyhow!("internal: layer {l} has experts, the config none"))?;
     let (n, k) = (x.dim(0)?, spec.top_k);
@@ -73,7 +75,7 @@ pub fn moe(cfg: &ModelConfig, m: &Experts, x: &Tensor, l: usize, rec: &mut Recor
     rec.tensor(&format!("layers.{l}.ffn.router.logits"), cfg, &logits)?;
     let probs = softmax::softmax_last_dim(&logits)?; // [pos, expert]
     rec.tensor(&format!("layers.{l}.ffn.router.probs"), cfg, &probs)?;
-    let probs = probs.to_vec2::<f32>()?;
+    let probs = probs.to_vec2::<f32>()?; // [pos][expert], read row by row for the top-k
     let chosen = top_k(&probs, k); // [pos][rank]: expert ids, most probable first
     let ids = Values::Int(chosen.iter().flatten().map(|&e| e as i64).collect());
     rec.record(&format!("layers.{l}.ffn.router.chosen"), &steps::dims("ffn.router.chosen", cfg), &[n, k], ids);
