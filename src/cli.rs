@@ -398,6 +398,11 @@ pub struct Cli {
     /// over positions.
     #[arg(long, value_enum, default_value = "zero", help_heading = "Interventions")]
     pub ablate_mode: AblateArg,
+    /// Remove experts from a mixture of experts' routing: their router logit becomes −inf
+    /// before the softmax and top-k, e.g. --ablate-expert 0.3,1.0 for layer 0 expert 3 and
+    /// layer 1 expert 0.
+    #[arg(long, value_name = "L.E,…", help_heading = "Interventions")]
+    pub ablate_expert: Option<String>,
     /// Hide one query→key edge before the softmax: L.H:Q->K, or L:Q->K for every head of
     /// layer L; Q and K are positions or words. Repeatable.
     #[arg(long, value_name = "L[.H]:Q->K", help_heading = "Interventions")]

@@ -5,7 +5,9 @@
 
 use serde::Serialize;
 
+mod moe;
 mod parts;
+pub use moe::Experts;
 pub use parts::{LmHead, LongRope, Padding, Parts, Rope};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -178,6 +180,10 @@ pub struct Interventions {
     /// Hidden query→key edges: their score is −inf before the softmax.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub knockout: Vec<Knockout>,
+    /// `--ablate-expert`: experts removed from routing, as (layer, expert): their router
+    /// logit is −inf, so the softmax gives them nothing and top-k never picks them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ablate_expert: Vec<(usize, usize)>,
     /// `--induction N`: the input is N random tokens repeated twice (not the sentence).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub induction: Option<usize>,
@@ -230,7 +236,7 @@ pub struct Knockout {
 
 impl Interventions {
     pub fn is_empty(&self) -> bool {
-        self.ablate.is_empty() && self.knockout.is_empty() && self.induction.is_none()
+        self.ablate.is_empty() && self.knockout.is_empty() && self.induction.is_none() && self.ablate_expert.is_empty()
     }
 }
 

@@ -93,6 +93,9 @@ pub struct Parts {
     /// The token table and head stay stored (`params::Stored`), for the estimate. Not in JSON.
     #[serde(skip)]
     pub vocab_stored: bool,
+    /// A mixture of experts in every layer's FFN (`config/moe.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub experts: Option<super::Experts>,
 }
 
 /// Rotary position embedding as Hugging Face computes it: each pair (i, i + d/2) of a head's

@@ -6,7 +6,10 @@
 //! of each step; inside `blocks.{i}.` for layer steps). TransformerLens caches are
 //! batch-first, so every tensor gains a leading batch dimension of 1, and it stores q, k, v
 //! (and the rotated q, k) and z as `[batch, pos, head, d_head]`, where attn-trace has
-//! `[head, pos, d_head]`. Steps TransformerLens has no hook for (`tokens`, `token_ids`,
+//! `[head, pos, d_head]`. Its mixture of experts flattens the batch into the positions before
+//! routing, so `mlp.hook_expert_weights` (`ffn.router.probs`) and `mlp.hook_expert_indices`
+//! (`ffn.router.chosen`, int64) are `[batch·pos, …]`, written without a batch dimension.
+//! Steps TransformerLens has no hook for (`tokens`, `token_ids`,
 //! `embed.sum`, `attn.raw_scores`, `attn.mask`, `attn.concat`, `output`, …) are left out;
 //! the token strings stay in the file's metadata. `attn-trace diff` reads such a file back
 //! (diff/names.rs maps the names, diff/load.rs undoes the layouts).
@@ -17,6 +20,9 @@ use crate::trace::{Step, Values};
 /// In-layer steps TransformerLens stores position-first: `[batch, pos, head, d_head]`.
 pub const POSITION_FIRST: [&str; 8] =
     ["attn.q", "attn.k", "attn.v", "attn.q_norm", "attn.k_norm", "attn.q_rot", "attn.k_rot", "attn.context"];
+
+/// In-layer steps TransformerLens records on `[batch·pos, …]` rows: no batch dimension.
+pub const BATCH_FLATTENED: [&str; 2] = ["ffn.router.probs", "ffn.router.chosen"];
 
 /// The steps that have a TransformerLens hook, renamed and laid out as TransformerLens's cache.
 pub fn steps(steps: &[Step]) -> Vec<Step> {
@@ -40,8 +46,10 @@ fn one(step: &Step) -> Option<Step> {
         shape = vec![p, h, d];
         dims.swap(0, 1);
     }
-    shape.insert(0, 1);
-    dims.insert(0, "batch");
+    if !BATCH_FLATTENED.contains(&step.name.as_str()) {
+        shape.insert(0, 1);
+        dims.insert(0, "batch");
+    }
     Some(Step { id, layer: step.layer, name: hook.to_string(), dims, shape, heads: step.heads.clone(), values })
 }
 
@@ -68,5 +76,21 @@ mod tests {
         assert_eq!(out[0].shape, vec![1, 3, 2, 1]);
         assert_eq!(out[0].dims, vec!["batch", "pos", "head", "d_head"]);
         assert_eq!(out[0].values, Values::F32(vec![0., 10., 1., 11., 2., 12.]));
+    }
+
+    #[test]
+    fn the_chosen_experts_keep_their_integers_and_have_no_batch_dimension() {
+        let chosen = Step {
+            id: "layers.0.ffn.router.chosen".into(),
+            layer: Some(0),
+            name: "ffn.router.chosen".into(),
+            dims: vec!["pos", "rank"],
+            shape: vec![3, 2],
+            heads: None,
+            values: Values::Int(vec![1, 0, 2, 3, 0, 1]),
+        };
+        let out = steps(std::slice::from_ref(&chosen));
+        assert_eq!(out[0].id, "blocks.0.mlp.hook_expert_indices");
+        assert_eq!((&out[0].shape, &out[0].values), (&vec![3, 2], &chosen.values));
     }
 }

@@ -122,7 +122,7 @@ fn repeat_kv(t: &Tensor, times: usize) -> Result<Tensor> {
 mod tests {
     use super::*;
     use crate::config::{Activation, InitConfig, Norm, Positions};
-    use crate::params::{Block, LayerNorm, Linear};
+    use crate::params::{Block, Dense, Ffn, LayerNorm, Linear};
 
     fn eye() -> Linear {
         Linear { weight: Tensor::new(&[[1f32, 0.0], [0.0, 1.0]], &Device::Cpu).unwrap(), bias: None }
@@ -143,7 +143,11 @@ mod tests {
             k_proj: eye(),
             v_proj: eye(),
             out_proj: Some(eye()),
-            block: Some(Block { norm1: norm.clone(), linear1: eye(), linear2: eye(), norm2: norm, gate: None }),
+            block: Some(Block {
+                norm1: norm.clone(),
+                ffn: Ffn::Dense(Dense { linear1: eye(), linear2: eye(), gate: None }),
+                norm2: norm,
+            }),
             qk_norm: None,
         };
         let cfg = ModelConfig {

@@ -103,6 +103,20 @@ pub fn ablate(cfg: &ModelConfig, layer: usize, context: Tensor) -> Result<Tensor
     Ok((kept + mean.broadcast_mul(&dropped)?)?)
 }
 
+/// Sets this layer's ablated experts' router logits ([pos, expert]) to −inf (`--ablate-expert`):
+/// the softmax gives them probability 0, the others' probabilities are renormalised over the
+/// experts left, and top-k never picks them.
+pub fn ablate_experts(cfg: &ModelConfig, layer: usize, logits: Tensor) -> Result<Tensor> {
+    let gone: Vec<usize> =
+        cfg.interventions.ablate_expert.iter().filter(|(l, _)| *l == layer).map(|(_, e)| *e).collect();
+    if gone.is_empty() {
+        return Ok(logits);
+    }
+    let count = logits.dim(1)?;
+    let bias: Vec<f32> = (0..count).map(|e| if gone.contains(&e) { f32::NEG_INFINITY } else { 0.0 }).collect();
+    Ok(logits.broadcast_add(&Tensor::from_vec(bias, (1, count), &Device::Cpu)?)?)
+}
+
 /// Replaces one position of this layer's output ([pos, d_model]) with a patching sweep's
 /// values (activation patching of the residual stream).
 pub fn patch_resid(cfg: &ModelConfig, layer: usize, x: Tensor) -> Result<Tensor> {

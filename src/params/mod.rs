@@ -79,13 +79,37 @@ pub struct QkNorm {
 #[derive(Debug, Clone)]
 pub struct Block {
     pub norm1: LayerNorm,
+    pub ffn: Ffn,
+    pub norm2: LayerNorm,
+}
+
+/// A layer's FFN: one dense FFN, or a mixture of experts (`config.experts`).
+#[derive(Debug, Clone)]
+pub enum Ffn {
+    Dense(Dense),
+    Experts(Box<Experts>),
+}
+
+/// A position-wise FFN.
+#[derive(Debug, Clone)]
+pub struct Dense {
     /// The FFN's first linear (the up projection of a gated FFN).
     pub linear1: Linear,
     /// The FFN's second linear (the down projection of a gated FFN).
     pub linear2: Linear,
-    pub norm2: LayerNorm,
     /// A gated FFN's gate projection (SwiGLU).
     pub gate: Option<Linear>,
+}
+
+/// A mixture of experts: the router, every expert (each a gated FFN), and Qwen2-MoE's
+/// shared expert with its gate.
+#[derive(Debug, Clone)]
+pub struct Experts {
+    /// [experts, d_model], no bias.
+    pub router: Linear,
+    pub experts: Vec<Dense>,
+    /// The shared expert and its gate ([1, d_model]).
+    pub shared: Option<(Dense, Linear)>,
 }
 
 /// Every parameter of one encoder stack.
@@ -153,11 +177,26 @@ impl Params {
             }
             if let Some(b) = &l.block {
                 push_norm(&mut out, format!("{p}.norm1"), &b.norm1);
-                push_linear(&mut out, format!("{p}.ffn.linear1"), &b.linear1);
-                push_linear(&mut out, format!("{p}.ffn.linear2"), &b.linear2);
-                push_norm(&mut out, format!("{p}.norm2"), &b.norm2);
-                if let Some(g) = &b.gate {
-                    push_linear(&mut out, format!("{p}.ffn.gate"), g);
+                match &b.ffn {
+                    Ffn::Dense(f) => {
+                        push_linear(&mut out, format!("{p}.ffn.linear1"), &f.linear1);
+                        push_linear(&mut out, format!("{p}.ffn.linear2"), &f.linear2);
+                        push_norm(&mut out, format!("{p}.norm2"), &b.norm2);
+                        if let Some(g) = &f.gate {
+                            push_linear(&mut out, format!("{p}.ffn.gate"), g);
+                        }
+                    }
+                    Ffn::Experts(m) => {
+                        push_norm(&mut out, format!("{p}.norm2"), &b.norm2);
+                        push_linear(&mut out, format!("{p}.ffn.router"), &m.router);
+                        for (e, f) in m.experts.iter().enumerate() {
+                            push_dense(&mut out, format!("{p}.ffn.experts.{e}"), f);
+                        }
+                        if let Some((f, gate)) = &m.shared {
+                            push_dense(&mut out, format!("{p}.ffn.shared"), f);
+                            push_linear(&mut out, format!("{p}.ffn.shared.gate"), gate);
+                        }
+                    }
                 }
             }
         }
@@ -168,6 +207,15 @@ impl Params {
             push_linear(&mut out, "lm_head".into(), h);
         }
         out
+    }
+}
+
+/// A dense FFN's linears under `prefix` (an expert's, in a mixture).
+fn push_dense<'a>(out: &mut Vec<(String, &'a Tensor)>, prefix: String, f: &'a Dense) {
+    push_linear(out, format!("{prefix}.linear1"), &f.linear1);
+    push_linear(out, format!("{prefix}.linear2"), &f.linear2);
+    if let Some(g) = &f.gate {
+        push_linear(out, format!("{prefix}.gate"), g);
     }
 }
 

@@ -217,6 +217,15 @@ impl super::store::TensorStore for GgufStore {
     fn has_rows(&self, name: &str, shape: &[usize]) -> bool {
         self.shape(name).is_some_and(|s| s == shape && shape.len() == 2)
     }
+    /// llama.cpp stacks a layer's experts into one [experts, out, in] tensor per projection:
+    /// read (and dequantized) once, each expert a view of it.
+    fn experts(&self, pattern: &str, count: usize, shape: &[usize]) -> Result<Vec<Tensor>> {
+        let Some(name) = super::gguf_names::gguf_experts_name(pattern) else {
+            return (0..count).map(|e| self.get(&pattern.replace("{e}", &e.to_string()), shape)).collect();
+        };
+        let all = self.file.get(&name, &[&[count][..], shape].concat())?;
+        Ok(all.chunk(count, 0)?.into_iter().map(|t| t.squeeze(0)).collect::<candle_core::Result<_>>()?)
+    }
     fn rows(&self, name: &str, start: usize, len: usize) -> Result<Tensor> {
         self.file.rows(&self.name(name), start, len)
     }

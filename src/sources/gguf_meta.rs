@@ -88,10 +88,12 @@ fn text(g: &Gguf<'_>, key: &str) -> Result<Option<String>> {
     }
 }
 
-/// The architecture (`general.architecture`) and the family that reads it.
+/// The architecture (`general.architecture`) and the family that reads it (with experts when
+/// `{arch}.expert_count` is above 0).
 fn architecture(g: &Gguf<'_>) -> Result<(String, &'static dyn super::family::Family)> {
     let arch = text(g, "general.architecture")?.unwrap_or_default();
-    let Some(family) = super::family::gguf(&arch) else {
+    let experts = uint(g, &format!("{arch}.expert_count"))?.is_some_and(|n| n > 0);
+    let Some(family) = super::family::gguf(&arch, experts) else {
         let model = g.what.trim_start_matches("--model ");
         let whence = "the GGUF's general.architecture";
         return Err(super::unsupported_architecture(model, &arch, whence, &super::family::gguf_archs()));
@@ -115,6 +117,32 @@ fn check_blocks(g: &Gguf<'_>, key: &str, count: u64) -> Result<()> {
             _ => "no blk.N tensors".into(),
         };
         return Err(bad(g, format!("GGUF metadata {key} is {count} but the file holds {held}")));
+    }
+    Ok(())
+}
+
+/// A mixture of experts' counts (`expert_count` above 0), checked by their GGUF keys before
+/// they are read as a config.json's: experts per token from 1 to the count, and the count
+/// the routers' rows (`blk.0.ffn_gate_inp`).
+fn check_experts(g: &Gguf<'_>, arch: &str) -> Result<()> {
+    let k = |name: &str| format!("{arch}.{name}");
+    let Some(count) = uint(g, &k("expert_count"))?.filter(|&n| n > 0) else { return Ok(()) };
+    let used = required(g, &k("expert_used_count"))?;
+    if used == 0 || used > count {
+        let why = format!(
+            "GGUF metadata {} is {used}; expected 1 to {} ({count})",
+            k("expert_used_count"),
+            k("expert_count")
+        );
+        return Err(bad(g, why));
+    }
+    let router = "blk.0.ffn_gate_inp.weight";
+    let rows = g.content.tensor_infos.get(router).and_then(|t| t.shape.dims().first().copied());
+    if let Some(rows) = rows.filter(|&r| r as u64 != count) {
+        return Err(bad(
+            g,
+            format!("GGUF metadata {} is {count} but tensor {router} holds {rows} experts", k("expert_count")),
+        ));
     }
     Ok(())
 }
@@ -143,6 +171,7 @@ pub fn config(content: &Content, what: &str, vector: &dyn Fn(&str) -> Result<Vec
         _ => None,
     };
     let theta = positive(g, &k("rope.freq_base"))?.unwrap_or(10000.0);
+    check_experts(g, &arch)?;
     let raw = serde_json::json!({
         "model_type": family.model_type(),
         "vocab_size": vocab,
@@ -166,6 +195,12 @@ pub fn config(content: &Content, what: &str, vector: &dyn Fn(&str) -> Result<Vec
         // For --pad-to, as config.json's.
         "pad_token_id": uint(g, "tokenizer.ggml.padding_token_id")?,
         "eos_token_id": uint(g, "tokenizer.ggml.eos_token_id")?,
+        // A mixture of experts: Mixtral's count key, Qwen's, and the experts' widths.
+        "num_local_experts": uint(g, &k("expert_count"))?,
+        "num_experts": uint(g, &k("expert_count"))?,
+        "num_experts_per_tok": uint(g, &k("expert_used_count"))?,
+        "moe_intermediate_size": uint(g, &k("expert_feed_forward_length"))?,
+        "shared_expert_intermediate_size": uint(g, &k("expert_shared_feed_forward_length"))?,
     });
     let c = DecoderConfig::read_with(raw, g.what, rope_dims.map(|n| n as usize))?;
     let shape = |n: &str| g.content.tensor_infos.get(n).map(|t| t.shape.dims().to_vec());

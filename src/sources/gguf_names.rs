@@ -34,6 +34,24 @@ const LAYER: &[(&str, &str)] = &[
     ("attention.dense", "attn_output"),
     ("mlp.dense_h_to_4h", "ffn_up"),
     ("mlp.dense_4h_to_h", "ffn_down"),
+    // Mixtures of experts: the router, Qwen2-MoE's shared expert and its gate.
+    ("block_sparse_moe.gate", "ffn_gate_inp"),
+    ("mlp.gate", "ffn_gate_inp"),
+    ("mlp.shared_expert_gate", "ffn_gate_inp_shexp"),
+    ("mlp.shared_expert.gate_proj", "ffn_gate_shexp"),
+    ("mlp.shared_expert.up_proj", "ffn_up_shexp"),
+    ("mlp.shared_expert.down_proj", "ffn_down_shexp"),
+];
+
+/// Each expert's projections (after `model.layers.{i}.` and before `.weight`, `{e}` the
+/// expert) and the 3-D tensor llama.cpp stacks them into (`blk.{i}.…`).
+const EXPERTS: &[(&str, &str)] = &[
+    ("block_sparse_moe.experts.{e}.w1", "ffn_gate_exps"),
+    ("block_sparse_moe.experts.{e}.w3", "ffn_up_exps"),
+    ("block_sparse_moe.experts.{e}.w2", "ffn_down_exps"),
+    ("mlp.experts.{e}.gate_proj", "ffn_gate_exps"),
+    ("mlp.experts.{e}.up_proj", "ffn_up_exps"),
+    ("mlp.experts.{e}.down_proj", "ffn_down_exps"),
 ];
 
 /// The prefixes of layer `i`'s Hugging Face names (Llama-like, GPT-NeoX).
@@ -60,6 +78,15 @@ pub fn gguf_name(name: &str) -> Option<String> {
     let (i, part) = rest.split_once('.')?;
     let (_, g) = LAYER.iter().find(|(hf, _)| *hf == part)?;
     Some(format!("blk.{i}.{g}.{suffix}"))
+}
+
+/// The GGUF name of the 3-D tensor that holds every expert of the Hugging Face pattern
+/// `model.layers.{i}.…experts.{e}.….weight`; `None` for another name.
+pub fn gguf_experts_name(pattern: &str) -> Option<String> {
+    let rest = pattern.strip_prefix("model.layers.")?.strip_suffix(".weight")?;
+    let (i, part) = rest.split_once('.')?;
+    let (_, g) = EXPERTS.iter().find(|(hf, _)| *hf == part)?;
+    Some(format!("blk.{i}.{g}.weight"))
 }
 
 /// Undoes llama.cpp's row permutation of a Q or K weight (or bias) with `heads` heads:
@@ -125,5 +152,13 @@ mod tests {
         assert_eq!(u, vec![0.0, 10.0, 20.0, 1.0, 11.0, 21.0]);
         assert!(is_per_head_qkv("gpt_neox.layers.3.attention.query_key_value.bias"));
         assert!(!is_per_head_qkv("model.layers.3.self_attn.qkv_proj.weight"));
+    }
+
+    #[test]
+    fn expert_names_map_onto_llama_cpp_names() {
+        assert_eq!(gguf_name("model.layers.3.mlp.gate.weight").as_deref(), Some("blk.3.ffn_gate_inp.weight"));
+        let w1 = gguf_experts_name("model.layers.2.block_sparse_moe.experts.{e}.w1.weight");
+        assert_eq!(w1.as_deref(), Some("blk.2.ffn_gate_exps.weight"));
+        assert_eq!(gguf_experts_name("model.layers.2.mlp.gate.weight"), None);
     }
 }

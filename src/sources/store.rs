@@ -28,6 +28,13 @@ pub trait TensorStore: Send + Sync + std::fmt::Debug {
         prefixes.iter().map(|p| format!("{p}{name}")).find(|n| self.has(n)).unwrap_or_else(|| name.to_string())
     }
 
+    /// The `count` experts' matrices named `pattern` with `{e}` for the expert's number
+    /// (`model.layers.0.mlp.experts.{e}.up_proj.weight`), each of `shape`, in expert order. A
+    /// Hugging Face checkpoint stores one tensor per expert; a GGUF file one 3-D tensor for all.
+    fn experts(&self, pattern: &str, count: usize, shape: &[usize]) -> Result<Vec<Tensor>> {
+        (0..count).map(|e| self.get(&pattern.replace("{e}", &e.to_string()), shape)).collect()
+    }
+
     /// `name`'s bias, if the store holds one of `shape`.
     fn bias(&self, name: &str, shape: &[usize]) -> Result<Option<Tensor>> {
         self.has(name).then(|| self.get(name, shape)).transpose()

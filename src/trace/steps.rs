@@ -52,6 +52,8 @@ const QK: &[Dim] = &["head", "pos", "d_k"];
 const VS: &[Dim] = &["head", "pos", "d_v"];
 const MAP: &[Dim] = &["head", "query_pos", "key_pos"];
 const FF: &[Dim] = &["pos", "d_ff"];
+const EXPERTS: &[Dim] = &["pos", "expert"];
+const RANKS: &[Dim] = &["pos", "rank"];
 
 /// Every step, in trace order: the embeddings, one layer's steps (repeated per layer), then
 /// `output`. The one list of step names: the model records by these names (with these dims),
@@ -96,6 +98,15 @@ pub const CATALOGUE: &[StepDef] = &[
     layer("ffn.gate", FF, &[], "gated FFN: x·W_gateᵀ"),
     layer("ffn.up", FF, &["mlp.hook_pre_linear"], "gated FFN: x·W_upᵀ"),
     layer("ffn.act", FF, &["mlp.hook_post"], "act(hidden), or act(gate) ⊙ up when gated"),
+    // A mixture of experts (config.experts) has these in place of ffn.hidden … ffn.act.
+    layer("ffn.router.logits", EXPERTS, &[], "mixture of experts: x·W_routerᵀ, −inf for an ablated expert"),
+    layer("ffn.router.probs", EXPERTS, &["mlp.hook_expert_weights"], "softmax of the router logits over experts"),
+    layer("ffn.router.chosen", RANKS, &["mlp.hook_expert_indices"], "the top-k experts, most probable first"),
+    layer("ffn.router.weights", RANKS, &[], "their probabilities, divided by their sum if norm_topk_prob"),
+    layer("ffn.experts.out", &["pos", "rank", "d_model"], &[], "each chosen expert's FFN output, unweighted"),
+    layer("ffn.experts.mixed", ROWS, &[], "Σ weights·experts.out in expert order (ffn.out without a shared expert)"),
+    layer("ffn.shared.out", ROWS, &[], "the shared expert's FFN output (Qwen2-MoE)"),
+    layer("ffn.shared.gate", &["pos", "1"], &[], "sigmoid(x·w_gateᵀ): the shared expert's share"),
     layer("ffn.out", ROWS, &["hook_mlp_out"], "act·W2ᵀ + b2"),
     layer(
         "add_norm2.sum",
@@ -218,6 +229,23 @@ pub fn parse_layer_id(id: &str) -> Option<(Stack, usize, &str)> {
     Some((stack, num.parse().ok()?, step))
 }
 
+/// Every FFN step, dense or mixture of experts.
+const FFN: &[&str] = &[
+    "ffn.hidden",
+    "ffn.gate",
+    "ffn.up",
+    "ffn.act",
+    "ffn.router.logits",
+    "ffn.router.probs",
+    "ffn.router.chosen",
+    "ffn.router.weights",
+    "ffn.experts.out",
+    "ffn.experts.mixed",
+    "ffn.shared.out",
+    "ffn.shared.gate",
+    "ffn.out",
+];
+
 /// Alias → canonical names. Several seed notebooks' and TransformerLens's words are accepted.
 const ALIASES: &[(&str, &[&str])] = &[
     ("ids", &["token_ids"]),
@@ -257,8 +285,10 @@ const ALIASES: &[(&str, &[&str])] = &[
     ),
     ("add_norm1", &["add_norm1.sum", "add_norm1.out"]),
     ("resid_mid", &["add_norm1.sum"]),
-    ("ffn", &["ffn.hidden", "ffn.gate", "ffn.up", "ffn.act", "ffn.out"]),
-    ("mlp", &["ffn.hidden", "ffn.gate", "ffn.up", "ffn.act", "ffn.out"]),
+    ("ffn", FFN),
+    ("mlp", FFN),
+    ("router", &["ffn.router.logits", "ffn.router.probs", "ffn.router.chosen", "ffn.router.weights"]),
+    ("experts", &["ffn.router.chosen", "ffn.router.weights", "ffn.experts.out", "ffn.experts.mixed"]),
     ("rot", &["attn.q_rot", "attn.k_rot"]),
     ("q_rot", &["attn.q_rot"]),
     ("k_rot", &["attn.k_rot"]),

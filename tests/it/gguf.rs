@@ -3,7 +3,8 @@
 //! Q/K rows permuted) traces exactly as the checkpoint it came from when stored in F32, and
 //! within quantization error when stored as Q4_1/Q8_0; malformed files are one-line errors.
 //! So do F32 files of the tiny Qwen2, GPT-NeoX and Phi-3 checkpoints (architectures `qwen2`,
-//! `gptneox`, `phi3`).
+//! `gptneox`, `phi3`) and of the mixtures of experts (make_moe.py: `llama` with experts,
+//! `qwen2moe`).
 
 use crate::common::*;
 
@@ -62,6 +63,25 @@ fn a_qwen2_gguf_traces_as_its_checkpoint() {
     ]));
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
     same_steps("checkpoint", &a, &b);
+}
+
+/// Mixtral (llama.cpp's `llama` with an `expert_count`, Q/K permuted) and Qwen2-MoE
+/// (`qwen2moe`, with its shared expert) as fixtures/gguf/make_moe.py lays them out, each
+/// projection's experts stacked into one 3-D tensor: every step as the checkpoint's.
+#[test]
+fn mixtures_of_experts_in_gguf_trace_as_their_checkpoints() {
+    for (folder, file, model_type) in
+        [("mixtral", "tiny-mixtral-f32.gguf", "mixtral"), ("qwen2_moe", "tiny-qwen2moe-f32.gguf", "qwen2_moe")]
+    {
+        let hf = root().join("fixtures/decoders").join(folder);
+        let args = |m: &str| trace_json(&["my shoes are small, my feet are big.", "--model", m, "--steps", "all"]);
+        let (a, b) = (args(hf.to_str().unwrap()), args(&tiny(file)));
+        assert_eq!(b["config"]["model"]["model_type"], model_type, "{file}");
+        assert_eq!(a["config"]["experts"], b["config"]["experts"], "{file}");
+        let (a, b) = (steps(&a), steps(&b));
+        assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "{file}");
+        same_steps("checkpoint", &a, &b);
+    }
 }
 
 #[test]

@@ -161,7 +161,11 @@ fn the_parity_table_is_what_the_fixtures_measure() {
         return;
     }
     let lines: Vec<&str> = documented.lines().skip(2).collect();
-    assert_eq!(lines.len(), rows.len(), "docs/PARITY.md's rows are not the fixtures' models: rerun with ATTN_TRACE_BLESS=1");
+    assert_eq!(
+        lines.len(),
+        rows.len(),
+        "docs/PARITY.md's rows are not the fixtures' models: rerun with ATTN_TRACE_BLESS=1"
+    );
     for (line, (name, r)) in lines.iter().zip(&rows) {
         let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
         assert_eq!((cells[0], cells[1]), (name.as_str(), r.storage.as_str()), "{line}");

@@ -66,6 +66,15 @@ pub struct DecoderConfig {
     /// head's: exact, where a fraction of the head's width might round one dimension away.
     #[serde(skip)]
     pub rope_dims: Option<usize>,
+    /// Mixtures of experts (`family/moe.rs`): Mixtral's expert count, Qwen's.
+    pub num_local_experts: Option<usize>,
+    pub num_experts: Option<usize>,
+    pub num_experts_per_tok: Option<usize>,
+    pub norm_topk_prob: Option<bool>,
+    pub moe_intermediate_size: Option<usize>,
+    pub shared_expert_intermediate_size: Option<usize>,
+    pub decoder_sparse_step: Option<usize>,
+    pub mlp_only_layers: Option<Vec<usize>>,
 }
 
 impl DecoderConfig {

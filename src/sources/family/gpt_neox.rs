@@ -12,7 +12,7 @@
 use super::{decoder_parts, norm, DecoderConfig, Family};
 use crate::config::{Parts, Positions};
 use crate::error::usage;
-use crate::params::{Block, LayerNorm, LayerParams, Linear};
+use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams, Linear};
 use crate::sources::store::TensorStore;
 use anyhow::Result;
 use candle_core::Tensor;
@@ -131,10 +131,12 @@ impl Family for GptNeoX {
             out_proj: Some(lin("attention.dense", (h * dh, d), attn_bias)?),
             block: Some(Block {
                 norm1: norm(store, &format!("{p}.input_layernorm"), d, true)?,
-                linear1: lin("mlp.dense_h_to_4h", (d, ff), true)?,
-                linear2: lin("mlp.dense_4h_to_h", (ff, d), true)?,
+                ffn: Ffn::Dense(Dense {
+                    linear1: lin("mlp.dense_h_to_4h", (d, ff), true)?,
+                    linear2: lin("mlp.dense_4h_to_h", (ff, d), true)?,
+                    gate: None,
+                }),
                 norm2: norm(store, &format!("{p}.post_attention_layernorm"), d, true)?,
-                gate: None,
             }),
             qk_norm: None,
         })

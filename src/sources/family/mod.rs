@@ -11,6 +11,7 @@
 //! | `llama.rs` | `llama`, `qwen2`, `mistral`, `qwen3` | pre-norm RMSNorm, rotary, gated FFN, GQA; Qwen3's q/k norms |
 //! | `gpt_neox.rs` | `gpt_neox` | parallel (or sequential) LayerNorm block, partial rotary, fused per-head q/k/v |
 //! | `phi3.rs` | `phi3` | the Llama block with fused `qkv_proj` and `gate_up_proj`, LongRoPE, partial rotary |
+//! | `llama.rs`, `moe.rs` | `mixtral`, `qwen2_moe`, `qwen3_moe` | as Mistral, Qwen2, Qwen3, with a mixture of experts for an FFN |
 //!
 //! `decoder.rs` reads a decoder's `config.json` into [`DecoderConfig`] and builds its
 //! [`Params`] from the family's names; `rope.rs` turns `rope_theta`/`rope_scaling` into
@@ -23,6 +24,7 @@ pub mod decoder;
 mod gpt2;
 mod gpt_neox;
 mod llama;
+mod moe;
 mod phi3;
 pub mod rope;
 
@@ -44,6 +46,11 @@ pub trait Family: Send + Sync {
     }
     /// Whether llama.cpp's converter permuted this architecture's Q and K rows.
     fn gguf_permutes_qk(&self) -> bool {
+        false
+    }
+    /// Whether the FFN is a mixture of experts (a GGUF `llama` file with `expert_count` is
+    /// Mixtral).
+    fn experts(&self) -> bool {
         false
     }
     /// The norm's epsilon when the config gives none, and which key gives it.
@@ -86,8 +93,18 @@ pub trait Family: Send + Sync {
 }
 
 /// The decoder families, in the order messages list them.
-pub static DECODERS: &[&dyn Family] =
-    &[&gpt2::Gpt2, &llama::LLAMA, &llama::QWEN2, &llama::MISTRAL, &llama::QWEN3, &gpt_neox::GptNeoX, &phi3::Phi3];
+pub static DECODERS: &[&dyn Family] = &[
+    &gpt2::Gpt2,
+    &llama::LLAMA,
+    &llama::QWEN2,
+    &llama::MISTRAL,
+    &llama::QWEN3,
+    &gpt_neox::GptNeoX,
+    &phi3::Phi3,
+    &llama::MIXTRAL,
+    &llama::QWEN2_MOE,
+    &llama::QWEN3_MOE,
+];
 
 /// The decoder family of `model_type`.
 pub fn decoder(model_type: &str) -> Option<&'static dyn Family> {
@@ -99,14 +116,22 @@ pub fn model_types() -> Vec<&'static str> {
     bert::SUPPORTED.iter().copied().chain(DECODERS.iter().map(|f| f.model_type())).collect()
 }
 
-/// The family reading GGUF architecture `arch`.
-pub fn gguf(arch: &str) -> Option<&'static dyn Family> {
-    DECODERS.iter().copied().find(|f| f.gguf_arch() == Some(arch))
+/// The family reading GGUF architecture `arch`, whose metadata says whether it has `experts`
+/// (llama.cpp writes Mixtral as `llama` with an `expert_count`).
+pub fn gguf(arch: &str, experts: bool) -> Option<&'static dyn Family> {
+    let mut of_arch = DECODERS.iter().copied().filter(|f| f.gguf_arch() == Some(arch));
+    of_arch.clone().find(|f| f.experts() == experts).or_else(|| of_arch.next())
 }
 
-/// Every GGUF architecture a family reads.
+/// Every GGUF architecture a family reads, once each.
 pub fn gguf_archs() -> Vec<&'static str> {
-    DECODERS.iter().filter_map(|f| f.gguf_arch()).collect()
+    let mut archs: Vec<&str> = Vec::new();
+    for a in DECODERS.iter().filter_map(|f| f.gguf_arch()) {
+        if !archs.contains(&a) {
+            archs.push(a);
+        }
+    }
+    archs
 }
 
 /// A norm's weight (and bias) under `prefix`, `d` wide.

@@ -11,7 +11,7 @@
 use super::{decoder_parts, norm, DecoderConfig, Family};
 use crate::config::{Parts, Positions};
 use crate::error::usage;
-use crate::params::{Block, LayerNorm, LayerParams, Linear};
+use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams, Linear};
 use crate::sources::store::TensorStore;
 use anyhow::Result;
 use candle_core::Tensor;
@@ -137,10 +137,12 @@ impl Family for Phi3 {
             out_proj: Some(Linear { weight: get("self_attn.o_proj", &[d, qw])?, bias: None }),
             block: Some(Block {
                 norm1: norm(store, &format!("{p}.input_layernorm"), d, false)?,
-                linear1: rows(&gate_up, ff, ff)?,
-                linear2: Linear { weight: get("mlp.down_proj", &[d, ff])?, bias: None },
+                ffn: Ffn::Dense(Dense {
+                    linear1: rows(&gate_up, ff, ff)?,
+                    linear2: Linear { weight: get("mlp.down_proj", &[d, ff])?, bias: None },
+                    gate: Some(rows(&gate_up, 0, ff)?),
+                }),
                 norm2: norm(store, &format!("{p}.post_attention_layernorm"), d, false)?,
-                gate: Some(rows(&gate_up, 0, ff)?),
             }),
             qk_norm: None,
         })

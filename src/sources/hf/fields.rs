@@ -55,6 +55,13 @@ pub const DECODER: &[(&str, Kind)] = &[
     ("use_parallel_residual", Flag),
     ("partial_rotary_factor", Float),
     ("original_max_position_embeddings", Count),
+    ("num_local_experts", Count),
+    ("num_experts", Count),
+    ("num_experts_per_tok", Count),
+    ("norm_topk_prob", Flag),
+    ("moe_intermediate_size", Count),
+    ("shared_expert_intermediate_size", Count),
+    ("decoder_sparse_step", Count),
 ];
 
 /// BERT's fields.
