@@ -152,7 +152,15 @@ fn block(g: &mut TorchGenerator, recipe: &Recipe, cfg: &ModelConfig) -> Result<B
     let gate = if cfg.parts.gated_ffn { Some(linear(g, recipe, d, cfg.d_ff, cfg.ffn_bias)?) } else { None };
     let linear1 = linear(g, recipe, d, cfg.d_ff, cfg.ffn_bias)?;
     let linear2 = linear(g, recipe, cfg.d_ff, d, cfg.ffn_bias)?;
-    Ok(Block { norm1: norm(cfg)?, linear1, linear2, norm2: norm(cfg)?, gate })
+    Ok(Block {
+        norm1: norm(cfg)?,
+        linear1,
+        linear2,
+        norm2: norm(cfg)?,
+        gate,
+        post_attn_norm: None,
+        post_ffn_norm: None,
+    })
 }
 
 fn skip(g: &mut TorchGenerator, n: u64) {

@@ -281,6 +281,7 @@ fn parts(
         padding: None,
         layer_at_a_time: false,
         vocab_stored: false,
+        ..Default::default()
     })
 }
 

@@ -166,6 +166,8 @@ impl Weights {
                     linear2: self.linear(&format!("{p}.output.dense"), c.intermediate_size, d)?,
                     norm2: self.norm(&format!("{p}.output.LayerNorm"), d)?,
                     gate: None,
+                    post_attn_norm: None,
+                    post_ffn_norm: None,
                 }),
                 qk_norm: None,
             });

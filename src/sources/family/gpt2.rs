@@ -94,6 +94,8 @@ impl Family for Gpt2 {
                 linear2: conv("mlp.c_proj", ff, d)?,
                 norm2: norm(store, &format!("{p}.ln_2"), d, true)?,
                 gate: None,
+                post_attn_norm: None,
+                post_ffn_norm: None,
             }),
             qk_norm: None,
         })

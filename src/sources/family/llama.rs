@@ -143,6 +143,8 @@ impl Family for Llama {
                 linear2: lin("mlp.down_proj", ff, d)?,
                 norm2: norm(store, &format!("{p}.post_attention_layernorm"), d, false)?,
                 gate: Some(lin("mlp.gate_proj", d, ff)?),
+                post_attn_norm: None,
+                post_ffn_norm: None,
             }),
             qk_norm: if self.qk_norm {
                 let (q, k) = (format!("{p}.self_attn.q_norm"), format!("{p}.self_attn.k_norm"));
