@@ -169,12 +169,14 @@ impl Gguf {
 pub struct GgufStore {
     pub file: Gguf,
     pub qk_heads: Option<(usize, usize)>,
+    /// The family's own name rows, read before the common ones (`gguf_names::SANDWICH`).
+    pub names: &'static [(&'static str, &'static str)],
 }
 
 impl GgufStore {
     /// The file's name for `name`; an unmapped name is kept, so that a message names it.
     fn name(&self, name: &str) -> String {
-        super::gguf_names::gguf_name(name).unwrap_or_else(|| name.to_string())
+        super::gguf_names::gguf_name_in(name, self.names).unwrap_or_else(|| name.to_string())
     }
 
     /// The heads whose rows to unpermute in `name`, if it is a permuted Q or K tensor.
@@ -208,6 +210,9 @@ impl super::store::TensorStore for GgufStore {
     }
     fn has_rows(&self, name: &str, shape: &[usize]) -> bool {
         self.shape(name).is_some_and(|s| s == shape && shape.len() == 2)
+    }
+    fn from_gguf(&self) -> bool {
+        true
     }
     fn rows(&self, name: &str, start: usize, len: usize) -> Result<Tensor> {
         self.file.rows(&self.name(name), start, len)
@@ -291,6 +296,6 @@ pub fn open(
     loaded.cfg.parts.vocab_stored = true; // `params` keeps the token table and head stored
     let fam = c.family();
     let qk_heads = fam.gguf_permutes_qk().then_some((c.num_attention_heads, c.kv_heads()));
-    let store = GgufStore { file: g, qk_heads };
+    let store = GgufStore { file: g, qk_heads, names: fam.gguf_layer_names() };
     Ok((loaded, super::Source::Decoder(Box::new((c, Box::new(store))))))
 }

@@ -5,7 +5,7 @@
 //! and `block_count` must be the number of `blk.N` blocks the file holds, checked before any
 //! loop runs over the blocks (issue 27).
 
-use super::family::DecoderConfig;
+use super::family::{DecoderConfig, Family, GgufKind};
 use crate::error::usage;
 use anyhow::Result;
 use candle_core::quantized::gguf_file::{Content, Value};
@@ -47,7 +47,33 @@ fn uint(g: &Gguf<'_>, key: &str) -> Result<Option<u64>> {
 }
 
 fn required(g: &Gguf<'_>, key: &str) -> Result<u64> {
-    uint(g, key)?.ok_or_else(|| usage(g.what, format!("the GGUF metadata has no {key}"), "use a complete GGUF file"))
+    uint(g, key)?.ok_or_else(|| missing(g, key))
+}
+
+fn missing(g: &Gguf<'_>, key: &str) -> anyhow::Error {
+    usage(g.what, format!("the GGUF metadata has no {key}"), "use a complete GGUF file")
+}
+
+/// The family's own metadata keys (`Family::gguf_keys`), each read by its type into the
+/// config.json key it stands for, then what llama.cpp fixes in code (`Family::gguf_fixed`).
+fn family_keys(g: &Gguf<'_>, arch: &str, family: &dyn Family, raw: &mut serde_json::Value) -> Result<()> {
+    for key in family.gguf_keys() {
+        let name = format!("{arch}.{}", key.key);
+        let value = match key.kind {
+            GgufKind::Count => uint(g, &name)?.map(serde_json::Value::from),
+            GgufKind::Positive => positive(g, &name)?.map(serde_json::Value::from),
+        };
+        match value {
+            Some(v) => raw[key.field] = v,
+            None if key.required => return Err(missing(g, &name)),
+            None => {}
+        }
+    }
+    let fixed = family.gguf_fixed(raw);
+    if let Some(map) = raw.as_object_mut() {
+        map.extend(fixed);
+    }
+    Ok(())
 }
 
 /// `key` as a float (f32 or f64) that is finite and positive; `None` if absent.
@@ -76,7 +102,7 @@ fn text(g: &Gguf<'_>, key: &str) -> Result<Option<String>> {
 }
 
 /// The architecture (`general.architecture`) and the family that reads it.
-fn architecture(g: &Gguf<'_>) -> Result<(String, &'static dyn super::family::Family)> {
+fn architecture(g: &Gguf<'_>) -> Result<(String, &'static dyn Family)> {
     let arch = text(g, "general.architecture")?.unwrap_or_default();
     let Some(family) = super::family::gguf(&arch) else {
         let model = g.what.trim_start_matches("--model ");
@@ -116,12 +142,21 @@ pub fn config(content: &Content, what: &str) -> Result<DecoderConfig> {
         Some([rows, _]) => *rows,
         _ => return Err(usage(g.what, "the GGUF has no 2-D token_embd.weight", "use a complete GGUF file")),
     };
-    if let Some(t) = text(g, &k("rope.scaling.type"))?.filter(|t| t != "none") {
-        return Err(usage(g.what, format!("GGUF rope scaling {t:?} is not supported"), "use a GGUF without it"));
-    }
+    let scaling = match text(g, &k("rope.scaling.type"))?.filter(|t| t != "none") {
+        // llama.cpp divides the frequencies by the factor, as transformers' `linear` does.
+        Some(t) if t == "linear" && family.gguf_rope_scaling() => {
+            let factor =
+                positive(g, &k("rope.scaling.factor"))?.ok_or_else(|| missing(g, &k("rope.scaling.factor")))?;
+            serde_json::json!({"rope_type": "linear", "factor": factor})
+        }
+        Some(t) => {
+            return Err(usage(g.what, format!("GGUF rope scaling {t:?} is not supported"), "use a GGUF without it"))
+        }
+        None => serde_json::Value::Null,
+    };
     let layers = required(g, &k("block_count"))?;
     check_blocks(g, &k("block_count"), layers)?;
-    let raw = serde_json::json!({
+    let mut raw = serde_json::json!({
         "model_type": family.model_type(),
         "vocab_size": vocab,
         "hidden_size": required(g, &k("embedding_length"))?,
@@ -130,7 +165,7 @@ pub fn config(content: &Content, what: &str) -> Result<DecoderConfig> {
         "num_key_value_heads": uint(g, &k("attention.head_count_kv"))?,
         "intermediate_size": required(g, &k("feed_forward_length"))?,
         "max_position_embeddings": required(g, &k("context_length"))?,
-        "hidden_act": "silu",
+        "hidden_act": family.default_activation(),
         "rms_norm_eps": positive(g, &k("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
         "rope_theta": positive(g, &k("rope.freq_base"))?.unwrap_or(10000.0),
         "tie_word_embeddings": !g.content.tensor_infos.contains_key("output.weight"),
@@ -138,6 +173,10 @@ pub fn config(content: &Content, what: &str) -> Result<DecoderConfig> {
         "pad_token_id": uint(g, "tokenizer.ggml.padding_token_id")?,
         "eos_token_id": uint(g, "tokenizer.ggml.eos_token_id")?,
     });
+    if !scaling.is_null() {
+        raw["rope_scaling"] = scaling;
+    }
+    family_keys(g, &arch, family, &mut raw)?;
     let c = DecoderConfig::read(raw, g.what)?;
     let shape = |n: &str| g.content.tensor_infos.get(n).map(|t| t.shape.dims().to_vec());
     // The family's names, as the file stores them.
