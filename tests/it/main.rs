@@ -12,6 +12,7 @@ mod diff;
 mod export;
 mod families;
 mod firsthour;
+mod gemma;
 mod gemma3;
 mod gguf;
 mod gguf_tokenize;
