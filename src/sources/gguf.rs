@@ -211,7 +211,7 @@ impl super::store::TensorStore for GgufStore {
     fn has_rows(&self, name: &str, shape: &[usize]) -> bool {
         self.shape(name).is_some_and(|s| s == shape && shape.len() == 2)
     }
-    fn from_gguf(&self) -> bool {
+    fn is_gguf(&self) -> bool {
         true
     }
     fn rows(&self, name: &str, start: usize, len: usize) -> Result<Tensor> {

@@ -25,7 +25,7 @@ pub trait TensorStore: Send + Sync + std::fmt::Debug {
     /// Whether the tensors are as llama.cpp's converter wrote them (a GGUF file): beyond the
     /// names and Q/K rows that `gguf_names.rs` maps back, it changed some families' values
     /// (Gemma's norm weights hold their `+ 1`), which the family file then reads as they are.
-    fn from_gguf(&self) -> bool {
+    fn is_gguf(&self) -> bool {
         false
     }
 

@@ -50,8 +50,11 @@ fn refusal(model: &str) -> String {
     err
 }
 
+/// A change to a config.json.
+type Edit = dyn Fn(&mut Value);
+
 /// A copy of a fixture checkpoint with its config.json edited.
-fn edited(dir: &std::path::Path, from: &str, edit: &dyn Fn(&mut Value)) -> String {
+fn edited(dir: &std::path::Path, from: &str, edit: &Edit) -> String {
     let folder = dir.join(format!("{from}-edited"));
     std::fs::create_dir_all(&folder).unwrap();
     for e in std::fs::read_dir(root().join("fixtures/decoders").join(from)).unwrap() {
@@ -67,7 +70,7 @@ fn edited(dir: &std::path::Path, from: &str, edit: &dyn Fn(&mut Value)) -> Strin
 #[test]
 fn a_gemma_config_that_lacks_or_misstates_a_key_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&str, &dyn Fn(&mut Value), &str); 7] = [
+    let cases: [(&str, &Edit, &str); 7] = [
         (
             "gemma2",
             &|v| drop(v.as_object_mut().unwrap().remove("query_pre_attn_scalar")),

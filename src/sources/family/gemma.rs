@@ -121,7 +121,7 @@ impl Gemma {
     /// `Gemma*RMSNorm` multiplies by `1.0 + weight.float()`), in f32; a GGUF file's already is.
     fn norm(&self, store: &dyn TensorStore, prefix: &str, d: usize) -> Result<LayerNorm> {
         let stored = norm(store, prefix, d, false)?;
-        if store.from_gguf() {
+        if store.is_gguf() {
             return Ok(stored);
         }
         Ok(LayerNorm { weight: stored.weight.affine(1.0, 1.0)?, bias: None })
