@@ -243,7 +243,8 @@ impl Family for Gemma {
             sandwich_norms: true,
             attn_softcap: c.attn_logit_softcapping.filter(|_| !self.three),
             final_softcap: c.final_logit_softcapping,
-            // transformers: `torch.tensor(hidden_size**0.5)`, an f32.
+            // transformers casts √hidden_size to the embeddings' dtype: f32 when it computes in
+            // f32, as attn-trace does on any stored type (a bf16 run would use √640 ≈ 25.25).
             embed_scale: Some((c.hidden_size as f64).sqrt() as f32 as f64),
             ..decoder_parts(c)
         })
