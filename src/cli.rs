@@ -141,7 +141,8 @@ pub struct Cli {
 
     // ---- real models ----
     /// A Hugging Face model folder (config.json, weights, tokenizer.json), or ORG/NAME
-    /// already in the local Hugging Face cache. Supported: bert, gpt2, llama, qwen2, mistral.
+    /// already in the local Hugging Face cache. Supported: bert, gpt2, llama, qwen2, mistral, qwen3,
+    /// gemma2, gemma3_text.
     #[arg(long, value_name = "DIR", help_heading = "Real models")]
     pub model: Option<String>,
     /// With --model: keep the first max_position_embeddings tokens of a longer input.

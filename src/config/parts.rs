@@ -46,6 +46,22 @@ pub struct Parts {
     /// Gemma 3): `attn.q_norm`, `attn.k_norm`.
     #[serde(skip_serializing_if = "is_false")]
     pub qk_norm: bool,
+    /// Sandwich norms (Gemma 2, 3): each sublayer's output is normed before its residual sum
+    /// (`norm1_post.out`, `norm2_post.out`; the parameters are `Block.post_attn_norm` and
+    /// `post_ffn_norm`).
+    #[serde(skip_serializing_if = "is_false")]
+    pub sandwich_norms: bool,
+    /// Attention logit soft-capping (Gemma 2): after the scale and before the mask, each score
+    /// becomes `cap · tanh(score / cap)` (`attn.scores`; `attn.scores_uncapped` is before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attn_softcap: Option<f64>,
+    /// Final logit soft-capping (Gemma 2): `logits = cap · tanh(logits_uncapped / cap)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub final_softcap: Option<f64>,
+    /// The token rows are multiplied by this before the first layer (Gemma: √d_model, rounded
+    /// to f32 as transformers rounds it): `embed.out = embed.token × embed_scale`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embed_scale: Option<f64>,
     /// Whether the output projection has a bias when the q/k/v projections' differs (Qwen2:
     /// q, k, v biased, o not).
     #[serde(skip_serializing_if = "Option::is_none")]

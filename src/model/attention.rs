@@ -36,16 +36,7 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     rec.tensor(&format!("layers.{l}.attn.raw_scores"), cfg, &raw_scores)?;
     let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, query_pos, key_pos]
     let hidden = super::mask::hidden_keys(cfg, l, n);
-    let scores = match &hidden {
-        Some(hidden) => {
-            // Hidden keys' scores become −inf, so exp gives exactly 0.
-            let bias: Vec<f32> = hidden.iter().map(|&m| if m { f32::NEG_INFINITY } else { 0.0 }).collect();
-            let mask = Values::Bool(hidden.clone());
-            rec.record(&format!("layers.{l}.attn.mask"), &steps::dims("attn.mask", cfg), &[n, n], mask);
-            scaled.broadcast_add(&Tensor::from_vec(bias, (n, n), &Device::Cpu)?)?
-        }
-        None => scaled,
-    }; // [head, query_pos, key_pos]
+    let scores = capped_and_masked(cfg, scaled, hidden.as_deref(), l, rec)?; // [head, query_pos, key_pos]
     let scores = super::intervene::knockout(cfg, l, scores)?; // [head, query_pos, key_pos]
     rec.tensor(&format!("layers.{l}.attn.scores"), cfg, &scores)?;
     let weights = super::softmax::softmax_last_dim(&scores)?; // [head, query_pos, key_pos]
@@ -65,6 +56,42 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     };
     rec.tensor(&format!("layers.{l}.attn.out"), cfg, &out)?;
     Ok(out)
+}
+
+/// The scaled scores as the softmax reads them: soft-capped where the model caps them
+/// (Gemma 2: `cap · tanh(scaled / cap)`, after the scale and before the mask, as transformers
+/// computes it), then −inf where `hidden` hides a key, so exp gives exactly 0.
+fn capped_and_masked(
+    cfg: &ModelConfig,
+    scaled: Tensor,
+    hidden: Option<&[bool]>,
+    l: usize,
+    rec: &mut Recorder,
+) -> Result<Tensor> {
+    let n = scaled.dim(1)?;
+    let bias = match hidden {
+        Some(hidden) => {
+            let bias: Vec<f32> = hidden.iter().map(|&m| if m { f32::NEG_INFINITY } else { 0.0 }).collect();
+            let mask = Values::Bool(hidden.to_vec());
+            rec.record(&format!("layers.{l}.attn.mask"), &steps::dims("attn.mask", cfg), &[n, n], mask);
+            Some(Tensor::from_vec(bias, (n, n), &Device::Cpu)?) // [query_pos, key_pos]
+        }
+        None => None,
+    };
+    let masked = |t: Tensor| -> Result<Tensor> {
+        Ok(match &bias {
+            Some(b) => t.broadcast_add(b)?,
+            None => t,
+        })
+    };
+    Ok(match cfg.parts.attn_softcap {
+        Some(cap) => {
+            let uncapped = masked(scaled.clone())?; // [head, query_pos, key_pos]
+            rec.tensor(&format!("layers.{l}.attn.scores_uncapped"), cfg, &uncapped)?;
+            masked(super::softcap(&scaled, cap)?)? // [head, query_pos, key_pos]
+        }
+        None => masked(scaled)?,
+    })
 }
 
 /// q and k as the scores read them: each head's RMSNorm where the layer has one (Qwen3),
@@ -147,6 +174,8 @@ mod tests {
                 norm1: norm.clone(),
                 ffn: Ffn::Dense(Dense { linear1: eye(), linear2: eye(), gate: None }),
                 norm2: norm,
+                post_attn_norm: None,
+                post_ffn_norm: None,
             }),
             qk_norm: None,
         };

@@ -16,6 +16,7 @@
 //! | `layers.{i}.ffn.linear1.weight` / `.bias` | [d_ff, d_model] / [d_ff] |
 //! | `layers.{i}.ffn.linear2.weight` / `.bias` | [d_model, d_ff] / [d_model] |
 //! | `layers.{i}.norm2.weight` / `.bias` | [d_model] |
+//! | `layers.{i}.post_attn_norm.weight`, `post_ffn_norm.weight` | [d_model] (Gemma's sandwich norms) |
 //!
 //! Linear weights are stored as PyTorch's `nn.Linear` does, `[out, in]`, and applied as
 //! `x·Wᵀ + b`. Head `h` owns rows `h·d_k .. (h+1)·d_k` of the fused q/k projections.
@@ -81,6 +82,10 @@ pub struct Block {
     pub norm1: LayerNorm,
     pub ffn: Ffn,
     pub norm2: LayerNorm,
+    /// Gemma's sandwich norms: the norm of the attention's output before its residual sum
+    /// (step `norm1_post.out`) and of the FFN's (`norm2_post.out`).
+    pub post_attn_norm: Option<LayerNorm>,
+    pub post_ffn_norm: Option<LayerNorm>,
 }
 
 /// A layer's FFN: one dense FFN, or a mixture of experts (`config.experts`).
@@ -197,6 +202,10 @@ impl Params {
                             push_linear(&mut out, format!("{p}.ffn.shared.gate"), gate);
                         }
                     }
+                }
+                if let (Some(a), Some(f)) = (&b.post_attn_norm, &b.post_ffn_norm) {
+                    push_norm(&mut out, format!("{p}.post_attn_norm"), a);
+                    push_norm(&mut out, format!("{p}.post_ffn_norm"), f);
                 }
             }
         }

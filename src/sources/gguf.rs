@@ -174,12 +174,14 @@ pub struct GgufStore {
     pub file: Gguf,
     pub qk_heads: Option<(usize, usize)>,
     pub heads: usize,
+    /// The family's own name rows, read before the common ones (`gguf_names::SANDWICH`).
+    pub names: &'static [(&'static str, &'static str)],
 }
 
 impl GgufStore {
     /// The file's name for `name`; an unmapped name is kept, so that a message names it.
     fn name(&self, name: &str) -> String {
-        super::gguf_names::gguf_name(name).unwrap_or_else(|| name.to_string())
+        super::gguf_names::gguf_name_in(name, self.names).unwrap_or_else(|| name.to_string())
     }
 
     /// The heads whose rows to unpermute in `name`, if it is a permuted Q or K tensor.
@@ -225,6 +227,10 @@ impl super::store::TensorStore for GgufStore {
         };
         let all = self.file.get(&name, &[&[count][..], shape].concat())?;
         Ok(all.chunk(count, 0)?.into_iter().map(|t| t.squeeze(0)).collect::<candle_core::Result<_>>()?)
+    }
+
+    fn is_gguf(&self) -> bool {
+        true
     }
     fn rows(&self, name: &str, start: usize, len: usize) -> Result<Tensor> {
         self.file.rows(&self.name(name), start, len)
@@ -297,7 +303,7 @@ pub fn open(
     let kinds: Vec<&str> = kinds.into_iter().collect();
     let fam = c.family();
     let qk_heads = fam.gguf_permutes_qk().then_some((c.num_attention_heads, c.kv_heads()));
-    let store = GgufStore { file: g, qk_heads, heads: c.num_attention_heads };
+    let store = GgufStore { file: g, qk_heads, heads: c.num_attention_heads, names: fam.gguf_layer_names() };
     let facts = super::hf::load::Facts {
         path: path.display().to_string(),
         weights: path.display().to_string(),

@@ -9,7 +9,7 @@
 //! `rope_scaling`; llama.cpp's `rope.scaling.attn_factor` is not read, since transformers'
 //! rule recomputes it from the two context lengths.
 
-use super::family::DecoderConfig;
+use super::family::{DecoderConfig, Family, GgufKind};
 use crate::error::usage;
 use anyhow::Result;
 use candle_core::quantized::gguf_file::{Content, Value};
@@ -51,7 +51,33 @@ fn uint(g: &Gguf<'_>, key: &str) -> Result<Option<u64>> {
 }
 
 fn required(g: &Gguf<'_>, key: &str) -> Result<u64> {
-    uint(g, key)?.ok_or_else(|| usage(g.what, format!("the GGUF metadata has no {key}"), "use a complete GGUF file"))
+    uint(g, key)?.ok_or_else(|| missing(g, key))
+}
+
+fn missing(g: &Gguf<'_>, key: &str) -> anyhow::Error {
+    usage(g.what, format!("the GGUF metadata has no {key}"), "use a complete GGUF file")
+}
+
+/// The family's own metadata keys (`Family::gguf_keys`), each read by its type into the
+/// config.json key it stands for, then what llama.cpp fixes in code (`Family::gguf_fixed`).
+fn family_keys(g: &Gguf<'_>, arch: &str, family: &dyn Family, raw: &mut serde_json::Value) -> Result<()> {
+    for key in family.gguf_keys() {
+        let name = format!("{arch}.{}", key.key);
+        let value = match key.kind {
+            GgufKind::Count => uint(g, &name)?.map(serde_json::Value::from),
+            GgufKind::Positive => positive(g, &name)?.map(serde_json::Value::from),
+        };
+        match value {
+            Some(v) => raw[key.field] = v,
+            None if key.required => return Err(missing(g, &name)),
+            None => {}
+        }
+    }
+    let fixed = family.gguf_fixed(raw);
+    if let Some(map) = raw.as_object_mut() {
+        map.extend(fixed);
+    }
+    Ok(())
 }
 
 /// `key` as a float (f32 or f64) that is finite and positive; `None` if absent.
@@ -90,7 +116,7 @@ fn text(g: &Gguf<'_>, key: &str) -> Result<Option<String>> {
 
 /// The architecture (`general.architecture`) and the family that reads it (with experts when
 /// `{arch}.expert_count` is above 0).
-fn architecture(g: &Gguf<'_>) -> Result<(String, &'static dyn super::family::Family)> {
+fn architecture(g: &Gguf<'_>) -> Result<(String, &'static dyn Family)> {
     let arch = text(g, "general.architecture")?.unwrap_or_default();
     let experts = uint(g, &format!("{arch}.expert_count"))?.is_some_and(|n| n > 0);
     let Some(family) = super::family::gguf(&arch, experts) else {
@@ -158,9 +184,7 @@ pub fn config(content: &Content, what: &str, vector: &dyn Fn(&str) -> Result<Vec
         Some([rows, _]) => *rows,
         _ => return Err(usage(g.what, "the GGUF has no 2-D token_embd.weight", "use a complete GGUF file")),
     };
-    if let Some(t) = text(g, &k("rope.scaling.type"))?.filter(|t| t != "none") {
-        return Err(usage(g.what, format!("GGUF rope scaling {t:?} is not supported"), "use a GGUF without it"));
-    }
+    let scaling = rope_scaling(g, &arch, family)?;
     let layers = required(g, &k("block_count"))?;
     check_blocks(g, &k("block_count"), layers)?;
     let (embd, heads) = (required(g, &k("embedding_length"))?, required(g, &k("attention.head_count"))?);
@@ -172,7 +196,7 @@ pub fn config(content: &Content, what: &str, vector: &dyn Fn(&str) -> Result<Vec
     };
     let theta = positive(g, &k("rope.freq_base"))?.unwrap_or(10000.0);
     check_experts(g, &arch)?;
-    let raw = serde_json::json!({
+    let mut raw = serde_json::json!({
         "model_type": family.model_type(),
         "vocab_size": vocab,
         "hidden_size": embd,
@@ -202,13 +226,25 @@ pub fn config(content: &Content, what: &str, vector: &dyn Fn(&str) -> Result<Vec
         "moe_intermediate_size": uint(g, &k("expert_feed_forward_length"))?,
         "shared_expert_intermediate_size": uint(g, &k("expert_shared_feed_forward_length"))?,
     });
+    if !scaling.is_null() {
+        raw["rope_scaling"] = scaling;
+    }
+    family_keys(g, &arch, family, &mut raw)?;
     let c = DecoderConfig::read_with(raw, g.what, rope_dims.map(|n| n as usize))?;
+    check_shapes(g, &arch, family, &c, rope_dims.is_some())?;
+    Ok(c)
+}
+
+/// The sizes the config says against the stored shapes (`hf/dims.rs`), and a rotary width
+/// other than the head's refused unless the family turns part of each head (`partial`).
+fn check_shapes(g: &Gguf<'_>, arch: &str, family: &dyn Family, c: &DecoderConfig, partial: bool) -> Result<()> {
+    let k = |name: &str| format!("{arch}.{name}");
     let shape = |n: &str| g.content.tensor_infos.get(n).map(|t| t.shape.dims().to_vec());
     // The family's names, as the file stores them.
     let qk = family.qk_names().map(|n| n.map(|n| super::gguf_names::gguf_name(n).unwrap_or_default()));
     let qk = qk.as_ref().map(|[q, k]| [q.as_str(), k.as_str()]);
-    super::hf::dims::check(&c, "token_embd.weight", qk, shape, ("the metadata", g.what))?;
-    if let Some(n) = uint(g, &k("rope.dimension_count"))?.filter(|&n| n != c.d_head() as u64 && rope_dims.is_none()) {
+    super::hf::dims::check(c, "token_embd.weight", qk, shape, ("the metadata", g.what))?;
+    if let Some(n) = uint(g, &k("rope.dimension_count"))?.filter(|&n| n != c.d_head() as u64 && !partial) {
         let why = format!(
             "GGUF metadata {} is {n} but the heads are {} wide (embedding_length / head_count); \
              partial rotary embeddings are not supported",
@@ -217,7 +253,26 @@ pub fn config(content: &Content, what: &str, vector: &dyn Fn(&str) -> Result<Vec
         );
         return Err(bad(g, why));
     }
-    Ok(c)
+    Ok(())
+}
+
+/// llama.cpp's rope scaling as config.json's `rope_scaling` (null without one): `linear`
+/// where the family reads it (llama.cpp divides the frequencies by the factor, as
+/// transformers' `linear` does); any other type is refused.
+fn rope_scaling(g: &Gguf<'_>, arch: &str, family: &dyn Family) -> Result<serde_json::Value> {
+    let k = |name: &str| format!("{arch}.{name}");
+    Ok(match text(g, &k("rope.scaling.type"))?.filter(|t| t != "none") {
+        // llama.cpp divides the frequencies by the factor, as transformers' `linear` does.
+        Some(t) if t == "linear" && family.gguf_rope_scaling() => {
+            let factor =
+                positive(g, &k("rope.scaling.factor"))?.ok_or_else(|| missing(g, &k("rope.scaling.factor")))?;
+            serde_json::json!({"rope_type": "linear", "factor": factor})
+        }
+        Some(t) => {
+            return Err(usage(g.what, format!("GGUF rope scaling {t:?} is not supported"), "use a GGUF without it"))
+        }
+        None => serde_json::Value::Null,
+    })
 }
 
 /// The rotary width `key` states for a family that turns part of each head: an even number

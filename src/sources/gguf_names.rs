@@ -57,6 +57,17 @@ const EXPERTS: &[(&str, &str)] = &[
 /// The prefixes of layer `i`'s Hugging Face names (Llama-like, GPT-NeoX).
 const LAYER_PREFIXES: &[&str] = &["model.layers.", "gpt_neox.layers."];
 
+/// Gemma 2 and 3's norms, which llama.cpp names by place: the norm after the attention is
+/// `post_attention_norm` (Hugging Face calls it `post_attention_layernorm`, the name Llama gives
+/// the norm before its FFN, which llama.cpp calls `ffn_norm`), the norm before the FFN is
+/// `ffn_norm` and the one after it `post_ffw_norm`. A family with these norms reads through
+/// these rows before [`LAYER`]'s (`Family::gguf_layer_names`).
+pub const SANDWICH: &[(&str, &str)] = &[
+    ("post_attention_layernorm", "post_attention_norm"),
+    ("pre_feedforward_layernorm", "ffn_norm"),
+    ("post_feedforward_layernorm", "post_ffw_norm"),
+];
+
 /// The model's tensors outside the layers.
 const GLOBAL: &[(&str, &str)] = &[
     ("model.embed_tokens", "token_embd"),
@@ -70,13 +81,18 @@ const GLOBAL: &[(&str, &str)] = &[
 /// The GGUF name of the Hugging Face tensor `name` (`….weight` or `….bias`); `None` for a
 /// name llama.cpp does not store.
 pub fn gguf_name(name: &str) -> Option<String> {
+    gguf_name_in(name, &[])
+}
+
+/// [`gguf_name`], with a family's rows (`first`, such as [`SANDWICH`]) read before [`LAYER`]'s.
+pub fn gguf_name_in(name: &str, first: &[(&str, &str)]) -> Option<String> {
     let (module, suffix) = name.rsplit_once('.')?;
     if let Some((_, g)) = GLOBAL.iter().find(|(hf, _)| *hf == module) {
         return Some(format!("{g}.{suffix}"));
     }
     let rest = LAYER_PREFIXES.iter().find_map(|p| module.strip_prefix(p))?;
     let (i, part) = rest.split_once('.')?;
-    let (_, g) = LAYER.iter().find(|(hf, _)| *hf == part)?;
+    let (_, g) = first.iter().chain(LAYER).find(|(hf, _)| *hf == part)?;
     Some(format!("blk.{i}.{g}.{suffix}"))
 }
 
@@ -141,6 +157,18 @@ mod tests {
         assert_eq!(gguf_name("gpt_neox.layers.1.attention.dense.bias").as_deref(), Some("blk.1.attn_output.bias"));
         assert_eq!(gguf_name("embed_out.weight").as_deref(), Some("output.weight"));
         assert_eq!(gguf_name("model.layers.0.self_attn.qkv_proj.weight").as_deref(), Some("blk.0.attn_qkv.weight"));
+        // Gemma's sandwich: Hugging Face's post-attention norm is not llama.cpp's ffn_norm.
+        let gemma = |n: &str| gguf_name_in(n, SANDWICH);
+        assert_eq!(
+            gemma("model.layers.3.post_attention_layernorm.weight").as_deref(),
+            Some("blk.3.post_attention_norm.weight")
+        );
+        assert_eq!(gemma("model.layers.3.pre_feedforward_layernorm.weight").as_deref(), Some("blk.3.ffn_norm.weight"));
+        assert_eq!(
+            gemma("model.layers.3.post_feedforward_layernorm.weight").as_deref(),
+            Some("blk.3.post_ffw_norm.weight")
+        );
+        assert_eq!(gemma("model.layers.3.input_layernorm.weight").as_deref(), Some("blk.3.attn_norm.weight"));
     }
 
     #[test]

@@ -152,7 +152,13 @@ fn block(g: &mut TorchGenerator, recipe: &Recipe, cfg: &ModelConfig) -> Result<B
     let gate = if cfg.parts.gated_ffn { Some(linear(g, recipe, d, cfg.d_ff, cfg.ffn_bias)?) } else { None };
     let linear1 = linear(g, recipe, d, cfg.d_ff, cfg.ffn_bias)?;
     let linear2 = linear(g, recipe, cfg.d_ff, d, cfg.ffn_bias)?;
-    Ok(Block { norm1: norm(cfg)?, ffn: Ffn::Dense(Dense { linear1, linear2, gate }), norm2: norm(cfg)? })
+    Ok(Block {
+        norm1: norm(cfg)?,
+        ffn: Ffn::Dense(Dense { linear1, linear2, gate }),
+        norm2: norm(cfg)?,
+        post_attn_norm: None,
+        post_ffn_norm: None,
+    })
 }
 
 fn skip(g: &mut TorchGenerator, n: u64) {

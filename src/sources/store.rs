@@ -22,6 +22,13 @@ pub trait TensorStore: Send + Sync + std::fmt::Debug {
     /// rows of [`get`](Self::get)'s.
     fn rows(&self, name: &str, start: usize, len: usize) -> Result<Tensor>;
 
+    /// Whether the tensors are as llama.cpp's converter wrote them (a GGUF file): beyond the
+    /// names and Q/K rows that `gguf_names.rs` maps back, it changed some families' values
+    /// (Gemma's norm weights hold their `+ 1`), which the family file then reads as they are.
+    fn is_gguf(&self) -> bool {
+        false
+    }
+
     /// `name` under the first of `prefixes` the store has it under (GPT-2 checkpoints name
     /// their tensors with or without `transformer.`).
     fn prefixed(&self, prefixes: &[&str], name: &str) -> String {

@@ -282,7 +282,7 @@ fn parts(
         padding: None,
         layer_at_a_time: false,
         vocab_stored: false,
-        experts: None,
+        ..Default::default()
     })
 }
 

@@ -13,7 +13,7 @@ use crate::common::*;
 use serde_json::Value;
 
 /// Families whose fixtures exist but which attn-trace does not read yet (issue 30).
-pub const PENDING: &[&str] = &["gemma2", "gemma3_text"];
+pub const PENDING: &[&str] = &[];
 
 /// Steps of the fixtures that are inputs of a step rather than steps (transformers' rotary
 /// tables).

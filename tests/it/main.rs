@@ -13,6 +13,8 @@ mod experts;
 mod export;
 mod families;
 mod firsthour;
+mod gemma;
+mod gemma3;
 mod gguf;
 mod gguf_tokenize;
 mod golden;

@@ -168,6 +168,8 @@ impl Weights {
                         gate: None,
                     }),
                     norm2: self.norm(&format!("{p}.output.LayerNorm"), d)?,
+                    post_attn_norm: None,
+                    post_ffn_norm: None,
                 }),
                 qk_norm: None,
             });

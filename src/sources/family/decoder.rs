@@ -43,6 +43,16 @@ pub struct DecoderConfig {
     pub tie_word_embeddings: Option<bool>,
     pub sliding_window: Option<usize>,
     pub use_sliding_window: Option<bool>,
+    /// Gemma's keys (`gemma.rs`): the FFN's activation (Gemma reads it, not `hidden_act`),
+    /// the scores' scale `query_pre_attn_scalar^-½`, the soft-caps, which layers slide
+    /// (`sliding_window_pattern`, or `layer_types` in later configs) and Gemma 3's local base.
+    pub hidden_activation: Option<String>,
+    pub query_pre_attn_scalar: Option<f64>,
+    pub attn_logit_softcapping: Option<f64>,
+    pub final_logit_softcapping: Option<f64>,
+    pub sliding_window_pattern: Option<usize>,
+    pub layer_types: Option<Vec<String>>,
+    pub rope_local_base_freq: Option<f64>,
     pub scale_attn_by_inverse_layer_idx: Option<bool>,
     /// The pad token (`--pad-to`); without one, the end-of-sequence token pads, as
     /// `tokenizer.pad_token = tokenizer.eos_token` does for GPT-2 and Llama.
@@ -118,6 +128,12 @@ impl DecoderConfig {
     /// [`read`](Self::read), with the rotary width a GGUF file states (`rope_dims`).
     pub fn read_with(raw: serde_json::Value, what: &str, rope_dims: Option<usize>) -> Result<DecoderConfig> {
         crate::sources::hf::fields::check(&raw, crate::sources::hf::fields::DECODER, what)?;
+        let family = raw["model_type"].as_str().and_then(super::decoder);
+        if let Some(key) = family.and_then(|f| f.required().iter().find(|k| raw.get(**k).is_none())) {
+            let why =
+                format!("config.json has no {key}, which {} needs", raw["model_type"].as_str().unwrap_or_default());
+            return Err(usage(what, why, "restore the model's config.json"));
+        }
         let mut c: DecoderConfig = serde_json::from_value(raw).map_err(|e| {
             usage(what, format!("config.json: a field is missing or wrong: {e}"), "restore the model's config.json")
         })?;
@@ -171,7 +187,9 @@ impl DecoderConfig {
 
     /// The activation `hidden_act` names.
     pub fn activation(&self, what: &str) -> Result<Activation> {
-        let name = self.hidden_act.clone().unwrap_or_else(|| self.family().default_activation().into());
+        // Gemma's MLP reads `hidden_activation` (its configs may also carry `hidden_act`).
+        let given = self.hidden_activation.clone().or_else(|| self.hidden_act.clone());
+        let name = given.unwrap_or_else(|| self.family().default_activation().into());
         match name.as_str() {
             "silu" | "swish" => Ok(Activation::Silu),
             "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(Activation::GeluTanh),

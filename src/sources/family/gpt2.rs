@@ -96,6 +96,8 @@ impl Family for Gpt2 {
                     gate: None,
                 }),
                 norm2: norm(store, &format!("{p}.ln_2"), d, true)?,
+                post_attn_norm: None,
+                post_ffn_norm: None,
             }),
             qk_norm: None,
         })

@@ -137,6 +137,8 @@ impl Family for GptNeoX {
                     gate: None,
                 }),
                 norm2: norm(store, &format!("{p}.post_attention_layernorm"), d, true)?,
+                post_attn_norm: None,
+                post_ffn_norm: None,
             }),
             qk_norm: None,
         })

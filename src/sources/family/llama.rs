@@ -167,6 +167,8 @@ impl Family for Llama {
                     Some(m) => Ffn::Experts(Box::new(m.read(c, store, &p)?)),
                 },
                 norm2: norm(store, &format!("{p}.post_attention_layernorm"), d, false)?,
+                post_attn_norm: None,
+                post_ffn_norm: None,
             }),
             qk_norm: if self.qk_norm {
                 let (q, k) = (format!("{p}.self_attn.q_norm"), format!("{p}.self_attn.k_norm"));

@@ -12,6 +12,7 @@
 //! | `gpt_neox.rs` | `gpt_neox` | parallel (or sequential) LayerNorm block, partial rotary, fused per-head q/k/v |
 //! | `phi3.rs` | `phi3` | the Llama block with fused `qkv_proj` and `gate_up_proj`, LongRoPE, partial rotary |
 //! | `llama.rs`, `moe.rs` | `mixtral`, `qwen2_moe`, `qwen3_moe` | as Mistral, Qwen2, Qwen3, with a mixture of experts for an FFN |
+//! | `gemma.rs` | `gemma2`, `gemma3_text` | Llama's, with sandwich norms, (1 + w) norms, GeGLU, √d embeddings, local/global layers, soft-caps (2), q/k norms (3) |
 //!
 //! `decoder.rs` reads a decoder's `config.json` into [`DecoderConfig`] and builds its
 //! [`Params`] from the family's names; `rope.rs` turns `rope_theta`/`rope_scaling` into
@@ -21,6 +22,7 @@
 pub mod bert;
 pub mod bert_weights;
 pub mod decoder;
+mod gemma;
 mod gpt2;
 mod gpt_neox;
 mod llama;
@@ -52,6 +54,33 @@ pub trait Family: Send + Sync {
     /// Mixtral).
     fn experts(&self) -> bool {
         false
+    }
+    /// config.json keys the family needs and does not guess: their transformers defaults
+    /// differ from a real model's (a missing one is refused by name, a null one is "none").
+    fn required(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The scores' scale when it is not 1/√d_head (Gemma's `query_pre_attn_scalar`).
+    fn attn_scale(&self, _c: &DecoderConfig) -> Option<f64> {
+        None
+    }
+    /// Rows of `gguf_names.rs` that this architecture reads before the common ones.
+    fn gguf_layer_names(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
+    /// GGUF metadata keys beyond the common ones (`{arch}.…`), each read by type into the
+    /// config.json key it stands for; a required one that is missing is refused by name.
+    fn gguf_keys(&self) -> &'static [GgufKey] {
+        &[]
+    }
+    /// Whether llama.cpp's `linear` rope scaling is read (as config.json's `rope_scaling`).
+    fn gguf_rope_scaling(&self) -> bool {
+        false
+    }
+    /// config.json keys that llama.cpp fixes in its code for this architecture instead of
+    /// storing them, given the config read from the metadata so far (Gemma 3's local base).
+    fn gguf_fixed(&self, _raw: &serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
     }
     /// The norm's epsilon when the config gives none, and which key gives it.
     fn eps(&self, c: &DecoderConfig) -> f64;
@@ -92,6 +121,24 @@ pub trait Family: Send + Sync {
     fn layer(&self, c: &DecoderConfig, store: &dyn TensorStore, i: usize) -> Result<LayerParams>;
 }
 
+/// A GGUF metadata key a family reads: `{arch}.{key}`, of `kind`, becomes config.json's
+/// `field`; `required` ones are refused by name when missing.
+pub struct GgufKey {
+    pub key: &'static str,
+    pub field: &'static str,
+    pub kind: GgufKind,
+    pub required: bool,
+}
+
+/// What a [`GgufKey`] holds.
+#[derive(Clone, Copy)]
+pub enum GgufKind {
+    /// An unsigned integer of any width.
+    Count,
+    /// An f32 or f64 that is finite and above 0.
+    Positive,
+}
+
 /// The decoder families, in the order messages list them.
 pub static DECODERS: &[&dyn Family] = &[
     &gpt2::Gpt2,
@@ -99,6 +146,8 @@ pub static DECODERS: &[&dyn Family] = &[
     &llama::QWEN2,
     &llama::MISTRAL,
     &llama::QWEN3,
+    &gemma::GEMMA2,
+    &gemma::GEMMA3,
     &gpt_neox::GptNeoX,
     &phi3::Phi3,
     &llama::MIXTRAL,

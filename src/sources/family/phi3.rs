@@ -143,6 +143,8 @@ impl Family for Phi3 {
                     gate: Some(rows(&gate_up, 0, ff)?),
                 }),
                 norm2: norm(store, &format!("{p}.post_attention_layernorm"), d, false)?,
+                post_attn_norm: None,
+                post_ffn_norm: None,
             }),
             qk_norm: None,
         })

@@ -252,7 +252,7 @@ pub fn decoder_loaded(
         max_len,
         positions,
         causal: true,
-        scale: s.scale.unwrap_or(1.0 / (d_head as f64).sqrt()),
+        scale: s.scale.or_else(|| c.family().attn_scale(c)).unwrap_or(1.0 / (d_head as f64).sqrt()),
         norm: Norm::Pre,
         activation,
         attn_bias: facts.attn_bias,
