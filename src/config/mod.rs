@@ -187,10 +187,6 @@ pub struct Interventions {
     /// `--induction N`: the input is N random tokens repeated twice (not the sentence).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub induction: Option<usize>,
-    /// Activation patching's overrides for one run of a sweep (run state, not configuration:
-    /// the sweep is described in its own output).
-    #[serde(skip)]
-    pub patch: Option<Patch>,
 }
 
 /// What an ablated head's context becomes (`--ablate-mode`).
@@ -212,17 +208,6 @@ impl AblateMode {
             AblateMode::Mean => "mean",
         }
     }
-}
-
-/// One patched activation: a head's context ([pos, d_v]) or one position's layer output
-/// ([d_model]), copied from another run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Patch {
-    pub layer: usize,
-    /// `Some(head)`: the head's context; `None`: the layer output at `position`.
-    pub head: Option<usize>,
-    pub position: usize,
-    pub values: std::sync::Arc<Vec<f32>>,
 }
 
 /// One knocked-out edge; `head` None is every head of the layer.

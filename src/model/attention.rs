@@ -13,7 +13,14 @@ use crate::trace::{steps, Recorder, Values};
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 
-pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
+/// Layer `l`'s attention on `x`; `patch` is a patched run's copied head context, if any.
+pub fn attention(
+    cfg: &ModelConfig,
+    p: &LayerParams,
+    x: &Tensor,
+    (l, patch): (usize, Option<&super::intervene::Patch>),
+    rec: &mut Recorder,
+) -> Result<Tensor> {
     let n = x.dim(0)?;
     let (h, kvh, d_k, d_v) = (cfg.heads, cfg.kv_heads(), cfg.d_k, cfg.d_v);
 
@@ -46,7 +53,7 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     };
     rec.tensor(&format!("layers.{l}.attn.weights"), cfg, &weights)?;
     let context = weights.matmul(&v)?; // [head, pos, d_v]
-    let context = super::intervene::ablate(cfg, l, context)?; // [head, pos, d_v]
+    let context = super::intervene::ablate(cfg, (l, patch), context)?; // [head, pos, d_v]
     rec.tensor(&format!("layers.{l}.attn.context"), cfg, &context)?;
     let concat = context.transpose(0, 1)?.contiguous()?.reshape((n, h * d_v))?; // [pos, heads·d_v]
     rec.tensor(&format!("layers.{l}.attn.concat"), cfg, &concat)?;
@@ -203,7 +210,7 @@ mod tests {
             parts: Default::default(),
         };
         let mut rec = Recorder::new(vec!["a".into(), "b".into()], cfg.clone(), Default::default());
-        let out = attention(&cfg, &p, &x, 0, &mut rec).unwrap();
+        let out = attention(&cfg, &p, &x, (0, None), &mut rec).unwrap();
         let (trace, _) = rec.finish();
         let w = trace.get("layers.0.attn.weights").unwrap().f32s().unwrap().to_vec();
         let close = |a: f32, b: f32| (a - b).abs() < 1e-6;

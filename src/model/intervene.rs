@@ -73,11 +73,23 @@ pub fn blind_note(cfg: &ModelConfig, tokens: &[String]) -> Option<String> {
     })
 }
 
+/// One patched activation: a head's context ([pos, d_v]) or one position's layer output
+/// ([d_model]), copied from another run: the state of one patched run of a sweep, passed down the stack
+/// (`stack` → `layer` → `attention`), not configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Patch {
+    pub layer: usize,
+    /// `Some(head)`: the head's context; `None`: the layer output at `position`.
+    pub head: Option<usize>,
+    pub position: usize,
+    pub values: std::sync::Arc<Vec<f32>>,
+}
+
 /// Replaces this layer's ablated heads' context ([head, pos, d_v]) with zero or its mean
 /// over positions, and a patched head's with the values a patching sweep copied in.
-pub fn ablate(cfg: &ModelConfig, layer: usize, context: Tensor) -> Result<Tensor> {
+pub fn ablate(cfg: &ModelConfig, (layer, patch): (usize, Option<&Patch>), context: Tensor) -> Result<Tensor> {
     let iv = &cfg.interventions;
-    let context = match &iv.patch {
+    let context = match patch {
         Some(p) if p.layer == layer && p.head.is_some() => {
             let (h, n, d) = context.dims3()?;
             let head = p.head.unwrap_or(0);
@@ -119,8 +131,8 @@ pub fn ablate_experts(cfg: &ModelConfig, layer: usize, logits: Tensor) -> Result
 
 /// Replaces one position of this layer's output ([pos, d_model]) with a patching sweep's
 /// values (activation patching of the residual stream).
-pub fn patch_resid(cfg: &ModelConfig, layer: usize, x: Tensor) -> Result<Tensor> {
-    match &cfg.interventions.patch {
+pub fn patch_resid(patch: Option<&Patch>, layer: usize, x: Tensor) -> Result<Tensor> {
+    match patch {
         Some(p) if p.layer == layer && p.head.is_none() => {
             let (n, d) = x.dims2()?;
             let mut all = x.flatten_all()?.to_vec1::<f32>()?;

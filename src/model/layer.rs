@@ -13,6 +13,7 @@
 //! pre-norm with both sublayers reading the layer input: `add_norm2.sum = x + attn(norm1(x))
 //! + ffn(norm2(x))`, with no `add_norm1.sum`.
 
+use super::intervene::Patch;
 use super::norm::norm;
 use super::{attention::attention, ffn::ffn};
 use crate::config::{ModelConfig, Norm};
@@ -21,13 +22,20 @@ use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;
 
-pub fn layer(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
+/// Layer `l` on `x`; `patch` is a patched run's copied activation, if any (`patch.rs`).
+pub fn layer(
+    cfg: &ModelConfig,
+    p: &LayerParams,
+    x: &Tensor,
+    (l, patch): (usize, Option<&Patch>),
+    rec: &mut Recorder,
+) -> Result<Tensor> {
     let Some(b) = &p.block else {
-        return attention(cfg, p, x, l, rec); // [pos, d_out]
+        return attention(cfg, p, x, (l, patch), rec); // [pos, d_out]
     };
     match cfg.norm {
         Norm::Post => {
-            let attn_out = attention(cfg, p, x, l, rec)?; // [pos, d_model]
+            let attn_out = attention(cfg, p, x, (l, patch), rec)?; // [pos, d_model]
             let sum1 = (x + &attn_out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm1.sum"), cfg, &sum1)?;
             let out1 = norm(&sum1, &b.norm1, cfg)?; // [pos, d_model]
@@ -39,11 +47,11 @@ pub fn layer(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: &mut
             rec.tensor(&format!("layers.{l}.add_norm2.out"), cfg, &out2)?;
             Ok(out2)
         }
-        Norm::Pre if cfg.parts.parallel => parallel(cfg, (p, b), x, l, rec),
+        Norm::Pre if cfg.parts.parallel => parallel(cfg, (p, b), x, (l, patch), rec),
         Norm::Pre => {
             let normed1 = norm(x, &b.norm1, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.norm1.out"), cfg, &normed1)?;
-            let attn_out = attention(cfg, p, &normed1, l, rec)?; // [pos, d_model]
+            let attn_out = attention(cfg, p, &normed1, (l, patch), rec)?; // [pos, d_model]
             let attn_out =
                 post_norm(cfg, b.post_attn_norm.as_ref(), attn_out, &format!("layers.{l}.norm1_post.out"), rec)?; // [pos, d_model]
             let sum1 = (x + &attn_out)?; // [pos, d_model]
@@ -66,12 +74,12 @@ fn parallel(
     cfg: &ModelConfig,
     (p, b): (&LayerParams, &Block),
     x: &Tensor,
-    l: usize,
+    (l, patch): (usize, Option<&Patch>),
     rec: &mut Recorder,
 ) -> Result<Tensor> {
     let normed1 = norm(x, &b.norm1, cfg)?; // [pos, d_model]
     rec.tensor(&format!("layers.{l}.norm1.out"), cfg, &normed1)?;
-    let attn_out = attention(cfg, p, &normed1, l, rec)?; // [pos, d_model]
+    let attn_out = attention(cfg, p, &normed1, (l, patch), rec)?; // [pos, d_model]
     let normed2 = norm(x, &b.norm2, cfg)?; // [pos, d_model]: the layer input's, not a sum's
     rec.tensor(&format!("layers.{l}.norm2.out"), cfg, &normed2)?;
     let ffn_out = ffn(cfg, b, &normed2, l, rec)?; // [pos, d_model]

@@ -30,7 +30,7 @@ use candle_core::Tensor;
 pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Recorder) -> Result<Tensor> {
     let head = head::Unembed::of(cfg, params);
     let x = embed::embed(cfg, params, input, rec)?; // [pos, d_model]
-    let x = stack::stack(cfg, &params.layers, 0, x, rec, |_, _, out, rec| {
+    let x = stack::stack(cfg, &params.layers, (0, None), x, rec, |_, _, out, rec| {
         if let (true, Some(head)) = (rec.lens(), &head) {
             // The logit lens: this layer's residual stream read out as if it were the last.
             let normed = unembed::final_norm(cfg, params, out)?; // [pos, d_model]

@@ -255,7 +255,6 @@ fn interventions(
         ablate_expert: ablate_experts(&a.ablate_expert, cfg)?,
         knockout,
         induction: a.induction,
-        patch: None,
     })
 }
 
