@@ -141,7 +141,8 @@ pub struct Cli {
 
     // ---- real models ----
     /// A Hugging Face model folder (config.json, weights, tokenizer.json), or ORG/NAME
-    /// already in the local Hugging Face cache. Supported: bert, gpt2, llama, qwen2, mistral.
+    /// already in the local Hugging Face cache. Supported: bert, gpt2, llama, qwen2, mistral, qwen3,
+    /// gemma2, gemma3_text.
     #[arg(long, value_name = "DIR", help_heading = "Real models")]
     pub model: Option<String>,
     /// With --model: keep the first max_position_embeddings tokens of a longer input.
@@ -398,6 +399,11 @@ pub struct Cli {
     /// over positions.
     #[arg(long, value_enum, default_value = "zero", help_heading = "Interventions")]
     pub ablate_mode: AblateArg,
+    /// Remove experts from a mixture of experts' routing: their router logit becomes −inf
+    /// before the softmax and top-k, e.g. --ablate-expert 0.3,1.0 for layer 0 expert 3 and
+    /// layer 1 expert 0.
+    #[arg(long, value_name = "L.E,…", help_heading = "Interventions")]
+    pub ablate_expert: Option<String>,
     /// Hide one query→key edge before the softmax: L.H:Q->K, or L:Q->K for every head of
     /// layer L; Q and K are positions or words. Repeatable.
     #[arg(long, value_name = "L[.H]:Q->K", help_heading = "Interventions")]

@@ -160,10 +160,8 @@ impl Trace {
             Some("html") => self.page().ok_or_else(|| {
                 usage(&what, "the trace holds no attention weights to draw", "trace a model with attention")
             }),
-            Some("safetensors") => {
-                attn_trace::export::encode_trace(&t.steps, &t.tokens, TraceKind::Safetensors, Default::default())
-            }
-            Some("npz") => attn_trace::export::encode_trace(&t.steps, &t.tokens, TraceKind::Npz, Default::default()),
+            Some("safetensors") => attn_trace::export::encode_trace(t, TraceKind::Safetensors, Default::default()),
+            Some("npz") => attn_trace::export::encode_trace(t, TraceKind::Npz, Default::default()),
             _ => {
                 Err(usage(&what, "the extension names no format", "end the name in .json, .html, .safetensors or .npz"))
             }

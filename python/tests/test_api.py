@@ -67,6 +67,19 @@ def test_every_step_and_the_document_equal_the_cli(cli, kwargs, args):
     assert t.config == json.loads(out)["config"]
 
 
+def test_ablate_expert_is_a_keyword_from_the_flag(cli):
+    # No hand-written code: the keyword is --ablate-expert's clap definition.
+    m = str(ROOT / "fixtures" / "decoders" / "qwen2_moe")
+    t = attn_trace.trace(SHOES, model=m, ablate_expert="0.1,1.3")
+    code, out, err = cli(SHOES, "--model", m, "--ablate-expert", "0.1,1.3", "--format", "json")
+    assert code == 0, err
+    assert t.to_json().encode() == out
+    assert t.config["interventions"]["ablate_expert"] == [[0, 1], [1, 3]]
+    chosen = t.steps["layers.0.ffn.router.chosen"]
+    assert chosen.dtype == np.int64 and chosen.shape == (len(t.tokens), 2) and 1 not in chosen
+    assert np.isneginf(t.steps["layers.1.ffn.router.logits"][:, 3]).all()
+
+
 def _kwargs(args, options):
     """An oracle case's command line as keyword arguments."""
     sentence, rest, kw = args[0], list(args[1:]), {}

@@ -74,6 +74,7 @@ pub const REFUSED: &[&str] = &[
     "check_tol",
     "ablate",
     "ablate_mode",
+    "ablate_expert",
     "knockout",
     "lens",
     "stats",

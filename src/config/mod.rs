@@ -5,8 +5,10 @@
 
 use serde::Serialize;
 
+mod moe;
 mod parts;
-pub use parts::{LmHead, Padding, Parts, Rope};
+pub use moe::Experts;
+pub use parts::{LmHead, LongRope, Padding, Parts, Rope};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -178,13 +180,13 @@ pub struct Interventions {
     /// Hidden query→key edges: their score is −inf before the softmax.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub knockout: Vec<Knockout>,
+    /// `--ablate-expert`: experts removed from routing, as (layer, expert): their router
+    /// logit is −inf, so the softmax gives them nothing and top-k never picks them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ablate_expert: Vec<(usize, usize)>,
     /// `--induction N`: the input is N random tokens repeated twice (not the sentence).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub induction: Option<usize>,
-    /// Activation patching's overrides for one run of a sweep (run state, not configuration:
-    /// the sweep is described in its own output).
-    #[serde(skip)]
-    pub patch: Option<Patch>,
 }
 
 /// What an ablated head's context becomes (`--ablate-mode`).
@@ -208,17 +210,6 @@ impl AblateMode {
     }
 }
 
-/// One patched activation: a head's context ([pos, d_v]) or one position's layer output
-/// ([d_model]), copied from another run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Patch {
-    pub layer: usize,
-    /// `Some(head)`: the head's context; `None`: the layer output at `position`.
-    pub head: Option<usize>,
-    pub position: usize,
-    pub values: std::sync::Arc<Vec<f32>>,
-}
-
 /// One knocked-out edge; `head` None is every head of the layer.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Knockout {
@@ -230,7 +221,7 @@ pub struct Knockout {
 
 impl Interventions {
     pub fn is_empty(&self) -> bool {
-        self.ablate.is_empty() && self.knockout.is_empty() && self.induction.is_none()
+        self.ablate.is_empty() && self.knockout.is_empty() && self.induction.is_none() && self.ablate_expert.is_empty()
     }
 }
 

@@ -46,10 +46,31 @@ pub struct Parts {
     /// Gemma 3): `attn.q_norm`, `attn.k_norm`.
     #[serde(skip_serializing_if = "is_false")]
     pub qk_norm: bool,
+    /// Sandwich norms (Gemma 2, 3): each sublayer's output is normed before its residual sum
+    /// (`norm1_post.out`, `norm2_post.out`; the parameters are `Block.post_attn_norm` and
+    /// `post_ffn_norm`).
+    #[serde(skip_serializing_if = "is_false")]
+    pub sandwich_norms: bool,
+    /// Attention logit soft-capping (Gemma 2): after the scale and before the mask, each score
+    /// becomes `cap · tanh(score / cap)` (`attn.scores`; `attn.scores_uncapped` is before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attn_softcap: Option<f64>,
+    /// Final logit soft-capping (Gemma 2): `logits = cap · tanh(logits_uncapped / cap)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub final_softcap: Option<f64>,
+    /// The token rows are multiplied by this before the first layer (Gemma: √d_model, rounded
+    /// to f32 as transformers rounds it): `embed.out = embed.token × embed_scale`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embed_scale: Option<f64>,
     /// Whether the output projection has a bias when the q/k/v projections' differs (Qwen2:
     /// q, k, v biased, o not).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attn_out_bias: Option<bool>,
+    /// Attention and FFN side by side (GPT-NeoX's `use_parallel_residual`, as TransformerLens's
+    /// `parallel_attn_mlp`): both read the layer input, each through its own norm, and the
+    /// layer adds both to it, `x + attn(norm1(x)) + ffn(norm2(x))`; no `add_norm1.sum`.
+    #[serde(skip_serializing_if = "is_false")]
+    pub parallel: bool,
     /// A norm after the last layer (GPT-2 `ln_f`, Llama `norm`, `nn.TransformerEncoder`'s
     /// `norm=`): `final_norm.out`.
     #[serde(skip_serializing_if = "is_false")]
@@ -88,18 +109,49 @@ pub struct Parts {
     /// The token table and head stay stored (`params::Stored`), for the estimate. Not in JSON.
     #[serde(skip)]
     pub vocab_stored: bool,
+    /// A mixture of experts in every layer's FFN (`config/moe.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub experts: Option<super::Experts>,
 }
 
 /// Rotary position embedding as Hugging Face computes it: each pair (i, i + d/2) of a head's
-/// dimensions rotates by position × `inv_freq[i]`.
+/// first d dimensions (d = `dims`, else the head's width) rotates by position × `inv_freq[i]`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Rope {
     pub theta: f64,
-    /// The config's `rope_scaling` type (`linear`, `llama3`), if any.
+    /// The config's `rope_scaling` type (`linear`, `llama3`, `longrope`), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scaling: Option<String>,
-    /// The frequencies used, after any scaling: d_head / 2 of them.
+    /// The frequencies used for this input, after any scaling: `dims` / 2 of them (d_head / 2
+    /// when every dimension turns).
     pub inv_freq: Vec<f64>,
+    /// Partial rotary (GPT-NeoX's `rotary_pct`, `partial_rotary_factor`): only the first `dims`
+    /// dimensions of each head turn, pairing i with i + dims/2; the rest pass unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dims: Option<usize>,
+    /// cos and sin are multiplied by this (LongRoPE's attention scaling,
+    /// √(1 + ln(max_position_embeddings / original) / ln(original))).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attention_scaling: Option<f64>,
+    /// LongRoPE (Phi-3): which factors `inv_freq` holds, chosen by the input's length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub longrope: Option<LongRope>,
+}
+
+/// LongRoPE's two sets of frequencies, short and long, of which an input uses one: the long
+/// ones when its length (the largest position + 1) exceeds `original_max_position_embeddings`,
+/// decided once for all positions, as transformers decides per forward pass.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LongRope {
+    pub original_max_position_embeddings: usize,
+    /// `short` or `long`: the factors of this input's `inv_freq`.
+    pub factors: &'static str,
+    /// 1 / (short_factor[i] · θ^(2i/dims)), in f32 as transformers computes them.
+    #[serde(skip)]
+    pub short: Vec<f64>,
+    /// 1 / (long_factor[i] · θ^(2i/dims)).
+    #[serde(skip)]
+    pub long: Vec<f64>,
 }
 
 impl Rope {
@@ -107,7 +159,17 @@ impl Rope {
     /// transformers computes `inv_freq`.
     pub fn plain(theta: f64, d: usize) -> Rope {
         let inv_freq = (0..d / 2).map(|i| (1.0 / (theta as f32).powf((2 * i) as f32 / d as f32)) as f64).collect();
-        Rope { theta, scaling: None, inv_freq }
+        Rope { theta, scaling: None, inv_freq, dims: None, attention_scaling: None, longrope: None }
+    }
+
+    /// The frequencies an input of `n` positions uses: LongRoPE's long ones past its original
+    /// length, else its short ones; any other rotary is the same at every length.
+    pub fn fit_length(&mut self, n: usize) {
+        if let Some(lr) = self.longrope.as_mut() {
+            let long = n > lr.original_max_position_embeddings;
+            lr.factors = if long { "long" } else { "short" };
+            self.inv_freq = if long { lr.long.clone() } else { lr.short.clone() };
+        }
     }
 }
 
@@ -170,5 +232,16 @@ mod tests {
         assert_eq!(windows, [Some(3), Some(3), Some(3), Some(3), Some(3), None]);
         assert_eq!((p.rope_at(4), p.rope_at(5), p.rope_at(11)), (Some(&local), Some(&global), Some(&global)));
         assert_eq!(p.window_at(99), None, "a layer past the list is global");
+    }
+
+    /// LongRoPE's long frequencies from one position past the original length on.
+    #[test]
+    fn longrope_takes_the_long_factors_past_the_original_length() {
+        let lr = LongRope { original_max_position_embeddings: 8, factors: "short", short: vec![1.0], long: vec![0.5] };
+        let mut r = Rope { longrope: Some(lr), ..Rope::plain(10_000.0, 2) };
+        r.fit_length(8);
+        assert_eq!((r.inv_freq.clone(), r.longrope.as_ref().unwrap().factors), (vec![1.0], "short"));
+        r.fit_length(9);
+        assert_eq!((r.inv_freq.clone(), r.longrope.as_ref().unwrap().factors), (vec![0.5], "long"));
     }
 }

@@ -20,7 +20,7 @@ pub mod tl;
 pub mod weights;
 
 use crate::settings::outputs::{TraceKind, TraceNames};
-use crate::trace::{Step, Values};
+use crate::trace::{Step, Trace, Values};
 use anyhow::Result;
 
 /// A tensor read back from a file: numbers as f64 (for comparing), or strings.
@@ -73,17 +73,17 @@ pub fn step_data(values: &Values) -> Data {
 }
 
 /// Every step of a trace as the bytes of a `--save-trace` file (the output stage writes them).
-pub fn encode_trace(steps: &[Step], tokens: &[String], kind: TraceKind, names: TraceNames) -> Result<Vec<u8>> {
+pub fn encode_trace(trace: &Trace, kind: TraceKind, names: TraceNames) -> Result<Vec<u8>> {
     let renamed;
     let steps = match names {
-        TraceNames::AttnTrace => steps,
+        TraceNames::AttnTrace => &trace.steps[..],
         TraceNames::TransformerLens => {
-            renamed = tl::steps(steps);
+            renamed = tl::steps(&trace.steps, &trace.config.parts);
             &renamed[..]
         }
     };
     match kind {
-        TraceKind::Safetensors => safetensors::write(steps, tokens),
-        TraceKind::Npz => npz::write(steps, tokens),
+        TraceKind::Safetensors => safetensors::write(steps, &trace.tokens),
+        TraceKind::Npz => npz::write(steps, &trace.tokens),
     }
 }

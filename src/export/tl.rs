@@ -6,11 +6,15 @@
 //! of each step; inside `blocks.{i}.` for layer steps). TransformerLens caches are
 //! batch-first, so every tensor gains a leading batch dimension of 1, and it stores q, k, v
 //! (and the rotated q, k) and z as `[batch, pos, head, d_head]`, where attn-trace has
-//! `[head, pos, d_head]`. Steps TransformerLens has no hook for (`tokens`, `token_ids`,
+//! `[head, pos, d_head]`. Its mixture of experts flattens the batch into the positions before
+//! routing, so `mlp.hook_expert_weights` (`ffn.router.probs`) and `mlp.hook_expert_indices`
+//! (`ffn.router.chosen`, int64) are `[batch·pos, …]`, written without a batch dimension.
+//! Steps TransformerLens has no hook for (`tokens`, `token_ids`,
 //! `embed.sum`, `attn.raw_scores`, `attn.mask`, `attn.concat`, `output`, …) are left out;
 //! the token strings stay in the file's metadata. `attn-trace diff` reads such a file back
 //! (diff/names.rs maps the names, diff/load.rs undoes the layouts).
 
+use crate::config::Parts;
 use crate::trace::steps::def;
 use crate::trace::{Step, Values};
 
@@ -18,13 +22,31 @@ use crate::trace::{Step, Values};
 pub const POSITION_FIRST: [&str; 8] =
     ["attn.q", "attn.k", "attn.v", "attn.q_norm", "attn.k_norm", "attn.q_rot", "attn.k_rot", "attn.context"];
 
-/// The steps that have a TransformerLens hook, renamed and laid out as TransformerLens's cache.
-pub fn steps(steps: &[Step]) -> Vec<Step> {
-    steps.iter().filter_map(one).collect()
+/// In-layer steps TransformerLens records on `[batch·pos, …]` rows: no batch dimension.
+pub const BATCH_FLATTENED: [&str; 2] = ["ffn.router.probs", "ffn.router.chosen"];
+
+/// The steps that have a TransformerLens hook, renamed and laid out as TransformerLens's cache
+/// of a model with these `parts`.
+pub fn steps(steps: &[Step], parts: &Parts) -> Vec<Step> {
+    steps.iter().filter_map(|s| one(s, hook(&s.name, parts)?)).collect()
 }
 
-fn one(step: &Step) -> Option<Step> {
-    let hook = def(&step.name)?.transformer_lens.first()?;
+/// TransformerLens's hook for step `name`: the catalogue's first, except where its Gemma block
+/// puts the hook elsewhere. It folds √d_model into `W_E`, so its `hook_embed` is attn-trace's
+/// `embed.out` (the raw rows have no hook), and it applies `ln1_post`/`ln2_post` before
+/// `hook_attn_out`/`hook_mlp_out`, which are then `norm1_post.out`/`norm2_post.out`.
+fn hook(name: &str, parts: &Parts) -> Option<&'static str> {
+    match (name, parts.embed_scale.is_some(), parts.sandwich_norms) {
+        ("embed.out", true, _) => Some("hook_embed"),
+        ("embed.token", true, _) => None,
+        ("norm1_post.out", _, true) => Some("hook_attn_out"),
+        ("norm2_post.out", _, true) => Some("hook_mlp_out"),
+        ("attn.out" | "ffn.out", _, true) => None,
+        _ => def(name)?.transformer_lens.first().copied(),
+    }
+}
+
+fn one(step: &Step, hook: &str) -> Option<Step> {
     let id = match step.layer {
         Some(l) => format!("blocks.{l}.{hook}"),
         None => hook.to_string(),
@@ -40,8 +62,10 @@ fn one(step: &Step) -> Option<Step> {
         shape = vec![p, h, d];
         dims.swap(0, 1);
     }
-    shape.insert(0, 1);
-    dims.insert(0, "batch");
+    if !BATCH_FLATTENED.contains(&step.name.as_str()) {
+        shape.insert(0, 1);
+        dims.insert(0, "batch");
+    }
     Some(Step { id, layer: step.layer, name: hook.to_string(), dims, shape, heads: step.heads.clone(), values })
 }
 
@@ -62,11 +86,43 @@ mod tests {
             values: Values::F32(vec![0., 1., 2., 10., 11., 12.]),
         };
         let mask = Step { id: "layers.1.attn.mask".into(), name: "attn.mask".into(), ..q.clone() };
-        let out = steps(&[q, mask]);
+        let out = steps(&[q, mask], &Parts::default());
         assert_eq!(out.len(), 1, "the mask has no hook");
         assert_eq!(out[0].id, "blocks.1.attn.hook_q");
         assert_eq!(out[0].shape, vec![1, 3, 2, 1]);
         assert_eq!(out[0].dims, vec!["batch", "pos", "head", "d_head"]);
         assert_eq!(out[0].values, Values::F32(vec![0., 10., 1., 11., 2., 12.]));
+    }
+
+    #[test]
+    fn the_chosen_experts_keep_their_integers_and_have_no_batch_dimension() {
+        let chosen = Step {
+            id: "layers.0.ffn.router.chosen".into(),
+            layer: Some(0),
+            name: "ffn.router.chosen".into(),
+            dims: vec!["pos", "rank"],
+            shape: vec![3, 2],
+            heads: None,
+            values: Values::Int(vec![1, 0, 2, 3, 0, 1]),
+        };
+        let out = steps(std::slice::from_ref(&chosen), &Parts::default());
+        assert_eq!(out[0].id, "blocks.0.mlp.hook_expert_indices");
+        assert_eq!((&out[0].shape, &out[0].values), (&vec![3, 2], &chosen.values));
+    }
+
+    /// TransformerLens's Gemma: hook_embed after the √d scale, hook_attn_out and hook_mlp_out
+    /// after the sandwich norms; the steps before them have no hook.
+    #[test]
+    fn gemma_hooks_follow_transformer_lens_block() {
+        let gemma = Parts { embed_scale: Some(8.0), sandwich_norms: true, ..Default::default() };
+        let plain = Parts::default();
+        assert_eq!((hook("embed.out", &gemma), hook("embed.token", &gemma)), (Some("hook_embed"), None));
+        assert_eq!((hook("norm1_post.out", &gemma), hook("attn.out", &gemma)), (Some("hook_attn_out"), None));
+        assert_eq!((hook("norm2_post.out", &gemma), hook("ffn.out", &gemma)), (Some("hook_mlp_out"), None));
+        assert_eq!(
+            (hook("embed.token", &plain), hook("attn.out", &plain)),
+            (Some("hook_embed"), Some("hook_attn_out"))
+        );
+        assert_eq!(hook("attn.scores", &gemma), Some("attn.hook_attn_scores"));
     }
 }

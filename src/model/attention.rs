@@ -13,7 +13,14 @@ use crate::trace::{steps, Recorder, Values};
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 
-pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
+/// Layer `l`'s attention on `x`; `patch` is a patched run's copied head context, if any.
+pub fn attention(
+    cfg: &ModelConfig,
+    p: &LayerParams,
+    x: &Tensor,
+    (l, patch): (usize, Option<&super::intervene::Patch>),
+    rec: &mut Recorder,
+) -> Result<Tensor> {
     let n = x.dim(0)?;
     let (h, kvh, d_k, d_v) = (cfg.heads, cfg.kv_heads(), cfg.d_k, cfg.d_v);
 
@@ -36,16 +43,7 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     rec.tensor(&format!("layers.{l}.attn.raw_scores"), cfg, &raw_scores)?;
     let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, query_pos, key_pos]
     let hidden = super::mask::hidden_keys(cfg, l, n);
-    let scores = match &hidden {
-        Some(hidden) => {
-            // Hidden keys' scores become −inf, so exp gives exactly 0.
-            let bias: Vec<f32> = hidden.iter().map(|&m| if m { f32::NEG_INFINITY } else { 0.0 }).collect();
-            let mask = Values::Bool(hidden.clone());
-            rec.record(&format!("layers.{l}.attn.mask"), &steps::dims("attn.mask", cfg), &[n, n], mask);
-            scaled.broadcast_add(&Tensor::from_vec(bias, (n, n), &Device::Cpu)?)?
-        }
-        None => scaled,
-    }; // [head, query_pos, key_pos]
+    let scores = capped_and_masked(cfg, scaled, hidden.as_deref(), l, rec)?; // [head, query_pos, key_pos]
     let scores = super::intervene::knockout(cfg, l, scores)?; // [head, query_pos, key_pos]
     rec.tensor(&format!("layers.{l}.attn.scores"), cfg, &scores)?;
     let weights = super::softmax::softmax_last_dim(&scores)?; // [head, query_pos, key_pos]
@@ -55,7 +53,7 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     };
     rec.tensor(&format!("layers.{l}.attn.weights"), cfg, &weights)?;
     let context = weights.matmul(&v)?; // [head, pos, d_v]
-    let context = super::intervene::ablate(cfg, l, context)?; // [head, pos, d_v]
+    let context = super::intervene::ablate(cfg, (l, patch), context)?; // [head, pos, d_v]
     rec.tensor(&format!("layers.{l}.attn.context"), cfg, &context)?;
     let concat = context.transpose(0, 1)?.contiguous()?.reshape((n, h * d_v))?; // [pos, heads·d_v]
     rec.tensor(&format!("layers.{l}.attn.concat"), cfg, &concat)?;
@@ -65,6 +63,42 @@ pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: 
     };
     rec.tensor(&format!("layers.{l}.attn.out"), cfg, &out)?;
     Ok(out)
+}
+
+/// The scaled scores as the softmax reads them: soft-capped where the model caps them
+/// (Gemma 2: `cap · tanh(scaled / cap)`, after the scale and before the mask, as transformers
+/// computes it), then −inf where `hidden` hides a key, so exp gives exactly 0.
+fn capped_and_masked(
+    cfg: &ModelConfig,
+    scaled: Tensor,
+    hidden: Option<&[bool]>,
+    l: usize,
+    rec: &mut Recorder,
+) -> Result<Tensor> {
+    let n = scaled.dim(1)?;
+    let bias = match hidden {
+        Some(hidden) => {
+            let bias: Vec<f32> = hidden.iter().map(|&m| if m { f32::NEG_INFINITY } else { 0.0 }).collect();
+            let mask = Values::Bool(hidden.to_vec());
+            rec.record(&format!("layers.{l}.attn.mask"), &steps::dims("attn.mask", cfg), &[n, n], mask);
+            Some(Tensor::from_vec(bias, (n, n), &Device::Cpu)?) // [query_pos, key_pos]
+        }
+        None => None,
+    };
+    let masked = |t: Tensor| -> Result<Tensor> {
+        Ok(match &bias {
+            Some(b) => t.broadcast_add(b)?,
+            None => t,
+        })
+    };
+    Ok(match cfg.parts.attn_softcap {
+        Some(cap) => {
+            let uncapped = masked(scaled.clone())?; // [head, query_pos, key_pos]
+            rec.tensor(&format!("layers.{l}.attn.scores_uncapped"), cfg, &uncapped)?;
+            masked(super::softcap(&scaled, cap)?)? // [head, query_pos, key_pos]
+        }
+        None => masked(scaled)?,
+    })
 }
 
 /// q and k as the scores read them: each head's RMSNorm where the layer has one (Qwen3),
@@ -90,7 +124,7 @@ fn normed_and_rotated(
     };
     Ok(match cfg.parts.rope_at(l) {
         Some(rope) => {
-            let (cos, sin) = super::rope::tables(&rope.inv_freq, n)?; // [pos, d_k] each
+            let (cos, sin) = super::rope::cos_sin(rope, n)?; // [pos, rotary width] each
             let q_rot = super::rope::rotate(&q, &cos, &sin)?; // [head, pos, d_k]
             rec.tensor(&format!("layers.{l}.attn.q_rot"), cfg, &q_rot)?;
             let k_rot = super::rope::rotate(&k, &cos, &sin)?; // [kv_head, pos, d_k]
@@ -122,7 +156,7 @@ fn repeat_kv(t: &Tensor, times: usize) -> Result<Tensor> {
 mod tests {
     use super::*;
     use crate::config::{Activation, InitConfig, Norm, Positions};
-    use crate::params::{Block, LayerNorm, Linear};
+    use crate::params::{Block, Dense, Ffn, LayerNorm, Linear};
 
     fn eye() -> Linear {
         Linear { weight: Tensor::new(&[[1f32, 0.0], [0.0, 1.0]], &Device::Cpu).unwrap(), bias: None }
@@ -143,7 +177,13 @@ mod tests {
             k_proj: eye(),
             v_proj: eye(),
             out_proj: Some(eye()),
-            block: Some(Block { norm1: norm.clone(), linear1: eye(), linear2: eye(), norm2: norm, gate: None }),
+            block: Some(Block {
+                norm1: norm.clone(),
+                ffn: Ffn::Dense(Dense { linear1: eye(), linear2: eye(), gate: None }),
+                norm2: norm,
+                post_attn_norm: None,
+                post_ffn_norm: None,
+            }),
             qk_norm: None,
         };
         let cfg = ModelConfig {
@@ -170,7 +210,7 @@ mod tests {
             parts: Default::default(),
         };
         let mut rec = Recorder::new(vec!["a".into(), "b".into()], cfg.clone(), Default::default());
-        let out = attention(&cfg, &p, &x, 0, &mut rec).unwrap();
+        let out = attention(&cfg, &p, &x, (0, None), &mut rec).unwrap();
         let (trace, _) = rec.finish();
         let w = trace.get("layers.0.attn.weights").unwrap().f32s().unwrap().to_vec();
         let close = |a: f32, b: f32| (a - b).abs() < 1e-6;

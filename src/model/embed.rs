@@ -1,6 +1,6 @@
 //! Token, position and (BERT) token-type embeddings: `embed.token`, `embed.position`,
-//! `embed.token_type`, `embed.sum`, and `embed.out` (BERT's LayerNorm of the sum; otherwise
-//! the sum itself).
+//! `embed.token_type`, `embed.sum`, and `embed.out` (BERT's LayerNorm of the sum, Gemma's sum
+//! times √d_model; otherwise the sum itself).
 
 use crate::config::{ModelConfig, Positions};
 use crate::params::Input;
@@ -49,10 +49,12 @@ pub fn embed(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Record
         _ => with_position,
     }; // [pos, d_model]
     rec.tensor("embed.sum", cfg, &sum)?;
-    // BERT normalises the sum (its own eps); the toy encoder passes it through.
-    let out = match &params.embed_norm {
-        Some(norm) => super::norm::layer_norm(&sum, norm, cfg.eps)?,
-        None => sum,
+    // BERT normalises the sum (its own eps); Gemma scales it by √d_model (an f32, as
+    // transformers multiplies); the toy encoder passes it through.
+    let out = match (&params.embed_norm, cfg.parts.embed_scale) {
+        (Some(norm), _) => super::norm::layer_norm(&sum, norm, cfg.eps)?,
+        (None, Some(scale)) => sum.affine(scale, 0.0)?,
+        (None, None) => sum,
     }; // [pos, d_model]
     rec.tensor("embed.out", cfg, &out)?;
     Ok(out)

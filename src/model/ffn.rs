@@ -1,32 +1,58 @@
 //! The position-wise feed-forward network: `ffn.hidden`, `ffn.act`, `ffn.out`; or, gated
 //! (SwiGLU, Shazeer 2020, as the Llama family has it), `ffn.gate`, `ffn.up`,
 //! `ffn.act` = act(gate) ⊙ up, `ffn.out`.
+//!
+//! Or a mixture of gated FFNs (Mixtral, Qwen2-MoE, Qwen3-MoE; `config.experts`) as
+//! transformers' sparse MoE blocks compute it: `ffn.router.logits` = x·W_routerᵀ,
+//! `ffn.router.probs` their softmax, `ffn.router.chosen` the `top_k` most probable experts
+//! (most probable first, as `torch.topk` orders them), `ffn.router.weights` their
+//! probabilities (divided by their sum with `norm_topk_prob`), `ffn.experts.out` each chosen
+//! expert's FFN output, and their weighted sum `ffn.experts.mixed`; with Qwen2-MoE's shared
+//! expert, `ffn.shared.out` times its gate `ffn.shared.gate` is added to it. Without one the
+//! sum is `ffn.out`. The sum is transformers' to the bit: each expert's weighted rows are added
+//! to zeros expert by expert in index order (`index_add_`), so a token's terms are summed in
+//! the order of its experts' indices, not its ranks (with three experts the two orders differ
+//! in the last bits). Each expert runs only on the rows routed to it.
 
-use super::linear;
+use super::{intervene, linear, softmax};
 use crate::config::{Activation, ModelConfig};
-use crate::params::Block;
-use crate::trace::Recorder;
-use anyhow::Result;
-use candle_core::Tensor;
+use crate::params::{Block, Dense, Experts, Ffn};
+use crate::trace::{steps, Recorder, Values};
+use anyhow::{anyhow, Result};
+use candle_core::{Device, Tensor};
 
 pub fn ffn(cfg: &ModelConfig, p: &Block, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
+    match &p.ffn {
+        Ffn::Dense(f) => dense(cfg, f, x, |name, t| rec.tensor(&format!("layers.{l}.{name}"), cfg, t)),
+        Ffn::Experts(m) => moe(cfg, m, x, l, rec),
+    }
+}
+
+/// A dense FFN's output, each intermediate handed to `record` by its step name; a mixture's
+/// experts pass a `record` that keeps nothing (their steps are the mixture's).
+pub fn dense(
+    cfg: &ModelConfig,
+    p: &Dense,
+    x: &Tensor,
+    mut record: impl FnMut(&str, &Tensor) -> Result<()>,
+) -> Result<Tensor> {
     let act = match &p.gate {
         None => {
             let hidden = linear(x, &p.linear1)?; // [pos, d_ff]
-            rec.tensor(&format!("layers.{l}.ffn.hidden"), cfg, &hidden)?;
+            record("ffn.hidden", &hidden)?;
             activation(cfg.activation, &hidden)? // [pos, d_ff]
         }
         Some(gate_proj) => {
             let gate = linear(x, gate_proj)?; // [pos, d_ff]
-            rec.tensor(&format!("layers.{l}.ffn.gate"), cfg, &gate)?;
+            record("ffn.gate", &gate)?;
             let up = linear(x, &p.linear1)?; // [pos, d_ff]
-            rec.tensor(&format!("layers.{l}.ffn.up"), cfg, &up)?;
+            record("ffn.up", &up)?;
             (activation(cfg.activation, &gate)? * up)? // [pos, d_ff]
         }
     };
-    rec.tensor(&format!("layers.{l}.ffn.act"), cfg, &act)?;
+    record("ffn.act", &act)?;
     let out = linear(&act, &p.linear2)?; // [pos, d_model]
-    rec.tensor(&format!("layers.{l}.ffn.out"), cfg, &out)?;
+    record("ffn.out", &out)?;
     Ok(out)
 }
 
@@ -37,4 +63,132 @@ pub fn activation(a: Activation, x: &Tensor) -> Result<Tensor> {
         Activation::GeluTanh => x.gelu()?,
         Activation::Silu => x.silu()?,
     })
+}
+
+/// Layer `l`'s mixture of experts on `x` ([pos, d_model]): routed, run and summed as the
+/// module documentation says.
+pub fn moe(cfg: &ModelConfig, m: &Experts, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
+    let spec = cfg.parts.experts.as_ref().ok_or_else(|| anyhow!("internal: layer {l} has experts, the config none"))?;
+    let (n, k) = (x.dim(0)?, spec.top_k);
+    let logits = linear(x, &m.router)?; // [pos, expert]
+    let logits = intervene::ablate_experts(cfg, l, logits)?; // [pos, expert]
+    rec.tensor(&format!("layers.{l}.ffn.router.logits"), cfg, &logits)?;
+    let probs = softmax::softmax_last_dim(&logits)?; // [pos, expert]
+    rec.tensor(&format!("layers.{l}.ffn.router.probs"), cfg, &probs)?;
+    let probs = probs.to_vec2::<f32>()?; // [pos][expert], read row by row for the top-k
+    let chosen = top_k(&probs, k); // [pos][rank]: expert ids, most probable first
+    let ids = Values::Int(chosen.iter().flatten().map(|&e| e as i64).collect());
+    rec.record(&format!("layers.{l}.ffn.router.chosen"), &steps::dims("ffn.router.chosen", cfg), &[n, k], ids);
+    let weights = routing_weights(&probs, &chosen, spec.norm_topk_prob); // [pos][rank]
+    rec.tensor(&format!("layers.{l}.ffn.router.weights"), cfg, &Tensor::new(weights.clone(), &Device::Cpu)?)?;
+    let outs = experts_out(cfg, m, x, &chosen)?; // [pos, rank, d_model]
+    rec.tensor(&format!("layers.{l}.ffn.experts.out"), cfg, &outs)?;
+    let mixed = mix(&outs, &weights, &chosen)?; // [pos, d_model]
+    let Some((shared, gate)) = &m.shared else {
+        rec.tensor(&format!("layers.{l}.ffn.out"), cfg, &mixed)?;
+        return Ok(mixed);
+    };
+    rec.tensor(&format!("layers.{l}.ffn.experts.mixed"), cfg, &mixed)?;
+    let shared_out = dense(cfg, shared, x, |_, _| Ok(()))?; // [pos, d_model]
+    rec.tensor(&format!("layers.{l}.ffn.shared.out"), cfg, &shared_out)?;
+    let share = candle_nn::ops::sigmoid(&linear(x, gate)?)?; // [pos, 1]
+    rec.tensor(&format!("layers.{l}.ffn.shared.gate"), cfg, &share)?;
+    let out = (mixed + share.broadcast_mul(&shared_out)?)?; // [pos, d_model]
+    rec.tensor(&format!("layers.{l}.ffn.out"), cfg, &out)?;
+    Ok(out)
+}
+
+/// Each row's `k` most probable experts, most probable first; equal probabilities go to the
+/// lower index (`torch.topk` leaves ties to its kernel: the fixtures have none).
+fn top_k(probs: &[Vec<f32>], k: usize) -> Vec<Vec<usize>> {
+    probs
+        .iter()
+        .map(|row| {
+            let mut order: Vec<usize> = (0..row.len()).collect();
+            order.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+            order.truncate(k);
+            order
+        })
+        .collect()
+}
+
+/// The chosen experts' probabilities, divided by their sum (summed in rank order, as
+/// `routing_weights.sum(-1)`) when `normalise`.
+fn routing_weights(probs: &[Vec<f32>], chosen: &[Vec<usize>], normalise: bool) -> Vec<Vec<f32>> {
+    probs
+        .iter()
+        .zip(chosen)
+        .map(|(row, experts)| {
+            let picked: Vec<f32> = experts.iter().map(|&e| row[e]).collect();
+            let sum: f32 = picked.iter().fold(0.0, |s, &p| s + p);
+            picked.into_iter().map(|p| if normalise { p / sum } else { p }).collect()
+        })
+        .collect()
+}
+
+/// Every chosen expert's output for its token, in `chosen`'s order: [pos, rank, d_model].
+/// Expert e runs once, on its rows gathered rank-major as transformers gathers them (the
+/// tokens that ranked it first, then those that ranked it second, …).
+fn experts_out(cfg: &ModelConfig, m: &Experts, x: &Tensor, chosen: &[Vec<usize>]) -> Result<Tensor> {
+    let (n, d) = x.dims2()?;
+    let k = chosen.first().map_or(0, Vec::len);
+    let mut out = vec![0f32; n * k * d];
+    for (e, expert) in m.experts.iter().enumerate() {
+        let rows: Vec<(usize, usize)> =
+            (0..k).flat_map(|r| (0..n).filter(move |&t| chosen[t][r] == e).map(move |t| (t, r))).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let at = Tensor::from_vec(rows.iter().map(|&(t, _)| t as u32).collect::<Vec<_>>(), rows.len(), x.device())?;
+        let picked = x.index_select(&at, 0)?; // [rows, d_model]
+        let y = dense(cfg, expert, &picked, |_, _| Ok(()))?.to_vec2::<f32>()?; // [rows, d_model]
+        for (&(t, r), row) in rows.iter().zip(y) {
+            out[(t * k + r) * d..(t * k + r + 1) * d].copy_from_slice(&row);
+        }
+    }
+    Ok(Tensor::from_vec(out, (n, k, d), x.device())?)
+}
+
+/// Σ weight · output over each token's experts, in the order of the experts' indices, each
+/// product rounded before it is added to the running sum from zero (transformers'
+/// `index_add_` into zeros, one expert at a time).
+fn mix(outs: &Tensor, weights: &[Vec<f32>], chosen: &[Vec<usize>]) -> Result<Tensor> {
+    let (n, k, d) = outs.dims3()?;
+    let v = outs.flatten_all()?.to_vec1::<f32>()?;
+    let mut sum = vec![0f32; n * d];
+    for t in 0..n {
+        let mut ranks: Vec<usize> = (0..k).collect();
+        ranks.sort_by_key(|&r| chosen[t][r]);
+        for r in ranks {
+            let (w, row) = (weights[t][r], &v[(t * k + r) * d..(t * k + r + 1) * d]);
+            for (s, &o) in sum[t * d..(t + 1) * d].iter_mut().zip(row) {
+                *s += o * w;
+            }
+        }
+    }
+    Ok(Tensor::from_vec(sum, (n, d), outs.device())?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_k_orders_by_probability_and_breaks_ties_by_index() {
+        let probs = vec![vec![0.1, 0.4, 0.1, 0.4], vec![0.7, 0.1, 0.2, 0.0]];
+        assert_eq!(top_k(&probs, 2), vec![vec![1, 3], vec![0, 2]]);
+        let w = routing_weights(&probs, &top_k(&probs, 2), true);
+        assert_eq!(w[1], vec![0.7 / (0.7f32 + 0.2), 0.2 / (0.7f32 + 0.2)]);
+        assert_eq!(routing_weights(&probs, &top_k(&probs, 2), false)[1], vec![0.7, 0.2]);
+    }
+
+    /// The token ranked experts 1, 2, 0: the sum adds expert 0's term first, so 1 is lost
+    /// against 1e8 and the total is 0 (in rank order it would be 1).
+    #[test]
+    fn the_mixture_sums_in_expert_order() {
+        let outs = Tensor::new(&[[[1e8f32], [-1e8], [1.0]]], &Device::Cpu).unwrap();
+        let (chosen, weights) = (vec![vec![1, 2, 0]], vec![vec![1.0, 1.0, 1.0]]);
+        let got = mix(&outs, &weights, &chosen).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(got, vec![0.0]);
+    }
 }

@@ -73,11 +73,23 @@ pub fn blind_note(cfg: &ModelConfig, tokens: &[String]) -> Option<String> {
     })
 }
 
+/// One patched activation: a head's context ([pos, d_v]) or one position's layer output
+/// ([d_model]), copied from another run: the state of one patched run of a sweep, passed down the stack
+/// (`stack` → `layer` → `attention`), not configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Patch {
+    pub layer: usize,
+    /// `Some(head)`: the head's context; `None`: the layer output at `position`.
+    pub head: Option<usize>,
+    pub position: usize,
+    pub values: std::sync::Arc<Vec<f32>>,
+}
+
 /// Replaces this layer's ablated heads' context ([head, pos, d_v]) with zero or its mean
 /// over positions, and a patched head's with the values a patching sweep copied in.
-pub fn ablate(cfg: &ModelConfig, layer: usize, context: Tensor) -> Result<Tensor> {
+pub fn ablate(cfg: &ModelConfig, (layer, patch): (usize, Option<&Patch>), context: Tensor) -> Result<Tensor> {
     let iv = &cfg.interventions;
-    let context = match &iv.patch {
+    let context = match patch {
         Some(p) if p.layer == layer && p.head.is_some() => {
             let (h, n, d) = context.dims3()?;
             let head = p.head.unwrap_or(0);
@@ -103,10 +115,24 @@ pub fn ablate(cfg: &ModelConfig, layer: usize, context: Tensor) -> Result<Tensor
     Ok((kept + mean.broadcast_mul(&dropped)?)?)
 }
 
+/// Sets this layer's ablated experts' router logits ([pos, expert]) to −inf (`--ablate-expert`):
+/// the softmax gives them probability 0, the others' probabilities are renormalised over the
+/// experts left, and top-k never picks them.
+pub fn ablate_experts(cfg: &ModelConfig, layer: usize, logits: Tensor) -> Result<Tensor> {
+    let gone: Vec<usize> =
+        cfg.interventions.ablate_expert.iter().filter(|(l, _)| *l == layer).map(|(_, e)| *e).collect();
+    if gone.is_empty() {
+        return Ok(logits);
+    }
+    let count = logits.dim(1)?;
+    let bias: Vec<f32> = (0..count).map(|e| if gone.contains(&e) { f32::NEG_INFINITY } else { 0.0 }).collect();
+    Ok(logits.broadcast_add(&Tensor::from_vec(bias, (1, count), &Device::Cpu)?)?)
+}
+
 /// Replaces one position of this layer's output ([pos, d_model]) with a patching sweep's
 /// values (activation patching of the residual stream).
-pub fn patch_resid(cfg: &ModelConfig, layer: usize, x: Tensor) -> Result<Tensor> {
-    match &cfg.interventions.patch {
+pub fn patch_resid(patch: Option<&Patch>, layer: usize, x: Tensor) -> Result<Tensor> {
+    match patch {
         Some(p) if p.layer == layer && p.head.is_none() => {
             let (n, d) = x.dims2()?;
             let mut all = x.flatten_all()?.to_vec1::<f32>()?;

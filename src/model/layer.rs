@@ -5,24 +5,37 @@
 //! `nn.TransformerEncoderLayer(norm_first=True)`): `norm1.out = LN(x)`,
 //! `add_norm1.sum = x + attn(norm1.out)`, `norm2.out = LN(add_norm1.sum)`,
 //! `add_norm2.sum = add_norm1.sum + ffn(norm2.out)`, which is the layer's output.
+//! Gemma's sandwich norms add a norm of each sublayer's output before its sum:
+//! `norm1_post.out = RMS(attn.out)`, `add_norm1.sum = x + norm1_post.out`, and likewise
+//! `norm2_post.out` of `ffn.out`.
 //! An attention-only layer (a textbook's `MultiHeadAttention` module) is the attention
-//! alone: its output is `attn.out`.
+//! alone: its output is `attn.out`. A parallel layer (GPT-NeoX, `config.parallel`) is
+//! pre-norm with both sublayers reading the layer input: `add_norm2.sum = x + attn(norm1(x))
+//! + ffn(norm2(x))`, with no `add_norm1.sum`.
 
+use super::intervene::Patch;
 use super::norm::norm;
 use super::{attention::attention, ffn::ffn};
 use crate::config::{ModelConfig, Norm};
-use crate::params::LayerParams;
+use crate::params::{Block, LayerNorm, LayerParams};
 use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;
 
-pub fn layer(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
+/// Layer `l` on `x`; `patch` is a patched run's copied activation, if any (`patch.rs`).
+pub fn layer(
+    cfg: &ModelConfig,
+    p: &LayerParams,
+    x: &Tensor,
+    (l, patch): (usize, Option<&Patch>),
+    rec: &mut Recorder,
+) -> Result<Tensor> {
     let Some(b) = &p.block else {
-        return attention(cfg, p, x, l, rec); // [pos, d_out]
+        return attention(cfg, p, x, (l, patch), rec); // [pos, d_out]
     };
     match cfg.norm {
         Norm::Post => {
-            let attn_out = attention(cfg, p, x, l, rec)?; // [pos, d_model]
+            let attn_out = attention(cfg, p, x, (l, patch), rec)?; // [pos, d_model]
             let sum1 = (x + &attn_out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm1.sum"), cfg, &sum1)?;
             let out1 = norm(&sum1, &b.norm1, cfg)?; // [pos, d_model]
@@ -34,18 +47,53 @@ pub fn layer(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, rec: &mut
             rec.tensor(&format!("layers.{l}.add_norm2.out"), cfg, &out2)?;
             Ok(out2)
         }
+        Norm::Pre if cfg.parts.parallel => parallel(cfg, (p, b), x, (l, patch), rec),
         Norm::Pre => {
             let normed1 = norm(x, &b.norm1, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.norm1.out"), cfg, &normed1)?;
-            let attn_out = attention(cfg, p, &normed1, l, rec)?; // [pos, d_model]
+            let attn_out = attention(cfg, p, &normed1, (l, patch), rec)?; // [pos, d_model]
+            let attn_out =
+                post_norm(cfg, b.post_attn_norm.as_ref(), attn_out, &format!("layers.{l}.norm1_post.out"), rec)?; // [pos, d_model]
             let sum1 = (x + &attn_out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm1.sum"), cfg, &sum1)?;
             let normed2 = norm(&sum1, &b.norm2, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.norm2.out"), cfg, &normed2)?;
             let ffn_out = ffn(cfg, b, &normed2, l, rec)?; // [pos, d_model]
+            let ffn_out =
+                post_norm(cfg, b.post_ffn_norm.as_ref(), ffn_out, &format!("layers.{l}.norm2_post.out"), rec)?; // [pos, d_model]
             let sum2 = (&sum1 + &ffn_out)?; // [pos, d_model]: the layer's output
             rec.tensor(&format!("layers.{l}.add_norm2.sum"), cfg, &sum2)?;
             Ok(sum2)
         }
     }
+}
+
+/// GPT-NeoX's parallel layer (`use_parallel_residual`): attention and FFN both read the layer
+/// input, so there is no residual sum between them.
+fn parallel(
+    cfg: &ModelConfig,
+    (p, b): (&LayerParams, &Block),
+    x: &Tensor,
+    (l, patch): (usize, Option<&Patch>),
+    rec: &mut Recorder,
+) -> Result<Tensor> {
+    let normed1 = norm(x, &b.norm1, cfg)?; // [pos, d_model]
+    rec.tensor(&format!("layers.{l}.norm1.out"), cfg, &normed1)?;
+    let attn_out = attention(cfg, p, &normed1, (l, patch), rec)?; // [pos, d_model]
+    let normed2 = norm(x, &b.norm2, cfg)?; // [pos, d_model]: the layer input's, not a sum's
+    rec.tensor(&format!("layers.{l}.norm2.out"), cfg, &normed2)?;
+    let ffn_out = ffn(cfg, b, &normed2, l, rec)?; // [pos, d_model]
+                                                  // (ffn + attn) + x, in transformers' order, so the sum is the same to the last bit.
+    let sum = ((&ffn_out + &attn_out)? + x)?; // [pos, d_model]: the layer's output
+    rec.tensor(&format!("layers.{l}.add_norm2.sum"), cfg, &sum)?;
+    Ok(sum)
+}
+
+/// A sandwich norm (Gemma): the norm of a sublayer's output before its residual sum,
+/// recorded as `id`; the output itself where the block has none.
+fn post_norm(cfg: &ModelConfig, p: Option<&LayerNorm>, out: Tensor, id: &str, rec: &mut Recorder) -> Result<Tensor> {
+    let Some(p) = p else { return Ok(out) };
+    let normed = norm(&out, p, cfg)?; // [pos, d_model]
+    rec.tensor(id, cfg, &normed)?;
+    Ok(normed)
 }

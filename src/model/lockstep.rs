@@ -8,7 +8,7 @@
 //! another runs, in the order A0, B0, A1, B1, …: while A's layer i runs B's is read, while
 //! B's runs A's next. Two layers' parameters exist at once, as in one model's pass.
 
-use super::{embed, head, intervene, layer, unembed};
+use super::{embed, head, layer, unembed};
 use crate::config::ModelConfig;
 use crate::params::{Input, LayerParams, Layers, Params};
 use crate::trace::Recorder;
@@ -103,8 +103,8 @@ pub fn lockstep(
             };
             let rec = if side == 0 { &mut *rec_a } else { &mut *rec_b };
             let cfg = sides[side].cfg;
-            let out = layer::layer(cfg, &p, &x[side], i, rec)?; // [pos, d_model]
-            x[side] = intervene::patch_resid(cfg, i, out)?; // [pos, d_model]
+            // Unpatched passes: a patch is one run of a patching sweep's state, not a model's.
+            x[side] = layer::layer(cfg, &p, &x[side], (i, None), rec)?; // [pos, d_model]
             drop(p);
             if side == 1 {
                 between(Part::Layer(i), [&x[0], &x[1]])?;

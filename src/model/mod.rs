@@ -31,11 +31,12 @@ use candle_core::Tensor;
 pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Recorder) -> Result<Tensor> {
     let head = head::Unembed::of(cfg, params);
     let x = embed::embed(cfg, params, input, rec)?; // [pos, d_model]
-    let x = stack::stack(cfg, &params.layers, 0, x, rec, |_, _, out, rec| {
+    let x = stack::stack(cfg, &params.layers, (0, None), x, rec, |_, _, out, rec| {
         if let (true, Some(head)) = (rec.lens(), &head) {
             // The logit lens: this layer's residual stream read out as if it were the last.
             let normed = unembed::final_norm(cfg, params, out)?; // [pos, d_model]
-            let top = head::top_k(&head.logits(&normed)?, rec.top_k().max(1))?;
+            let logits = unembed::capped(cfg, head.logits(&normed)?)?; // [pos, vocab]
+            let top = head::top_k(&logits, rec.top_k().max(1))?;
             rec.push_lens(top);
         }
         Ok(())
@@ -54,6 +55,13 @@ pub fn linear(x: &Tensor, lin: &Linear) -> Result<Tensor> {
         Some(b) => y.broadcast_add(b)?,
         None => y,
     })
+}
+
+/// Soft-capping (Gemma 2's attention scores and logits): `cap · tanh(x / cap)` in f32,
+/// dividing by cap as transformers does rather than multiplying by its reciprocal.
+pub fn softcap(x: &Tensor, cap: f64) -> Result<Tensor> {
+    let cap = Tensor::new(cap as f32, &candle_core::Device::Cpu)?;
+    Ok(x.broadcast_div(&cap)?.tanh()?.broadcast_mul(&cap)?)
 }
 
 /// Whether `(W·xᵀ)ᵀ` is the faster way to `x·Wᵀ`: candle's matrix product (the gemm crate)

@@ -16,8 +16,9 @@
 //! the corrupted run's residual stream at layer l's input (kept from the baseline run) and
 //! computes only layers l…L−1: a sweep over L layers costs about half the full runs.
 
+pub use super::intervene::Patch;
 use super::{embed, head, stack, unembed};
-use crate::config::{ModelConfig, Patch};
+use crate::config::ModelConfig;
 use crate::params::Input;
 use crate::params::{LayerParams, Layers, Params};
 use crate::trace::{Recorder, Selection};
@@ -83,10 +84,16 @@ struct Run {
     last: Tensor,
 }
 
-fn run_from(cfg: &ModelConfig, layers: &Layers, from: usize, x: Tensor, keep: bool) -> Result<Run> {
+fn run_from(
+    cfg: &ModelConfig,
+    layers: &Layers,
+    (from, patch): (usize, Option<&Patch>),
+    x: Tensor,
+    keep: bool,
+) -> Result<Run> {
     let mut rec = quiet(cfg, x.dim(0)?, keep);
     let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
-    let last = stack::stack(cfg, layers, from, x, &mut rec, |_, input, out, _| {
+    let last = stack::stack(cfg, layers, (from, patch), x, &mut rec, |_, input, out, _| {
         inputs.push(input.clone());
         outputs.push(out.clone());
         Ok(())
@@ -159,8 +166,8 @@ pub fn sweep(
         };
         embed::embed(cfg, p, input, &mut quiet(cfg, n, false))
     };
-    let c = run_from(cfg, &layers, 0, embed_of(clean, params)?, true)?;
-    let base = run_from(cfg, &layers, 0, embed_of(corrupted, &table_only)?, false)?;
+    let c = run_from(cfg, &layers, (0, None), embed_of(clean, params)?, true)?;
+    let base = run_from(cfg, &layers, (0, None), embed_of(corrupted, &table_only)?, false)?;
     let final_clean = unembed::final_norm(cfg, params, &c.last)?; // [pos, d_model]
     let clean_m = score(params, cfg, head.as_ref(), metric, &c.last, Some(&final_clean))?;
     let corrupted_m = score(params, cfg, head.as_ref(), metric, &base.last, Some(&final_clean))?;
@@ -183,9 +190,7 @@ pub fn sweep(
             };
             let head_of = (what == What::Heads).then_some(index);
             let patch = Patch { layer: l, head: head_of, position: index, values: Arc::new(values) };
-            let mut patched = cfg.clone();
-            patched.interventions.patch = Some(patch);
-            let run = run_from(&patched, &layers, l, base.inputs[l].clone(), false)?;
+            let run = run_from(cfg, &layers, (l, Some(&patch)), base.inputs[l].clone(), false)?;
             layer_runs += l_count - l;
             let m = score(params, cfg, head.as_ref(), metric, &run.last, Some(&final_clean))?;
             let effect = effect(m, clean_m, corrupted_m);

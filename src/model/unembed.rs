@@ -18,8 +18,14 @@ pub fn final_norm(cfg: &ModelConfig, params: &Params, x: &Tensor) -> Result<Tens
 }
 
 /// The logits of final-normed hidden states [pos, d_model]: BertForMaskedLM's head when the
-/// checkpoint has one, else the language-model head; `None` for a model without either.
+/// checkpoint has one, else the language-model head, soft-capped where the model caps them
+/// (Gemma 2); `None` for a model without either.
 pub fn logits(cfg: &ModelConfig, params: &Params, head: Option<&Unembed>, x: &Tensor) -> Result<Option<Tensor>> {
+    uncapped_logits(cfg, params, head, x)?.map(|l| capped(cfg, l)).transpose() // [pos, vocab]
+}
+
+/// The head's output before any soft-cap.
+fn uncapped_logits(cfg: &ModelConfig, params: &Params, head: Option<&Unembed>, x: &Tensor) -> Result<Option<Tensor>> {
     if let Some(mlm) = &params.mlm {
         let h = linear(x, &mlm.dense)?; // [pos, d_model]
         let h = norm::layer_norm(&ffn::activation(cfg.activation, &h)?, &mlm.norm, cfg.eps)?; // [pos, d_model]
@@ -28,8 +34,17 @@ pub fn logits(cfg: &ModelConfig, params: &Params, head: Option<&Unembed>, x: &Te
     head.map(|head| head.logits(x)).transpose() // [pos, vocab]
 }
 
+/// Logits as the model returns them: `cap · tanh(logits / cap)` where it caps them (Gemma 2).
+pub fn capped(cfg: &ModelConfig, logits: Tensor) -> Result<Tensor> {
+    match cfg.parts.final_softcap {
+        Some(cap) => super::softcap(&logits, cap), // [pos, vocab]
+        None => Ok(logits),
+    }
+}
+
 /// Records `final_norm.out`, `output` (the last hidden state as Hugging Face defines it:
-/// after the final norm if there is one), `logits` and the predictions; returns `output`.
+/// after the final norm if there is one), `logits` (with `logits_uncapped` before a
+/// soft-cap) and the predictions; returns `output`.
 /// A language-model head's logits are computed only when asked for (they are the largest
 /// tensor of a trace); a masked-LM head's always, as before.
 pub fn unembed(
@@ -44,8 +59,15 @@ pub fn unembed(
         rec.tensor("final_norm.out", cfg, &x)?;
     }
     rec.tensor("output", cfg, &x)?;
-    let wanted = params.mlm.is_some() || rec.wants("logits") || rec.top_k() > 0;
-    if let Some(logits) = if wanted { logits(cfg, params, head, &x)? } else { None } {
+    let wanted = params.mlm.is_some() || rec.wants("logits") || rec.wants("logits_uncapped") || rec.top_k() > 0;
+    if let Some(raw) = if wanted { uncapped_logits(cfg, params, head, &x)? } else { None } {
+        let logits = match cfg.parts.final_softcap {
+            Some(_) => {
+                rec.tensor("logits_uncapped", cfg, &raw)?; // [pos, vocab]
+                capped(cfg, raw)? // [pos, vocab]
+            }
+            None => raw,
+        };
         rec.tensor("logits", cfg, &logits)?; // [pos, vocab]
         let k = rec.top_k();
         rec.set_predictions(super::head::top_k(&logits, k)?);

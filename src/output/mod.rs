@@ -52,7 +52,7 @@ pub fn save_weights(params: &Params, loaded: &Loaded, path: &Path) -> Result<()>
 /// `--save-trace`: the trace's steps as safetensors or npz.
 pub fn save_trace(trace: &Trace, settings: &Settings) -> Result<()> {
     if let Some((path, kind)) = &settings.outputs.save_trace {
-        let bytes = crate::export::encode_trace(&trace.steps, &trace.tokens, *kind, settings.outputs.trace_names)?;
+        let bytes = crate::export::encode_trace(trace, *kind, settings.outputs.trace_names)?;
         write_file("--save-trace", path, &bytes)?;
     }
     Ok(())

@@ -16,6 +16,7 @@
 //! | `layers.{i}.ffn.linear1.weight` / `.bias` | [d_ff, d_model] / [d_ff] |
 //! | `layers.{i}.ffn.linear2.weight` / `.bias` | [d_model, d_ff] / [d_model] |
 //! | `layers.{i}.norm2.weight` / `.bias` | [d_model] |
+//! | `layers.{i}.post_attn_norm.weight`, `post_ffn_norm.weight` | [d_model] (Gemma's sandwich norms) |
 //!
 //! Linear weights are stored as PyTorch's `nn.Linear` does, `[out, in]`, and applied as
 //! `x·Wᵀ + b`. Head `h` owns rows `h·d_k .. (h+1)·d_k` of the fused q/k projections.
@@ -79,13 +80,41 @@ pub struct QkNorm {
 #[derive(Debug, Clone)]
 pub struct Block {
     pub norm1: LayerNorm,
+    pub ffn: Ffn,
+    pub norm2: LayerNorm,
+    /// Gemma's sandwich norms: the norm of the attention's output before its residual sum
+    /// (step `norm1_post.out`) and of the FFN's (`norm2_post.out`).
+    pub post_attn_norm: Option<LayerNorm>,
+    pub post_ffn_norm: Option<LayerNorm>,
+}
+
+/// A layer's FFN: one dense FFN, or a mixture of experts (`config.experts`).
+#[derive(Debug, Clone)]
+pub enum Ffn {
+    Dense(Dense),
+    Experts(Box<Experts>),
+}
+
+/// A position-wise FFN.
+#[derive(Debug, Clone)]
+pub struct Dense {
     /// The FFN's first linear (the up projection of a gated FFN).
     pub linear1: Linear,
     /// The FFN's second linear (the down projection of a gated FFN).
     pub linear2: Linear,
-    pub norm2: LayerNorm,
     /// A gated FFN's gate projection (SwiGLU).
     pub gate: Option<Linear>,
+}
+
+/// A mixture of experts: the router, every expert (each a gated FFN), and Qwen2-MoE's
+/// shared expert with its gate.
+#[derive(Debug, Clone)]
+pub struct Experts {
+    /// [experts, d_model], no bias.
+    pub router: Linear,
+    pub experts: Vec<Dense>,
+    /// The shared expert and its gate ([1, d_model]).
+    pub shared: Option<(Dense, Linear)>,
 }
 
 /// Every parameter of one encoder stack.
@@ -153,11 +182,30 @@ impl Params {
             }
             if let Some(b) = &l.block {
                 push_norm(&mut out, format!("{p}.norm1"), &b.norm1);
-                push_linear(&mut out, format!("{p}.ffn.linear1"), &b.linear1);
-                push_linear(&mut out, format!("{p}.ffn.linear2"), &b.linear2);
-                push_norm(&mut out, format!("{p}.norm2"), &b.norm2);
-                if let Some(g) = &b.gate {
-                    push_linear(&mut out, format!("{p}.ffn.gate"), g);
+                match &b.ffn {
+                    Ffn::Dense(f) => {
+                        push_linear(&mut out, format!("{p}.ffn.linear1"), &f.linear1);
+                        push_linear(&mut out, format!("{p}.ffn.linear2"), &f.linear2);
+                        push_norm(&mut out, format!("{p}.norm2"), &b.norm2);
+                        if let Some(g) = &f.gate {
+                            push_linear(&mut out, format!("{p}.ffn.gate"), g);
+                        }
+                    }
+                    Ffn::Experts(m) => {
+                        push_norm(&mut out, format!("{p}.norm2"), &b.norm2);
+                        push_linear(&mut out, format!("{p}.ffn.router"), &m.router);
+                        for (e, f) in m.experts.iter().enumerate() {
+                            push_dense(&mut out, format!("{p}.ffn.experts.{e}"), f);
+                        }
+                        if let Some((f, gate)) = &m.shared {
+                            push_dense(&mut out, format!("{p}.ffn.shared"), f);
+                            push_linear(&mut out, format!("{p}.ffn.shared.gate"), gate);
+                        }
+                    }
+                }
+                if let (Some(a), Some(f)) = (&b.post_attn_norm, &b.post_ffn_norm) {
+                    push_norm(&mut out, format!("{p}.post_attn_norm"), a);
+                    push_norm(&mut out, format!("{p}.post_ffn_norm"), f);
                 }
             }
         }
@@ -168,6 +216,15 @@ impl Params {
             push_linear(&mut out, "lm_head".into(), h);
         }
         out
+    }
+}
+
+/// A dense FFN's linears under `prefix` (an expert's, in a mixture).
+fn push_dense<'a>(out: &mut Vec<(String, &'a Tensor)>, prefix: String, f: &'a Dense) {
+    push_linear(out, format!("{prefix}.linear1"), &f.linear1);
+    push_linear(out, format!("{prefix}.linear2"), &f.linear2);
+    if let Some(g) = &f.gate {
+        push_linear(out, format!("{prefix}.gate"), g);
     }
 }
 

@@ -1,12 +1,13 @@
 //! The default table view of a real model: instead of layers × heads × a dozen full tables,
 //! one table per layer with a row per head, from [`crate::views::summary`]: the head's three
-//! strongest links between ordinary tokens and its mean weight on the markers.
+//! strongest links between ordinary tokens and its mean weight on the markers; for a mixture
+//! of experts, a second table per layer: the experts each token went to, with their weights.
 //! `--steps` brings back the full tables; JSON always holds every number.
 
 use super::table;
 use super::text::{cut, wrap_parts};
 use crate::trace::Trace;
-use crate::views::summary::{HeadLinks, LayerLinks};
+use crate::views::summary::{HeadLinks, LayerLinks, Routing};
 use comfy_table::CellAlignment;
 use std::io::{self, Write};
 
@@ -18,7 +19,7 @@ pub fn write(trace: &Trace, summary: &[LayerLinks], width: usize, w: &mut dyn Wr
     let key = |i: usize| format!("{}({i})", cut(&trace.key_label(i), 10));
     // The links column gets what the head and markers columns leave of the width.
     let room = width.saturating_sub(6 + 10 + 3);
-    for LayerLinks { layer, heads, marker } in summary {
+    for LayerLinks { layer, heads, marker, routing } in summary {
         writeln!(w)?;
         let title =
             [format!("layer {layer}"), "strongest links (query → key)".into(), format!("mean weight on {marker}")];
@@ -49,6 +50,9 @@ pub fn write(trace: &Trace, summary: &[LayerLinks], width: usize, w: &mut dyn Wr
             col.set_cell_alignment(CellAlignment::Right);
         }
         table::emit(&t, w)?;
+        if let Some(routing) = routing {
+            write_routing(*layer, routing, &label, width, w)?;
+        }
     }
     // Short lines, so the hint fits the narrowest --width (40).
     writeln!(
@@ -56,4 +60,38 @@ pub fn write(trace: &Trace, summary: &[LayerLinks], width: usize, w: &mut dyn Wr
         "\nEvery number: --format json.\nFull tables: --steps all, or e.g.\n  --steps weights --layer 0 --head 1"
     )?;
     Ok(())
+}
+
+/// One layer's routing: per position, `expert:weight` for each expert the token went to, most
+/// probable first, as many as the width holds.
+fn write_routing(
+    layer: usize,
+    routing: &Routing,
+    label: &dyn Fn(usize) -> String,
+    width: usize,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(w)?;
+    let title = [format!("layer {layer}"), "experts each token went to (expert:weight, most probable first)".into()];
+    for line in wrap_parts(&title, width) {
+        writeln!(w, "{line}")?;
+    }
+    let room = width.saturating_sub(16 + 3);
+    let mut t = table::new_table();
+    t.set_header(vec!["token", "experts"]);
+    for (pos, experts) in routing.iter().enumerate() {
+        let mut cell = String::new();
+        for (i, &(e, weight)) in experts.iter().enumerate() {
+            let item = format!("{e}:{weight:.2}");
+            let sep = if cell.is_empty() { "" } else { "  " };
+            if cell.chars().count() + sep.len() + item.chars().count() > room {
+                cell.push_str(&format!(" +{}", experts.len() - i));
+                break;
+            }
+            cell.push_str(sep);
+            cell.push_str(&item);
+        }
+        t.add_row(vec![label(pos), cell]);
+    }
+    table::emit(&t, w)
 }

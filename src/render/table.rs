@@ -95,10 +95,18 @@ fn summary(trace: &Trace) -> String {
 fn block(c: &crate::config::ModelConfig) -> (String, String) {
     let layers = if c.layers == 1 { "1 layer".to_string() } else { format!("{} layers", c.layers) };
     let heads = if c.parts.separate_heads { ", separate head modules" } else { "" };
+    if let Some(x) = &c.parts.experts {
+        let shared = x.shared_d_ff.map(|d| format!(" + a shared expert of d_ff {d}")).unwrap_or_default();
+        return (
+            format!("{} experts of d_ff {} (top {} per token){shared}, {layers}", x.count, x.d_ff, x.top_k),
+            format!("{}-norm, {}{heads}", c.norm.name(), c.activation.name()),
+        );
+    }
     if !c.parts.attention_only {
+        let parallel = if c.parts.parallel { ", parallel attention+FFN" } else { "" };
         return (
             format!("d_ff {}, {layers}", c.d_ff),
-            format!("{}-norm, {}{heads}", c.norm.name(), c.activation.name()),
+            format!("{}-norm{parallel}, {}{heads}", c.norm.name(), c.activation.name()),
         );
     }
     let proj = if c.parts.no_out_proj { "no output projection" } else { "output projection" };
@@ -222,7 +230,10 @@ fn write_tensor(
         _ => return Ok(()),
     };
     let by_key = step.dims.last() == Some(&"key_pos");
-    let row_labels: Vec<String> = (0..rows).map(|r| label(labels, r)).collect();
+    // Rows are positions, except a mixture's chosen experts' ranks within a position.
+    let ranks = step.dims.len() == 3 && step.dims[1] == "rank";
+    let row_labels: Vec<String> =
+        (0..rows).map(|r| if ranks { format!("rank {r}") } else { label(labels, r) }).collect();
     let col_labels: Vec<String> = (0..cols)
         .map(|c| if by_key { keys.get(c).cloned().unwrap_or_else(|| c.to_string()) } else { c.to_string() })
         .collect();
@@ -233,6 +244,8 @@ fn write_tensor(
         let head = if step.is_per_head() {
             let h = step.heads.as_ref().map_or(g, |hs| hs[g]);
             format!("head {h}")
+        } else if ranks {
+            label(labels, g)
         } else {
             String::new()
         };
@@ -262,6 +275,7 @@ fn write_tensor(
             }
             let corner = match step.dims.first() {
                 _ if by_key => "q \\ k",
+                _ if ranks => "rank",
                 Some(&"out") => "out",
                 _ => "pos",
             };
@@ -325,6 +339,10 @@ fn describe_interventions(i: &Interventions) -> String {
             })
             .collect();
         parts.push(format!("knocked out {}", edges.join(" ")));
+    }
+    if !i.ablate_expert.is_empty() {
+        let experts: Vec<String> = i.ablate_expert.iter().map(|(l, e)| format!("{l}.{e}")).collect();
+        parts.push(format!("removed experts {} from routing", experts.join(" ")));
     }
     if let Some(n) = i.induction {
         parts.push(format!("input: {n} random tokens repeated twice"));

@@ -1,4 +1,4 @@
-//! The interventions and analyses (`--ablate`, `--ablate-mode`, `--knockout`, `--lens`,
+//! The interventions and analyses (`--ablate`, `--ablate-mode`, `--ablate-expert`, `--knockout`, `--lens`,
 //! `--stats`, `--rollout`), checked among themselves; ranges and knockout words are checked
 //! against the model by the plan.
 
@@ -15,6 +15,8 @@ pub struct Analysis {
     pub ablate: Vec<(usize, usize)>,
     /// `--ablate-mode`.
     pub ablate_mode: AblateMode,
+    /// Experts to remove from routing, as (layer, expert).
+    pub ablate_expert: Vec<(usize, usize)>,
     /// `--knockout` as typed: `L[.H]:Q->K`.
     pub knockout: Vec<String>,
     pub lens: bool,
@@ -28,30 +30,39 @@ pub struct Analysis {
     pub metric: Option<(String, String)>,
 }
 
-/// `--ablate 0.1,2.3` → [(0, 1), (2, 3)]; ranges are checked by the plan.
-fn ablate_list(list: &str) -> Result<Vec<(usize, usize)>> {
-    list.split(',')
+/// `--ablate 0.1,2.3` → [(0, 1), (2, 3)] (`--ablate-expert`'s `L.E` likewise, `what` naming
+/// the second number); ranges are checked by the plan.
+fn ablate_list(flag: &str, what: &str, list: &str) -> Result<Vec<(usize, usize)>> {
+    let items: Vec<(usize, usize)> = list
+        .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|item| {
             let parsed = item.split_once('.').and_then(|(l, h)| Some((l.parse().ok()?, h.parse().ok()?)));
             parsed.ok_or_else(|| {
                 usage(
-                    "--ablate",
-                    format!("{} is not LAYER.HEAD", crate::error::quote(item)),
-                    "write e.g. --ablate 0.1,2.3",
+                    flag,
+                    format!("{} is not LAYER.{what}", crate::error::quote(item)),
+                    format!("write e.g. {flag} 0.1,2.3"),
                 )
             })
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    if items.is_empty() {
+        return Err(usage(flag, "the list is empty", format!("write e.g. {flag} 0.1,2.3")));
+    }
+    Ok(items)
 }
 
 /// `--ablate`, `--knockout`, `--lens`, `--stats`, `--rollout`, checked among themselves.
 pub fn options(cli: &Cli) -> Result<Analysis> {
-    let ablate = cli.ablate.as_deref().map(ablate_list).transpose()?.unwrap_or_default();
-    if cli.ablate.is_some() && ablate.is_empty() {
-        return Err(usage("--ablate", "the list is empty", "write e.g. --ablate 0.1,2.3"));
-    }
+    let ablate = cli.ablate.as_deref().map(|l| ablate_list("--ablate", "HEAD", l)).transpose()?.unwrap_or_default();
+    let ablate_expert = cli
+        .ablate_expert
+        .as_deref()
+        .map(|l| ablate_list("--ablate-expert", "EXPERT", l))
+        .transpose()?
+        .unwrap_or_default();
     let views = cli.lens || cli.stats || cli.rollout;
     if views && cli.format == cli::Format::Jsonl {
         return Err(usage(
@@ -107,6 +118,7 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
             cli::AblateArg::Zero => AblateMode::Zero,
             cli::AblateArg::Mean => AblateMode::Mean,
         },
+        ablate_expert,
         knockout: cli.knockout.clone(),
         lens: cli.lens,
         stats: cli.stats,

@@ -55,12 +55,14 @@ pub fn estimate(cfg: &ModelConfig, n: usize, record: &Selection, streamed: bool)
     if cfg.positions == Positions::Learned {
         params += u(cfg.max_len) * d;
     }
-    let per_layer_params = d * qk * 2.0 + d * v + v * d + 2.0 * d * ff + 2.0 * qk + v + 7.0 * d + ff;
+    let (ffn_weights, ffn_bias) = ffn_params(cfg);
+    let per_layer_params = d * qk * 2.0 + d * v + v * d + ffn_weights + 2.0 * qk + v + 7.0 * d + ffn_bias;
     // A checkpoint read a layer at a time holds two layers' parameters in f32 at once (the
     // next is read while one runs).
     params += if cfg.parts.layer_at_a_time { 2.0 * per_layer_params } else { u(cfg.layers) * per_layer_params };
     let n = n_f;
-    let per_layer_acts = n * (2.0 * qk + v) + 3.0 * h * n * n + n * n + 2.0 * n * v + 8.0 * n * d + 2.0 * n * ff;
+    let per_layer_acts =
+        n * (2.0 * qk + v) + 3.0 * h * n * n + n * n + 2.0 * n * v + 8.0 * n * d + 2.0 * n * ff + expert_acts(cfg, n);
     let working = per_layer_acts + 6.0 * n * d;
     let mut logits = 0.0;
     if cfg.parts.lm_head.is_some() {
@@ -73,6 +75,29 @@ pub fn estimate(cfg: &ModelConfig, n: usize, record: &Selection, streamed: bool)
     let kept = if streamed { largest } else { total };
     // Measured: SmolLM2's summary table at 4,096 tokens peaks at 3.1 GiB; this says 6.8 GiB.
     4.0 * (params + 2.0 * working + logits + 2.0 * kept)
+}
+
+/// One layer's FFN parameters, (weights, biases): the dense FFN's two matrices and bias, or a
+/// mixture's router, every expert's three matrices (an MoE layer's experts are read with it:
+/// they are most of its parameters) and the shared expert with its gate.
+fn ffn_params(cfg: &ModelConfig) -> (f64, f64) {
+    let (d, ff) = (cfg.d_model as f64, cfg.d_ff as f64);
+    let Some(x) = &cfg.parts.experts else { return (2.0 * d * ff, ff) };
+    let (count, shared) = (x.count as f64, x.shared_d_ff.map_or(0.0, |s| 3.0 * d * s as f64 + d));
+    (count * d + count * 3.0 * d * x.d_ff as f64 + shared, 0.0)
+}
+
+/// A mixture's working tensors beyond a dense FFN's: the router's logits and probabilities,
+/// the chosen experts' outputs and their rows gathered, one expert's hidden rows (at most
+/// every position) and the shared expert's.
+fn expert_acts(cfg: &ModelConfig, n: f64) -> f64 {
+    let Some(x) = &cfg.parts.experts else { return 0.0 };
+    let (d, k) = (cfg.d_model as f64, x.top_k as f64);
+    2.0 * n * x.count as f64
+        + 2.0 * n * k * d
+        + n * d
+        + 3.0 * n * x.d_ff as f64
+        + 3.0 * n * x.shared_d_ff.unwrap_or(0) as f64
 }
 
 /// The elements of every step `record` keeps, and of the largest one.
@@ -89,6 +114,9 @@ fn recorded(cfg: &ModelConfig, n: usize, record: &Selection) -> (f64, f64) {
                 "d_ff" => cfg.d_ff as f64,
                 "vocab" => cfg.vocab_size as f64,
                 "heads·d_v" => (cfg.heads * cfg.d_v) as f64,
+                "expert" => cfg.parts.experts.as_ref().map_or(0, |x| x.count) as f64,
+                "rank" => cfg.parts.experts.as_ref().map_or(0, |x| x.top_k) as f64,
+                "1" => 1.0,
                 _ => cfg.d_model as f64,
             })
             .product()
@@ -97,6 +125,12 @@ fn recorded(cfg: &ModelConfig, n: usize, record: &Selection) -> (f64, f64) {
     for def in steps::CATALOGUE {
         // Steps as large as the vocabulary are recorded only when named (as the recorder does).
         if def.on_request && record.steps.is_none() {
+            continue;
+        }
+        // A layer's FFN steps are the dense FFN's or the mixture's, never both.
+        let moe_step = ["ffn.router.", "ffn.experts.", "ffn.shared."].iter().any(|p| def.name.starts_with(p));
+        let dense_step = matches!(def.name, "ffn.hidden" | "ffn.gate" | "ffn.up" | "ffn.act");
+        if (moe_step || dense_step) && moe_step != cfg.parts.experts.is_some() {
             continue;
         }
         let copies = if def.in_layer {
@@ -276,5 +310,21 @@ mod tests {
         assert_eq!(parse_size("100").unwrap(), 100);
         assert!(parse_size("lots").is_err());
         assert_eq!(human(1536), "1.5 KiB");
+    }
+
+    /// A Mixtral 8x7B layer's eight experts are 5.6 GB in f32: the estimate holds two layers'
+    /// (the next is read while one runs), where a dense FFN of the expert width would be a
+    /// tenth of it.
+    #[test]
+    fn an_moe_layer_counts_every_expert() {
+        let mut cfg =
+            ModelConfig { d_model: 4096, heads: 32, d_k: 128, d_v: 128, d_ff: 14336, layers: 32, ..ModelConfig::toy() };
+        cfg.parts.layer_at_a_time = true;
+        let dense = estimate(&cfg, 8, &Selection::default(), true);
+        let x = crate::config::Experts { count: 8, top_k: 2, norm_topk_prob: true, d_ff: 14336, shared_d_ff: None };
+        cfg.parts.experts = Some(x);
+        let moe = estimate(&cfg, 8, &Selection::default(), true);
+        let experts = 2.0 * 8.0 * 3.0 * 4096.0 * 14336.0 * 4.0;
+        assert!(moe - dense > experts * 0.9 && moe - dense < experts * 1.1, "{dense} {moe}");
     }
 }

@@ -75,7 +75,10 @@ impl Plan {
             && settings.outputs.save_trace.is_none();
         let mut record = widen(settings, &show, focus.is_some());
         if reduce_summary {
-            record.steps = Some(std::iter::once("attn.weights".to_string()).collect());
+            // The weights, and a mixture's routing (which experts each token went to).
+            let experts = cfg.parts.experts.is_some();
+            let read = ["attn.weights", "ffn.router.chosen", "ffn.router.weights"];
+            record.steps = Some(read.iter().take(if experts { 3 } else { 1 }).map(|s| s.to_string()).collect());
         }
         let streamed =
             reduce_summary || (settings.output.format == Format::Jsonl && settings.outputs.save_trace.is_none());
@@ -249,10 +252,46 @@ fn interventions(
     Ok(Interventions {
         ablate_mode: (!a.ablate.is_empty()).then_some(a.ablate_mode),
         ablate: a.ablate.clone(),
+        ablate_expert: ablate_experts(&a.ablate_expert, cfg)?,
         knockout,
         induction: a.induction,
-        patch: None,
     })
+}
+
+/// `--ablate-expert`'s (layer, expert) pairs against the model's mixture of experts, in the
+/// order given, each once: a layer keeps at least as many experts as each token runs.
+fn ablate_experts(list: &[(usize, usize)], cfg: &ModelConfig) -> Result<Vec<(usize, usize)>> {
+    if list.is_empty() {
+        return Ok(Vec::new());
+    }
+    let flag = "--ablate-expert";
+    let Some(x) = &cfg.parts.experts else {
+        return Err(usage(
+            flag,
+            "the model has no mixture of experts",
+            "use a model with experts (Mixtral, Qwen2-MoE, Qwen3-MoE), or --ablate for heads",
+        ));
+    };
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for &(l, e) in list {
+        if l >= cfg.layers {
+            let why = format!("layer {l} does not exist; the model has layers 0 to {}", cfg.layers - 1);
+            return Err(usage(flag, why, "pick a layer in range"));
+        }
+        if e >= x.count {
+            let why = format!("expert {e} does not exist; the model has experts 0 to {}", x.count - 1);
+            return Err(usage(flag, why, "pick an expert in range"));
+        }
+        if !out.contains(&(l, e)) {
+            out.push((l, e));
+        }
+        let left = x.count - out.iter().filter(|(m, _)| *m == l).count();
+        if left < x.top_k {
+            let why = format!("layer {l} would keep {left} of {} experts, and each token runs {}", x.count, x.top_k);
+            return Err(usage(flag, why, format!("remove at most {} experts of a layer", x.count - x.top_k)));
+        }
+    }
+    Ok(out)
 }
 
 /// A text as the model's tokenizer split it: its ids and tokens, or the tokenizer's error.

@@ -5,7 +5,7 @@
 
 use crate::config::{ModelConfig, Positions};
 use crate::error::usage;
-use crate::params::{Block, LayerNorm, LayerParams, Layers, Linear, Params};
+use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams, Layers, Linear, Params};
 use crate::trace::steps;
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
@@ -295,7 +295,13 @@ pub fn params(mut named: NamedTensors, cfg: &ModelConfig, what: &str) -> Result<
             let linear2 = lin("ffn.linear2", cfg.d_ff, d, cfg.ffn_bias)?;
             let norm1 = norm(n, &format!("{p}.norm1"), cfg, what)?;
             let norm2 = norm(n, &format!("{p}.norm2"), cfg, what)?;
-            Some(Block { norm1, linear1, linear2, norm2, gate })
+            Some(Block {
+                norm1,
+                ffn: Ffn::Dense(Dense { linear1, linear2, gate }),
+                norm2,
+                post_attn_norm: None,
+                post_ffn_norm: None,
+            })
         };
         layers.push(LayerParams { q_proj, k_proj, v_proj, out_proj, block, qk_norm: None });
     }

@@ -113,7 +113,10 @@ impl Gguf {
     /// The metadata as a Hugging Face `config.json` of the same model, checked as one
     /// (`gguf_meta.rs`).
     pub fn config(&self) -> Result<DecoderConfig> {
-        super::gguf_meta::config(&self.content, &self.what)
+        // LongRoPE's factors are small tensors (`rope_factors_long.weight`), read here.
+        let vector =
+            |name: &str| -> Result<Vec<f32>> { Ok(self.read(name, self.info(name)?)?.flatten_all()?.to_vec1()?) };
+        super::gguf_meta::config(&self.content, &self.what, &vector)
     }
 
     /// The tensor types by group (`attn_q`, `ffn_down`, `attn_q.bias`, `token_embd`, …), each
@@ -164,17 +167,21 @@ impl Gguf {
 }
 
 /// A GGUF file read under Hugging Face names. `qk_heads`: the (query, key/value) head counts
-/// whose Q and K rows llama.cpp permuted, or `None` when it did not.
+/// whose Q and K rows llama.cpp permuted, or `None` when it did not; `heads`: the query heads,
+/// for GPT-NeoX's fused q/k/v, which the converter reorders.
 #[derive(Debug)]
 pub struct GgufStore {
     pub file: Gguf,
     pub qk_heads: Option<(usize, usize)>,
+    pub heads: usize,
+    /// The family's own name rows, read before the common ones (`gguf_names::SANDWICH`).
+    pub names: &'static [(&'static str, &'static str)],
 }
 
 impl GgufStore {
     /// The file's name for `name`; an unmapped name is kept, so that a message names it.
     fn name(&self, name: &str) -> String {
-        super::gguf_names::gguf_name(name).unwrap_or_else(|| name.to_string())
+        super::gguf_names::gguf_name_in(name, self.names).unwrap_or_else(|| name.to_string())
     }
 
     /// The heads whose rows to unpermute in `name`, if it is a permuted Q or K tensor.
@@ -201,6 +208,9 @@ impl super::store::TensorStore for GgufStore {
     }
     fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
         let t = self.file.get(&self.name(name), shape)?;
+        if super::gguf_names::is_per_head_qkv(name) {
+            return super::gguf_names::per_head_qkv(&t, self.heads);
+        }
         match self.permuted(name) {
             Some(heads) => super::gguf_names::unpermute(&t, heads),
             None => Ok(t),
@@ -208,6 +218,19 @@ impl super::store::TensorStore for GgufStore {
     }
     fn has_rows(&self, name: &str, shape: &[usize]) -> bool {
         self.shape(name).is_some_and(|s| s == shape && shape.len() == 2)
+    }
+    /// llama.cpp stacks a layer's experts into one [experts, out, in] tensor per projection:
+    /// read (and dequantized) once, each expert a view of it.
+    fn experts(&self, pattern: &str, count: usize, shape: &[usize]) -> Result<Vec<Tensor>> {
+        let Some(name) = super::gguf_names::gguf_experts_name(pattern) else {
+            return (0..count).map(|e| self.get(&pattern.replace("{e}", &e.to_string()), shape)).collect();
+        };
+        let all = self.file.get(&name, &[&[count][..], shape].concat())?;
+        Ok(all.chunk(count, 0)?.into_iter().map(|t| t.squeeze(0)).collect::<candle_core::Result<_>>()?)
+    }
+
+    fn is_gguf(&self) -> bool {
+        true
     }
     fn rows(&self, name: &str, start: usize, len: usize) -> Result<Tensor> {
         self.file.rows(&self.name(name), start, len)
@@ -278,19 +301,19 @@ pub fn open(
     let types = g.tensor_types();
     let kinds: std::collections::BTreeSet<&str> = types.values().flat_map(|t| t.keys()).map(String::as_str).collect();
     let kinds: Vec<&str> = kinds.into_iter().collect();
+    let fam = c.family();
+    let qk_heads = fam.gguf_permutes_qk().then_some((c.num_attention_heads, c.kv_heads()));
+    let store = GgufStore { file: g, qk_heads, heads: c.num_attention_heads, names: fam.gguf_layer_names() };
     let facts = super::hf::load::Facts {
         path: path.display().to_string(),
         weights: path.display().to_string(),
         stored_dtype: Some(format!("gguf {}", kinds.join("+"))),
-        attn_bias: g.has("blk.0.attn_q.bias"),
+        attn_bias: super::store::TensorStore::has(&store, &fam.q_bias(&store)),
     };
     let mut loaded = super::hf::load::decoder_loaded(settings, &what, &c, tokenizer, how, sentence, facts)?;
     if let Some(m) = loaded.cfg.model.as_mut() {
         m.tensor_types = Some(types);
     }
     loaded.cfg.parts.vocab_stored = true; // `params` keeps the token table and head stored
-    let fam = c.family();
-    let qk_heads = fam.gguf_permutes_qk().then_some((c.num_attention_heads, c.kv_heads()));
-    let store = GgufStore { file: g, qk_heads };
     Ok((loaded, super::Source::Decoder(Box::new((c, Box::new(store))))))
 }

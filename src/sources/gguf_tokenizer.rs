@@ -12,7 +12,8 @@
 //!   merges are derived from the tokens' scores (see `spm_merges`), "▁" prepended and spaces
 //!   replaced by "▁" (unless `tokenizer.ggml.add_space_prefix` is false), `<unk>` fused.
 //!
-//! Both: the control tokens (`token_type` 3) are special tokens, matched whole; a BOS is
+//! Both: the control tokens (`token_type` 3) are special tokens, matched whole, and so are
+//! user-defined ones (`token_type` 4, as llama.cpp matches them); a BOS is
 //! prepended when `tokenizer.ggml.add_bos_token` says so (absent: no for `gpt2`, yes for
 //! `llama`, as llama.cpp and transformers' LlamaTokenizerFast default).
 
@@ -68,6 +69,18 @@ pub fn build(meta: &HashMap<String, Value>, what: &str) -> Result<(Tokenizer, bo
     let specials: Vec<AddedToken> =
         special_ids.iter().filter_map(|&i| tokens.get(i)).map(|s| AddedToken::from(s.clone(), true)).collect();
     tok.add_special_tokens(specials).map_err(|e| m.bad(format!("its special tokens cannot be added ({e})")))?;
+    // User-defined tokens (`token_type` 4: Gemma's runs of spaces and newlines, `<h1>`…) are
+    // matched whole in the raw text before the model splits the rest, as llama.cpp's
+    // `tokenizer_st_partition` matches them; they are text, not control tokens.
+    let user: Vec<AddedToken> = types
+        .iter()
+        .flatten()
+        .enumerate()
+        .filter(|(_, &t)| t == 4)
+        .filter_map(|(i, _)| tokens.get(i))
+        .map(|s| AddedToken::from(s.clone(), false).normalized(false))
+        .collect();
+    tok.add_tokens(user).map_err(|e| m.bad(format!("its user-defined tokens cannot be added ({e})")))?;
     let add_bos = meta.get("tokenizer.ggml.add_bos_token").and_then(|v| v.to_bool().ok()).unwrap_or(bos_default);
     if let (true, Some(bos)) = (add_bos, m.id("tokenizer.ggml.bos_token_id")) {
         let name = tokens.get(bos as usize).cloned().ok_or_else(|| m.missing("tokenizer.ggml.bos_token_id's token"))?;

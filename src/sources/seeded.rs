@@ -8,7 +8,7 @@
 //! raw `torch.rand` matrix (seeds 003 and 004), stored `[out, in]` or `[in, out]`.
 
 use crate::config::{ModelConfig, Positions};
-use crate::params::{Block, LayerNorm, LayerParams, Layers, Linear, Params};
+use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams, Layers, Linear, Params};
 use crate::settings::recipe::{LinearInit, Proj, RandLayout, Recipe};
 use crate::torch_rng::TorchGenerator;
 use anyhow::Result;
@@ -152,7 +152,13 @@ fn block(g: &mut TorchGenerator, recipe: &Recipe, cfg: &ModelConfig) -> Result<B
     let gate = if cfg.parts.gated_ffn { Some(linear(g, recipe, d, cfg.d_ff, cfg.ffn_bias)?) } else { None };
     let linear1 = linear(g, recipe, d, cfg.d_ff, cfg.ffn_bias)?;
     let linear2 = linear(g, recipe, cfg.d_ff, d, cfg.ffn_bias)?;
-    Ok(Block { norm1: norm(cfg)?, linear1, linear2, norm2: norm(cfg)?, gate })
+    Ok(Block {
+        norm1: norm(cfg)?,
+        ffn: Ffn::Dense(Dense { linear1, linear2, gate }),
+        norm2: norm(cfg)?,
+        post_attn_norm: None,
+        post_ffn_norm: None,
+    })
 }
 
 fn skip(g: &mut TorchGenerator, n: u64) {

@@ -22,10 +22,24 @@ pub trait TensorStore: Send + Sync + std::fmt::Debug {
     /// rows of [`get`](Self::get)'s.
     fn rows(&self, name: &str, start: usize, len: usize) -> Result<Tensor>;
 
+    /// Whether the tensors are as llama.cpp's converter wrote them (a GGUF file): beyond the
+    /// names and Q/K rows that `gguf_names.rs` maps back, it changed some families' values
+    /// (Gemma's norm weights hold their `+ 1`), which the family file then reads as they are.
+    fn is_gguf(&self) -> bool {
+        false
+    }
+
     /// `name` under the first of `prefixes` the store has it under (GPT-2 checkpoints name
     /// their tensors with or without `transformer.`).
     fn prefixed(&self, prefixes: &[&str], name: &str) -> String {
         prefixes.iter().map(|p| format!("{p}{name}")).find(|n| self.has(n)).unwrap_or_else(|| name.to_string())
+    }
+
+    /// The `count` experts' matrices named `pattern` with `{e}` for the expert's number
+    /// (`model.layers.0.mlp.experts.{e}.up_proj.weight`), each of `shape`, in expert order. A
+    /// Hugging Face checkpoint stores one tensor per expert; a GGUF file one 3-D tensor for all.
+    fn experts(&self, pattern: &str, count: usize, shape: &[usize]) -> Result<Vec<Tensor>> {
+        (0..count).map(|e| self.get(&pattern.replace("{e}", &e.to_string()), shape)).collect()
     }
 
     /// `name`'s bias, if the store holds one of `shape`.

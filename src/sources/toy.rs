@@ -271,6 +271,7 @@ fn parts(
         qk_norm: false,
         rope_local: None,
         attn_out_bias: None,
+        parallel: false,
         attention_only: false,
         no_out_proj: false,
         d_out: None,
@@ -281,6 +282,7 @@ fn parts(
         padding: None,
         layer_at_a_time: false,
         vocab_stored: false,
+        ..Default::default()
     })
 }
 

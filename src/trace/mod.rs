@@ -7,6 +7,7 @@
 //! are API (see docs/TRACE.md and the step table of docs/OUTPUT.md): `layers.0.attn.weights`,
 //! with the layer and the in-layer name also kept apart so nobody parses strings.
 
+mod ids;
 pub mod label;
 pub mod record;
 pub mod schema;

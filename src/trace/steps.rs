@@ -3,6 +3,7 @@
 //!
 //! Canonical ids are API (docs/TRACE.md, the step table of docs/OUTPUT.md); aliases are only ever input.
 
+pub use super::ids::{layer_id, parse_layer_id, stack_layer_id, Stack};
 use super::Dim;
 use crate::config::ModelConfig;
 use crate::error::usage;
@@ -52,6 +53,8 @@ const QK: &[Dim] = &["head", "pos", "d_k"];
 const VS: &[Dim] = &["head", "pos", "d_v"];
 const MAP: &[Dim] = &["head", "query_pos", "key_pos"];
 const FF: &[Dim] = &["pos", "d_ff"];
+const EXPERTS: &[Dim] = &["pos", "expert"];
+const RANKS: &[Dim] = &["pos", "rank"];
 
 /// Every step, in trace order: the embeddings, one layer's steps (repeated per layer), then
 /// `output`. The one list of step names: the model records by these names (with these dims),
@@ -78,29 +81,64 @@ pub const CATALOGUE: &[StepDef] = &[
     layer("attn.v", VS, &["attn.hook_v"], "x·W_Vᵀ (+ b), split into heads"),
     layer("attn.q_norm", QK, &["attn.hook_q_normed"], "q's RMSNorm per head, before rotary (Qwen3, Gemma 3)"),
     layer("attn.k_norm", QK, &["attn.hook_k_normed"], "k's RMSNorm per head, before rotary (Qwen3, Gemma 3)"),
-    layer("attn.q_rot", QK, &["attn.hook_rot_q"], "rotary positions: q after the rotation"),
-    layer("attn.k_rot", QK, &["attn.hook_rot_k"], "rotary positions: k after the rotation"),
+    layer("attn.q_rot", QK, &["attn.hook_rot_q"], "rotary positions: q after the rotation (partial: its first dims)"),
+    layer("attn.k_rot", QK, &["attn.hook_rot_k"], "rotary positions: k after the rotation (partial: its first dims)"),
     layer("attn.raw_scores", MAP, &[], "q·kᵀ, before scaling"),
     layer("attn.mask", &["query_pos", "key_pos"], &[], "true where the key is hidden"),
-    layer("attn.scores", MAP, &["attn.hook_attn_scores"], "raw_scores × scale, −inf where masked"),
+    layer(
+        "attn.scores_uncapped",
+        MAP,
+        &[],
+        "soft-capped models (Gemma 2): raw_scores × scale, −inf where masked, before the cap",
+    ),
+    layer(
+        "attn.scores",
+        MAP,
+        &["attn.hook_attn_scores"],
+        "raw_scores × scale (soft-capped if the model caps), −inf where masked",
+    ),
     layer("attn.weights", MAP, &["attn.hook_pattern"], "softmax over key_pos; rows sum to 1"),
     layer("attn.context", VS, &["attn.hook_z"], "weights · v"),
     layer("attn.concat", &["pos", "heads·d_v"], &[], "heads side by side"),
     layer("attn.out", ROWS, &["hook_attn_out"], "concat·W_Oᵀ (+ b_O)"),
-    layer("add_norm1.sum", ROWS, &["hook_resid_mid"], "layer input + attn.out"),
+    layer("norm1_post.out", ROWS, &[], "sandwich norms (Gemma): the norm of attn.out, before the residual sum"),
+    layer("add_norm1.sum", ROWS, &["hook_resid_mid"], "layer input + attn.out (norm1_post.out with sandwich norms)"),
     layer("add_norm1.out", ROWS, &["hook_normalized_resid_mid"], "post-norm: the norm of add_norm1.sum"),
-    layer("norm2.out", ROWS, &[], "pre-norm: the norm of add_norm1.sum"),
+    layer("norm2.out", ROWS, &[], "pre-norm: the norm of add_norm1.sum (parallel: of the layer input)"),
     layer("ffn.hidden", FF, &["mlp.hook_pre"], "x·W1ᵀ + b1"),
     // TransformerLens calls the gate's output `mlp.hook_pre` too; diff maps that name to
     // ffn.hidden, so the two never clash in one file.
     layer("ffn.gate", FF, &[], "gated FFN: x·W_gateᵀ"),
     layer("ffn.up", FF, &["mlp.hook_pre_linear"], "gated FFN: x·W_upᵀ"),
     layer("ffn.act", FF, &["mlp.hook_post"], "act(hidden), or act(gate) ⊙ up when gated"),
+    // A mixture of experts (config.experts) has these in place of ffn.hidden … ffn.act.
+    layer("ffn.router.logits", EXPERTS, &[], "mixture of experts: x·W_routerᵀ, −inf for an ablated expert"),
+    layer("ffn.router.probs", EXPERTS, &["mlp.hook_expert_weights"], "softmax of the router logits over experts"),
+    layer("ffn.router.chosen", RANKS, &["mlp.hook_expert_indices"], "the top-k experts, most probable first"),
+    layer("ffn.router.weights", RANKS, &[], "their probabilities, divided by their sum if norm_topk_prob"),
+    layer("ffn.experts.out", &["pos", "rank", "d_model"], &[], "each chosen expert's FFN output, unweighted"),
+    layer("ffn.experts.mixed", ROWS, &[], "Σ weights·experts.out in expert order (ffn.out without a shared expert)"),
+    layer("ffn.shared.out", ROWS, &[], "the shared expert's FFN output (Qwen2-MoE)"),
+    layer("ffn.shared.gate", &["pos", "1"], &[], "sigmoid(x·w_gateᵀ): the shared expert's share"),
     layer("ffn.out", ROWS, &["hook_mlp_out"], "act·W2ᵀ + b2"),
-    layer("add_norm2.sum", ROWS, &["hook_resid_post"], "the second residual sum"),
+    layer("norm2_post.out", ROWS, &[], "sandwich norms (Gemma): the norm of ffn.out, before the residual sum"),
+    layer(
+        "add_norm2.sum",
+        ROWS,
+        &["hook_resid_post"],
+        "the second residual sum (parallel: input + attn.out + ffn.out)",
+    ),
     layer("add_norm2.out", ROWS, &["hook_normalized_resid_post"], "post-norm: the norm of add_norm2.sum"),
     global("final_norm.out", ROWS, &["ln_final.hook_normalized"], "the norm after the last layer (decoders)"),
     global("output", ROWS, &[], "the last hidden state (after the final norm if any)"),
+    StepDef {
+        name: "logits_uncapped",
+        in_layer: false,
+        dims: &["pos", "vocab"],
+        transformer_lens: &[],
+        meaning: "soft-capped models (Gemma 2): output·W_Uᵀ before the cap (recorded when named)",
+        on_request: true,
+    },
     StepDef {
         name: "logits",
         in_layer: false,
@@ -168,50 +206,22 @@ pub fn focus_steps(layer: usize) -> Vec<String> {
         .collect()
 }
 
-/// A stack of layers, the part of a layer step's id before `layers.`. Every model read
-/// today has one stack, whose ids are `layers.{i}.{step}`; an encoder–decoder has two, run
-/// as the same stack twice (the decoder's with the encoder's output as memory), named
-/// `encoder.layers.{i}.{step}` and `decoder.layers.{i}.{step}`, the decoder's cross-attention
-/// steps `decoder.layers.{i}.cross_attn.{q,k,v,scores,weights,…}` (queries of the decoder's
-/// tokens, keys of the encoder's). docs/TRACE.md, "Stacks".
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stack {
-    Only,
-    Encoder,
-    Decoder,
-}
-
-impl Stack {
-    /// What a layer step's id starts with before `layers.`.
-    pub fn prefix(self) -> &'static str {
-        match self {
-            Stack::Only => "",
-            Stack::Encoder => "encoder.",
-            Stack::Decoder => "decoder.",
-        }
-    }
-}
-
-/// The id of `step` (`attn.weights`) in layer `l` of a one-stack model: `layers.{l}.{step}`.
-pub fn layer_id(l: usize, step: &str) -> String {
-    stack_layer_id(Stack::Only, l, step)
-}
-
-/// The id of `step` in layer `l` of `stack`.
-pub fn stack_layer_id(stack: Stack, l: usize, step: &str) -> String {
-    format!("{}layers.{l}.{step}", stack.prefix())
-}
-
-/// A layer step's id split into its stack, layer and step (`decoder.layers.3.attn.q` →
-/// (Decoder, 3, `attn.q`)); `None` for an id outside the layers.
-pub fn parse_layer_id(id: &str) -> Option<(Stack, usize, &str)> {
-    let (stack, rest) = [Stack::Encoder, Stack::Decoder]
-        .into_iter()
-        .find_map(|s| id.strip_prefix(s.prefix()).map(|r| (s, r)))
-        .unwrap_or((Stack::Only, id));
-    let (num, step) = rest.strip_prefix("layers.")?.split_once('.')?;
-    Some((stack, num.parse().ok()?, step))
-}
+/// Every FFN step, dense or mixture of experts.
+const FFN: &[&str] = &[
+    "ffn.hidden",
+    "ffn.gate",
+    "ffn.up",
+    "ffn.act",
+    "ffn.router.logits",
+    "ffn.router.probs",
+    "ffn.router.chosen",
+    "ffn.router.weights",
+    "ffn.experts.out",
+    "ffn.experts.mixed",
+    "ffn.shared.out",
+    "ffn.shared.gate",
+    "ffn.out",
+];
 
 /// Alias → canonical names. Several seed notebooks' and TransformerLens's words are accepted.
 const ALIASES: &[(&str, &[&str])] = &[
@@ -243,6 +253,7 @@ const ALIASES: &[(&str, &[&str])] = &[
             "attn.k_rot",
             "attn.raw_scores",
             "attn.mask",
+            "attn.scores_uncapped",
             "attn.scores",
             "attn.weights",
             "attn.context",
@@ -252,8 +263,10 @@ const ALIASES: &[(&str, &[&str])] = &[
     ),
     ("add_norm1", &["add_norm1.sum", "add_norm1.out"]),
     ("resid_mid", &["add_norm1.sum"]),
-    ("ffn", &["ffn.hidden", "ffn.gate", "ffn.up", "ffn.act", "ffn.out"]),
-    ("mlp", &["ffn.hidden", "ffn.gate", "ffn.up", "ffn.act", "ffn.out"]),
+    ("ffn", FFN),
+    ("mlp", FFN),
+    ("router", &["ffn.router.logits", "ffn.router.probs", "ffn.router.chosen", "ffn.router.weights"]),
+    ("experts", &["ffn.router.chosen", "ffn.router.weights", "ffn.experts.out", "ffn.experts.mixed"]),
     ("rot", &["attn.q_rot", "attn.k_rot"]),
     ("q_rot", &["attn.q_rot"]),
     ("k_rot", &["attn.k_rot"]),
@@ -261,8 +274,19 @@ const ALIASES: &[(&str, &[&str])] = &[
     ("up", &["ffn.up"]),
     ("add_norm2", &["add_norm2.sum", "add_norm2.out"]),
     ("resid_post", &["add_norm2.sum"]),
-    ("norm", &["norm1.out", "add_norm1.out", "norm2.out", "add_norm2.out", "final_norm.out"]),
-    ("unembed", &["logits"]),
+    (
+        "norm",
+        &[
+            "norm1.out",
+            "norm1_post.out",
+            "add_norm1.out",
+            "norm2.out",
+            "norm2_post.out",
+            "add_norm2.out",
+            "final_norm.out",
+        ],
+    ),
+    ("unembed", &["logits_uncapped", "logits"]),
 ];
 
 /// Parses `--steps a,b,…` into the set of canonical names and ids it selects.

@@ -2,9 +2,11 @@
 //! links between ordinary tokens (query → key, weight), leaving out a token's attention to
 //! itself and the [CLS]/[SEP]-style markers, and the mean weight the head puts on those
 //! markers (BERT heads often park attention there, which would otherwise fill every
-//! "strongest" list). `render::summary` lays them out.
+//! "strongest" list). For a mixture of experts, each layer also says which experts each
+//! token went to, with their weights (`ffn.router.chosen`, `ffn.router.weights`).
+//! `render::summary` lays them out.
 
-use crate::trace::{Recorder, Step, Trace};
+use crate::trace::{steps, Recorder, Step, Trace, Values};
 use std::sync::{Arc, Mutex};
 
 /// Links shown per head.
@@ -36,13 +38,36 @@ pub struct LayerLinks {
     /// (a decoder's first token, where many heads park attention: the attention sink of
     /// Xiao et al. 2023).
     pub marker: &'static str,
+    /// A mixture of experts: per position, the experts the token went to with their
+    /// weights, most probable first.
+    pub routing: Option<Routing>,
 }
 
-/// The summary of every recorded `attn.weights` step.
+/// Per position, (expert, weight) for each expert the token ran, most probable first.
+pub type Routing = Vec<Vec<(usize, f32)>>;
+
+/// The summary of every recorded `attn.weights` step, with its layer's routing if recorded.
 pub fn summarize(trace: &Trace) -> Vec<LayerLinks> {
     let keys = trace.keys.as_ref().map(|k| k.tokens.as_slice());
     let mut reducer = Reducer::new(&trace.tokens, keys, trace.config.parts.lm_head.is_some());
-    trace.steps.iter().filter(|s| s.name == "attn.weights").map(|step| reducer.layer(step)).collect()
+    let mut rows: Vec<LayerLinks> =
+        trace.steps.iter().filter(|s| s.name == "attn.weights").map(|step| reducer.layer(step)).collect();
+    for row in &mut rows {
+        let step = |name: &str| trace.get(&steps::layer_id(row.layer, name));
+        if let (Some(chosen), Some(weights)) = (step("ffn.router.chosen"), step("ffn.router.weights")) {
+            row.routing = routing(chosen, weights);
+        }
+    }
+    rows
+}
+
+/// Each position's experts and weights from a layer's `ffn.router.chosen` and `.weights`.
+fn routing(chosen: &Step, weights: &Step) -> Option<Routing> {
+    let (Values::Int(ids), Some(w)) = (&chosen.values, weights.f32s()) else { return None };
+    let k = *chosen.shape.last()?;
+    (k > 0 && ids.len() == w.len())
+        .then(|| ids.chunks(k).zip(w.chunks(k)).map(|(e, w)| e.iter().map(|&e| e as usize).zip(w.to_vec()).collect()))
+        .map(Iterator::collect)
 }
 
 /// Summarizes `attn.weights` steps one at a time, so that a run can drop each layer's weights
@@ -50,6 +75,8 @@ pub fn summarize(trace: &Trace) -> Vec<LayerLinks> {
 pub struct Reducer {
     markers: Markers,
     marker: &'static str,
+    /// A layer's `ffn.router.chosen`, until its `ffn.router.weights` arrives.
+    chosen: Option<Step>,
 }
 
 /// Which queries and which keys are markers; `keys` None when the keys are the queries'
@@ -71,7 +98,7 @@ impl Reducer {
             }
         };
         let markers = Markers { queries: markers(tokens), keys: keys.map(markers) };
-        Reducer { markers, marker: if decoder { "position 0" } else { "markers" } }
+        Reducer { markers, marker: if decoder { "position 0" } else { "markers" }, chosen: None }
     }
 
     /// One `attn.weights` step's rows of the summary.
@@ -83,11 +110,28 @@ impl Reducer {
                 .into_iter()
                 .map(|(head, links, on_markers)| HeadLinks { head, links, on_markers })
                 .collect(),
+            routing: None,
+        }
+    }
+
+    /// Adds one recorded step to `rows`: an `attn.weights` step is a layer's row; a layer's
+    /// router steps (after its weights) are its routing.
+    pub fn add(&mut self, step: Step, rows: &mut Vec<LayerLinks>) {
+        match step.name.as_str() {
+            "attn.weights" => rows.push(self.layer(&step)),
+            "ffn.router.chosen" => self.chosen = Some(step),
+            "ffn.router.weights" => {
+                let Some(chosen) = self.chosen.take().filter(|c| c.layer == step.layer) else { return };
+                if let Some(row) = rows.iter_mut().rev().find(|r| Some(r.layer) == step.layer) {
+                    row.routing = routing(&chosen, &step);
+                }
+            }
+            _ => {}
         }
     }
 }
 
-/// Hands each `attn.weights` step `rec` records to a [`Reducer`] and drops it; the summary's
+/// Hands each step `rec` records (`attn.weights`, and the router's) to a [`Reducer`] and drops it; the summary's
 /// rows gather in the returned list as the model runs (`Plan::reduce_summary`).
 pub fn reduce_as_recorded(rec: &mut Recorder, tokens: &[String], decoder: bool) -> Arc<Mutex<Vec<LayerLinks>>> {
     let links = Arc::new(Mutex::new(Vec::new()));
@@ -95,8 +139,8 @@ pub fn reduce_as_recorded(rec: &mut Recorder, tokens: &[String], decoder: bool) 
     let sink = links.clone();
     rec.stream(
         Box::new(move |step| {
-            let row = reducer.layer(&step);
-            sink.lock().map_err(|_| std::io::Error::other("summary lock"))?.push(row);
+            let mut rows = sink.lock().map_err(|_| std::io::Error::other("summary lock"))?;
+            reducer.add(step, &mut rows);
             Ok(())
         }),
         false,

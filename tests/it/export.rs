@@ -312,6 +312,12 @@ fn every_json_golden_and_fresh_output_fits_the_schema() {
         // Decoders: rotary positions, grouped-query attention, a window, logits, predictions.
         &["my shoes are small", "--model", "fixtures/decoders/mistral", "--steps", "all"][..],
         &["my shoes are small", "--model", "fixtures/decoders/gpt2", "--steps", "all"][..],
+        // A mixture of experts with a shared expert, one expert removed: config.experts,
+        // integer steps (ffn.router.chosen), −inf router logits.
+        &["my shoes are small", "--model", "fixtures/decoders/qwen2_moe", "--steps", "all", "--ablate-expert", "1.2"][..],
+        // Gemma: sandwich norms, soft-caps, local layers and their own rotary base, q/k norms.
+        &["my shoes are small", "--model", "fixtures/decoders/gemma2", "--steps", "all"][..],
+        &["my shoes are small", "--model", "fixtures/decoders/gemma3", "--steps", "all"][..],
         // Interventions and analyses: config.interventions, lens, stats, rollout.
         &[
             "my shoes are small",

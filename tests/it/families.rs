@@ -13,7 +13,7 @@ use crate::common::*;
 use serde_json::Value;
 
 /// Families whose fixtures exist but which attn-trace does not read yet (issue 30).
-const PENDING: &[&str] = &["gemma2", "gemma3_text", "phi3", "gpt_neox", "mixtral", "qwen2_moe", "qwen3_moe"];
+pub const PENDING: &[&str] = &[];
 
 /// Steps of the fixtures that are inputs of a step rather than steps (transformers' rotary
 /// tables).
@@ -25,10 +25,13 @@ fn json(path: &std::path::Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// attention weights within 1e-5 absolute; every other step 1e-4 plus 1e-4 relative.
+/// attention weights within 1e-5 absolute; the chosen experts exactly (integers); every other
+/// step 1e-4 plus 1e-4 relative.
 fn tolerance(id: &str) -> (f64, f64) {
     if id.ends_with("attn.weights") {
         (1e-5, 0.0)
+    } else if id.ends_with("ffn.router.chosen") {
+        (0.0, 0.0)
     } else {
         (1e-4, 1e-4)
     }
@@ -37,9 +40,11 @@ fn tolerance(id: &str) -> (f64, f64) {
 /// Compares every step the fixture holds with attn-trace's trace of the same input.
 fn check(oracle: &mut Oracle, name: &str, case: &Value, dir: &str) {
     let doc = trace_json(&[case["sentence"].as_str().unwrap(), "--model", dir, "--steps", "all"]);
+    crate::export::assert_valid(name, &doc);
     assert_eq!(doc["input"]["tokens"], case["tokens"], "{name}: tokens");
     assert_eq!(doc["input"]["token_ids"], case["input_ids"], "{name}: ids");
     assert_eq!(doc["config"]["model"]["bos_added"], case["bos_added"], "{name}: BOS");
+    rope_matches(name, &doc["config"], &case["config"]);
     let ours = steps(&doc);
     let mut want = Want::steps(&case["steps"]);
     want.retain(|w| !not_a_step(&w.id));
@@ -58,6 +63,22 @@ fn check(oracle: &mut Oracle, name: &str, case: &Value, dir: &str) {
             assert!(close(a, b, 1e-5, 1e-4), "{name}: probability at {pos}: {a} vs {b}");
         }
     }
+}
+
+/// The rotary frequencies the trace says it used are transformers' for this input (LongRoPE's
+/// short or long ones, as the fixture says), with the same scaling of cos and sin.
+fn rope_matches(name: &str, ours: &Value, theirs: &Value) {
+    let rope = &ours["rope"];
+    let got: Vec<f64> = rope["inv_freq"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    let want: Vec<f64> = theirs["rope_inv_freq"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert_eq!(got.len(), want.len(), "{name}: config.rope.inv_freq");
+    assert!(got.iter().zip(&want).all(|(a, b)| close(*a, *b, 0.0, 1e-6)), "{name}: {got:?} vs {want:?}");
+    let scaling = rope["attention_scaling"].as_f64().unwrap_or(1.0);
+    assert_eq!(scaling, theirs["rope_attention_scaling"].as_f64().unwrap(), "{name}: attention scaling");
+    assert_eq!(rope["longrope"]["factors"], theirs["longrope"]["factor_used"], "{name}: LongRoPE's factors");
+    let dims = rope["dims"].as_u64().unwrap_or(ours["d_k"].as_u64().unwrap());
+    assert_eq!(Some(dims), theirs["rotary_dim"].as_u64(), "{name}: rotary width");
+    assert_eq!(ours["parallel"].as_bool().unwrap_or(false), theirs["parallel_residual"] == true, "{name}: parallel");
 }
 
 /// A family not read yet is refused in one line that names it and lists the supported ones.

@@ -2,6 +2,9 @@
 //! transformers checkpoint fixtures/decoders/llama-gqa, laid out as llama.cpp lays it out,
 //! Q/K rows permuted) traces exactly as the checkpoint it came from when stored in F32, and
 //! within quantization error when stored as Q4_1/Q8_0; malformed files are one-line errors.
+//! So do F32 files of the tiny Qwen2, GPT-NeoX and Phi-3 checkpoints (architectures `qwen2`,
+//! `gptneox`, `phi3`) and of the mixtures of experts (make_moe.py: `llama` with experts,
+//! `qwen2moe`).
 
 use crate::common::*;
 
@@ -60,6 +63,52 @@ fn a_qwen2_gguf_traces_as_its_checkpoint() {
     ]));
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
     same_steps("checkpoint", &a, &b);
+}
+
+/// Mixtral (llama.cpp's `llama` with an `expert_count`, Q/K permuted) and Qwen2-MoE
+/// (`qwen2moe`, with its shared expert) as fixtures/gguf/make_moe.py lays them out, each
+/// projection's experts stacked into one 3-D tensor: every step as the checkpoint's.
+#[test]
+fn mixtures_of_experts_in_gguf_trace_as_their_checkpoints() {
+    for (folder, file, model_type) in
+        [("mixtral", "tiny-mixtral-f32.gguf", "mixtral"), ("qwen2_moe", "tiny-qwen2moe-f32.gguf", "qwen2_moe")]
+    {
+        let hf = root().join("fixtures/decoders").join(folder);
+        let args = |m: &str| trace_json(&["my shoes are small, my feet are big.", "--model", m, "--steps", "all"]);
+        let (a, b) = (args(hf.to_str().unwrap()), args(&tiny(file)));
+        assert_eq!(b["config"]["model"]["model_type"], model_type, "{file}");
+        assert_eq!(a["config"]["experts"], b["config"]["experts"], "{file}");
+        let (a, b) = (steps(&a), steps(&b));
+        assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "{file}");
+        same_steps("checkpoint", &a, &b);
+    }
+}
+
+#[test]
+fn gptneox_and_phi3_ggufs_trace_as_their_checkpoints() {
+    // fixtures/gguf/make_neox_phi3.py. gptneox: the converter's [q | k | v] blocks are split
+    // per head again, the rotary width is rope.dimension_count, the parallel layer
+    // use_parallel_residual. phi3: fused qkv and gate_up, partial rotary, a tied head, and
+    // LongRoPE's factors from the rope_factors tensors: the first sentence is longer than the
+    // original 8 positions (long factors), the second shorter (short factors).
+    let cases = [
+        ("gpt_neox", "tiny-gptneox-f32.gguf", "my shoes are small, my feet are big."),
+        ("phi3-partial", "tiny-phi3-f32.gguf", "my shoes are small, my feet are big."),
+        ("phi3-partial", "tiny-phi3-f32.gguf", "The capital of France is"),
+    ];
+    for (hf, file, sentence) in cases {
+        let hf = root().join("fixtures/decoders").join(hf);
+        let a = trace_json(&[sentence, "--model", hf.to_str().unwrap(), "--steps", "all"]);
+        let b = trace_json(&[sentence, "--model", &tiny(file), "--steps", "all"]);
+        assert_eq!(a["input"]["token_ids"], b["input"]["token_ids"], "{file}: the metadata's tokenizer");
+        // (Not eps: the file stores it as an f32.)
+        for key in ["rope", "parallel", "lm_head", "kv_heads", "activation"] {
+            assert_eq!(a["config"][key], b["config"][key], "{file}: config.{key}");
+        }
+        let (a, b) = (steps(&a), steps(&b));
+        assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "{file}");
+        same_steps("checkpoint", &a, &b);
+    }
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 use super::bert::BertConfig;
 use crate::error::usage;
-use crate::params::{Block, LayerNorm, LayerParams, Layers, Linear, MlmHead, Params};
+use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams, Layers, Linear, MlmHead, Params};
 use anyhow::Result;
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
@@ -162,10 +162,14 @@ impl Weights {
                 out_proj: Some(self.linear(&format!("{p}.attention.output.dense"), d, d)?),
                 block: Some(Block {
                     norm1: self.norm(&format!("{p}.attention.output.LayerNorm"), d)?,
-                    linear1: self.linear(&format!("{p}.intermediate.dense"), d, c.intermediate_size)?,
-                    linear2: self.linear(&format!("{p}.output.dense"), c.intermediate_size, d)?,
+                    ffn: Ffn::Dense(Dense {
+                        linear1: self.linear(&format!("{p}.intermediate.dense"), d, c.intermediate_size)?,
+                        linear2: self.linear(&format!("{p}.output.dense"), c.intermediate_size, d)?,
+                        gate: None,
+                    }),
                     norm2: self.norm(&format!("{p}.output.LayerNorm"), d)?,
-                    gate: None,
+                    post_attn_norm: None,
+                    post_ffn_norm: None,
                 }),
                 qk_norm: None,
             });

@@ -43,6 +43,16 @@ pub struct DecoderConfig {
     pub tie_word_embeddings: Option<bool>,
     pub sliding_window: Option<usize>,
     pub use_sliding_window: Option<bool>,
+    /// Gemma's keys (`gemma.rs`): the FFN's activation (Gemma reads it, not `hidden_act`),
+    /// the scores' scale `query_pre_attn_scalar^-½`, the soft-caps, which layers slide
+    /// (`sliding_window_pattern`, or `layer_types` in later configs) and Gemma 3's local base.
+    pub hidden_activation: Option<String>,
+    pub query_pre_attn_scalar: Option<f64>,
+    pub attn_logit_softcapping: Option<f64>,
+    pub final_logit_softcapping: Option<f64>,
+    pub sliding_window_pattern: Option<usize>,
+    pub layer_types: Option<Vec<String>>,
+    pub rope_local_base_freq: Option<f64>,
     pub scale_attn_by_inverse_layer_idx: Option<bool>,
     /// The pad token (`--pad-to`); without one, the end-of-sequence token pads, as
     /// `tokenizer.pad_token = tokenizer.eos_token` does for GPT-2 and Llama.
@@ -50,6 +60,31 @@ pub struct DecoderConfig {
     /// One id, or a list (Llama 3): the first pads when there is no `pad_token_id`.
     pub eos_token_id: Option<serde_json::Value>,
     pub reorder_and_upcast_attn: Option<bool>,
+    /// GPT-NeoX's norm epsilon.
+    pub layer_norm_eps: Option<f64>,
+    /// GPT-NeoX: the fraction of each head that turns, and the rotary base (transformers
+    /// reads these two, not `partial_rotary_factor` and `rope_theta`, which it overwrites).
+    pub rotary_pct: Option<f64>,
+    pub rotary_emb_base: Option<f64>,
+    /// GPT-NeoX: attention and FFN side by side (the default) or one after the other.
+    pub use_parallel_residual: Option<bool>,
+    /// Phi-3 (transformers ≥ 4.49): the fraction of each head that turns.
+    pub partial_rotary_factor: Option<f64>,
+    /// Phi-3: the context LongRoPE's short factors were trained for.
+    pub original_max_position_embeddings: Option<usize>,
+    /// The rotary width a GGUF file states (`rope.dimension_count`), where it is not the
+    /// head's: exact, where a fraction of the head's width might round one dimension away.
+    #[serde(skip)]
+    pub rope_dims: Option<usize>,
+    /// Mixtures of experts (`family/moe.rs`): Mixtral's expert count, Qwen's.
+    pub num_local_experts: Option<usize>,
+    pub num_experts: Option<usize>,
+    pub num_experts_per_tok: Option<usize>,
+    pub norm_topk_prob: Option<bool>,
+    pub moe_intermediate_size: Option<usize>,
+    pub shared_expert_intermediate_size: Option<usize>,
+    pub decoder_sparse_step: Option<usize>,
+    pub mlp_only_layers: Option<Vec<usize>>,
 }
 
 impl DecoderConfig {
@@ -64,6 +99,12 @@ impl DecoderConfig {
 
     pub fn kv_heads(&self) -> usize {
         self.num_key_value_heads.unwrap_or(self.num_attention_heads)
+    }
+
+    /// The rotary width of a head whose `fraction` turns (int(d_head · fraction), as
+    /// transformers computes it), unless a GGUF file states it.
+    pub fn rotary_dims(&self, fraction: f64) -> usize {
+        self.rope_dims.unwrap_or((self.d_head() as f64 * fraction) as usize)
     }
 
     pub fn d_ff(&self) -> usize {
@@ -81,10 +122,22 @@ impl DecoderConfig {
 
     /// Reads and checks `config.json`; `raw` is its parsed JSON.
     pub fn read(raw: serde_json::Value, what: &str) -> Result<DecoderConfig> {
+        Self::read_with(raw, what, None)
+    }
+
+    /// [`read`](Self::read), with the rotary width a GGUF file states (`rope_dims`).
+    pub fn read_with(raw: serde_json::Value, what: &str, rope_dims: Option<usize>) -> Result<DecoderConfig> {
         crate::sources::hf::fields::check(&raw, crate::sources::hf::fields::DECODER, what)?;
-        let c: DecoderConfig = serde_json::from_value(raw).map_err(|e| {
+        let family = raw["model_type"].as_str().and_then(super::decoder);
+        if let Some(key) = family.and_then(|f| f.required().iter().find(|k| raw.get(**k).is_none())) {
+            let why =
+                format!("config.json has no {key}, which {} needs", raw["model_type"].as_str().unwrap_or_default());
+            return Err(usage(what, why, "restore the model's config.json"));
+        }
+        let mut c: DecoderConfig = serde_json::from_value(raw).map_err(|e| {
             usage(what, format!("config.json: a field is missing or wrong: {e}"), "restore the model's config.json")
         })?;
+        c.rope_dims = rope_dims;
         let zero = [
             ("hidden_size", c.hidden_size),
             ("num_hidden_layers", c.num_hidden_layers),
@@ -134,7 +187,9 @@ impl DecoderConfig {
 
     /// The activation `hidden_act` names.
     pub fn activation(&self, what: &str) -> Result<Activation> {
-        let name = self.hidden_act.clone().unwrap_or_else(|| self.family().default_activation().into());
+        // Gemma's MLP reads `hidden_activation` (its configs may also carry `hidden_act`).
+        let given = self.hidden_activation.clone().or_else(|| self.hidden_act.clone());
+        let name = given.unwrap_or_else(|| self.family().default_activation().into());
         match name.as_str() {
             "silu" | "swish" => Ok(Activation::Silu),
             "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(Activation::GeluTanh),
@@ -164,7 +219,7 @@ pub fn params(c: DecoderConfig, store: Box<dyn TensorStore>) -> Result<Params> {
         let (owner, owned) = (both.clone(), name.to_string());
         RowReader::shared(name, (c.vocab_size, d), move |start, len| owner.1.rows(&owned, start, len))
     };
-    let stored = tables(store, ([c.vocab_size, d], c.tied()), &token_name, reader)?;
+    let stored = tables(store, ([c.vocab_size, d], c.tied()), (&token_name, family.head_name()), reader)?;
     // Otherwise the whole table stays (the head of a tied model is the same tensor): a
     // patching sweep embeds a second input with it.
     let token = if stored.is_some() { None } else { Some(store.get(&token_name, &[c.vocab_size, d])?) };
@@ -173,7 +228,10 @@ pub fn params(c: DecoderConfig, store: Box<dyn TensorStore>) -> Result<Params> {
     let first = load(0)?;
     let head = match (&stored, &token) {
         (None, Some(token)) if c.tied() => Some(token.clone()),
-        (None, _) => Some(store.get("lm_head.weight", &[c.vocab_size, d]).map_err(|_| no_head(store))?),
+        (None, _) => {
+            let name = family.head_name();
+            Some(store.get(name, &[c.vocab_size, d]).map_err(|_| no_head(store, name))?)
+        }
         (Some(_), _) => None,
     };
     Ok(Params {
@@ -190,15 +248,17 @@ pub fn params(c: DecoderConfig, store: Box<dyn TensorStore>) -> Result<Params> {
     })
 }
 
-fn no_head(store: &dyn TensorStore) -> anyhow::Error {
+/// `head`: the family's name for it (`lm_head.weight`, GPT-NeoX's `embed_out.weight`).
+fn no_head(store: &dyn TensorStore, head: &str) -> anyhow::Error {
+    let module = head.trim_end_matches(".weight");
     usage(
         store.what(),
-        "the checkpoint has no lm_head.weight and config.json says tie_word_embeddings is false",
-        "restore the checkpoint's lm_head, or the config's tie_word_embeddings",
+        format!("the checkpoint has no {head} and config.json says tie_word_embeddings is false"),
+        format!("restore the checkpoint's {module}, or the config's tie_word_embeddings"),
     )
 }
 
-/// The token table `token` and the head left in the store and read a few rows at a time
+/// The token table and the head (`names`) left in the store and read a few rows at a time
 /// (a mapped safetensors tensor in f32, bf16 or f16, or any GGUF table: a 7B model's two
 /// 32,000 × 4,096 tables are 1 GB in f32, of which an input needs a few rows and a product
 /// a slice at a time); `None` for a pickle, read whole. `reader` makes the reader of a table
@@ -206,7 +266,7 @@ fn no_head(store: &dyn TensorStore) -> anyhow::Error {
 fn tables(
     store: &dyn TensorStore,
     (shape, tied): ([usize; 2], bool),
-    token: &str,
+    (token, head_name): (&str, &str),
     reader: impl Fn(&str) -> Arc<dyn StoredRows>,
 ) -> Result<Option<Stored>> {
     if !store.has_rows(token, &shape) {
@@ -214,13 +274,11 @@ fn tables(
     }
     let head = if tied {
         None
-    } else if store.has_rows("lm_head.weight", &shape) {
-        Some(reader("lm_head.weight"))
+    } else if store.has_rows(head_name, &shape) {
+        Some(reader(head_name))
     } else {
         // Missing, or of another type or shape: `get` says which.
-        store
-            .get("lm_head.weight", &shape)
-            .map_err(|e| if store.has("lm_head.weight") { e } else { no_head(store) })?;
+        store.get(head_name, &shape).map_err(|e| if store.has(head_name) { e } else { no_head(store, head_name) })?;
         return Ok(None);
     };
     Ok(Some(Stored { token: reader(token), head }))

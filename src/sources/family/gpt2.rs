@@ -4,7 +4,7 @@
 
 use super::{decoder_parts, norm, DecoderConfig, Family};
 use crate::config::{Parts, Positions};
-use crate::params::{Block, LayerNorm, LayerParams, Linear};
+use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams, Linear};
 use crate::sources::store::TensorStore;
 use anyhow::Result;
 use candle_core::Tensor;
@@ -90,10 +90,14 @@ impl Family for Gpt2 {
             out_proj: Some(conv("attn.c_proj", d, d)?),
             block: Some(Block {
                 norm1: norm(store, &format!("{p}.ln_1"), d, true)?,
-                linear1: conv("mlp.c_fc", d, ff)?,
-                linear2: conv("mlp.c_proj", ff, d)?,
+                ffn: Ffn::Dense(Dense {
+                    linear1: conv("mlp.c_fc", d, ff)?,
+                    linear2: conv("mlp.c_proj", ff, d)?,
+                    gate: None,
+                }),
                 norm2: norm(store, &format!("{p}.ln_2"), d, true)?,
-                gate: None,
+                post_attn_norm: None,
+                post_ffn_norm: None,
             }),
             qk_norm: None,
         })

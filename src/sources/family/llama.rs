@@ -4,12 +4,15 @@
 //! positions (`rope.rs`), a gated SiLU FFN, grouped-query attention; names
 //! `model.layers.{i}.self_attn.{q,k,v,o}_proj`, `mlp.{gate,up,down}_proj`, `input_layernorm`,
 //! `post_attention_layernorm`, with biases where the checkpoint has them. The three differ
-//! only in the facts of [`Llama`]: a new variant is one more value.
+//! only in the facts of [`Llama`]: a new variant is one more value. Mixtral, Qwen2-MoE and
+//! Qwen3-MoE are Mistral, Qwen2 and Qwen3 with a mixture of experts for an FFN, read by
+//! `moe.rs` (`Llama::moe`).
 
+use super::moe::{self, Moe};
 use super::{decoder_parts, norm, DecoderConfig, Family};
 use crate::config::{Parts, Positions};
 use crate::error::usage;
-use crate::params::{Block, LayerNorm, LayerParams, Linear, QkNorm};
+use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams, Linear, QkNorm};
 use crate::sources::store::TensorStore;
 use anyhow::Result;
 use candle_core::Tensor;
@@ -28,6 +31,8 @@ pub struct Llama {
     refuses_use_sliding_window: bool,
     /// q and k each pass an RMSNorm per head before the rotation (Qwen3).
     qk_norm: bool,
+    /// The FFN is a mixture of experts, named and configured as this says.
+    moe: Option<&'static Moe>,
 }
 
 const BASE: Llama = Llama {
@@ -37,6 +42,7 @@ const BASE: Llama = Llama {
     unbiased_out: false,
     refuses_use_sliding_window: false,
     qk_norm: false,
+    moe: None,
 };
 
 pub static LLAMA: Llama = BASE;
@@ -47,6 +53,14 @@ pub static MISTRAL: Llama = Llama { model_type: "mistral", gguf: None, window: t
 /// 64): read once a converted fixture proves the mapping (issue 30).
 pub static QWEN3: Llama =
     Llama { model_type: "qwen3", gguf: None, refuses_use_sliding_window: true, qk_norm: true, ..BASE };
+/// transformers' Mixtral masks by `sliding_window` as Mistral does; llama.cpp writes it as
+/// `llama` (Q and K rows permuted) with an `expert_count`.
+pub static MIXTRAL: Llama = Llama { model_type: "mixtral", gguf: Some("llama"), moe: Some(&moe::MIXTRAL), ..MISTRAL };
+pub static QWEN2_MOE: Llama =
+    Llama { model_type: "qwen2_moe", gguf: Some("qwen2moe"), moe: Some(&moe::QWEN2_MOE), ..QWEN2 };
+/// GGUF `qwen3moe` is not read: as `qwen3`'s, its head width (`attention.key_length`) and its
+/// renormalisation (llama.cpp's rule, not in the metadata) await a converted fixture.
+pub static QWEN3_MOE: Llama = Llama { model_type: "qwen3_moe", moe: Some(&moe::QWEN3_MOE), ..QWEN3 };
 
 impl Family for Llama {
     fn model_type(&self) -> &'static str {
@@ -58,6 +72,9 @@ impl Family for Llama {
     /// llama.cpp's converter permutes the `llama` architecture's Q and K rows only.
     fn gguf_permutes_qk(&self) -> bool {
         self.gguf == Some("llama")
+    }
+    fn experts(&self) -> bool {
+        self.moe.is_some()
     }
     fn eps(&self, c: &DecoderConfig) -> f64 {
         c.rms_norm_eps.unwrap_or(1e-6)
@@ -84,6 +101,7 @@ impl Family for Llama {
         if self.refuses_use_sliding_window && c.use_sliding_window == Some(true) {
             return Err(usage(what, "use_sliding_window is not supported", "use a model without it"));
         }
+        self.moe.map(|m| m.spec(c, what)).transpose()?;
         Ok(())
     }
 
@@ -95,6 +113,7 @@ impl Family for Llama {
             window: c.sliding_window.filter(|_| self.window),
             attn_out_bias: self.unbiased_out.then_some(false),
             qk_norm: self.qk_norm,
+            experts: self.moe.map(|m| m.spec(c, what)).transpose()?,
             ..decoder_parts(c)
         })
     }
@@ -139,10 +158,17 @@ impl Family for Llama {
             out_proj: Some(lin("self_attn.o_proj", qw, d)?),
             block: Some(Block {
                 norm1: norm(store, &format!("{p}.input_layernorm"), d, false)?,
-                linear1: lin("mlp.up_proj", d, ff)?,
-                linear2: lin("mlp.down_proj", ff, d)?,
+                ffn: match self.moe {
+                    None => Ffn::Dense(Dense {
+                        linear1: lin("mlp.up_proj", d, ff)?,
+                        linear2: lin("mlp.down_proj", ff, d)?,
+                        gate: Some(lin("mlp.gate_proj", d, ff)?),
+                    }),
+                    Some(m) => Ffn::Experts(Box::new(m.read(c, store, &p)?)),
+                },
                 norm2: norm(store, &format!("{p}.post_attention_layernorm"), d, false)?,
-                gate: Some(lin("mlp.gate_proj", d, ff)?),
+                post_attn_norm: None,
+                post_ffn_norm: None,
             }),
             qk_norm: if self.qk_norm {
                 let (q, k) = (format!("{p}.self_attn.q_norm"), format!("{p}.self_attn.k_norm"));

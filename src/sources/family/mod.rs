@@ -9,6 +9,10 @@
 //! | `bert.rs`, `bert_weights.rs` | `bert` | post-norm encoder, learned positions, token types |
 //! | `gpt2.rs` | `gpt2` | pre-norm LayerNorm, learned positions, fused `Conv1D` q/k/v |
 //! | `llama.rs` | `llama`, `qwen2`, `mistral`, `qwen3` | pre-norm RMSNorm, rotary, gated FFN, GQA; Qwen3's q/k norms |
+//! | `gpt_neox.rs` | `gpt_neox` | parallel (or sequential) LayerNorm block, partial rotary, fused per-head q/k/v |
+//! | `phi3.rs` | `phi3` | the Llama block with fused `qkv_proj` and `gate_up_proj`, LongRoPE, partial rotary |
+//! | `llama.rs`, `moe.rs` | `mixtral`, `qwen2_moe`, `qwen3_moe` | as Mistral, Qwen2, Qwen3, with a mixture of experts for an FFN |
+//! | `gemma.rs` | `gemma2`, `gemma3_text` | Llama's, with sandwich norms, (1 + w) norms, GeGLU, √d embeddings, local/global layers, soft-caps (2), q/k norms (3) |
 //!
 //! `decoder.rs` reads a decoder's `config.json` into [`DecoderConfig`] and builds its
 //! [`Params`] from the family's names; `rope.rs` turns `rope_theta`/`rope_scaling` into
@@ -18,8 +22,12 @@
 pub mod bert;
 pub mod bert_weights;
 pub mod decoder;
+mod gemma;
 mod gpt2;
+mod gpt_neox;
 mod llama;
+mod moe;
+mod phi3;
 pub mod rope;
 
 pub use decoder::DecoderConfig;
@@ -41,6 +49,38 @@ pub trait Family: Send + Sync {
     /// Whether llama.cpp's converter permuted this architecture's Q and K rows.
     fn gguf_permutes_qk(&self) -> bool {
         false
+    }
+    /// Whether the FFN is a mixture of experts (a GGUF `llama` file with `expert_count` is
+    /// Mixtral).
+    fn experts(&self) -> bool {
+        false
+    }
+    /// config.json keys the family needs and does not guess: their transformers defaults
+    /// differ from a real model's (a missing one is refused by name, a null one is "none").
+    fn required(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The scores' scale when it is not 1/√d_head (Gemma's `query_pre_attn_scalar`).
+    fn attn_scale(&self, _c: &DecoderConfig) -> Option<f64> {
+        None
+    }
+    /// Rows of `gguf_names.rs` that this architecture reads before the common ones.
+    fn gguf_layer_names(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
+    /// GGUF metadata keys beyond the common ones (`{arch}.…`), each read by type into the
+    /// config.json key it stands for; a required one that is missing is refused by name.
+    fn gguf_keys(&self) -> &'static [GgufKey] {
+        &[]
+    }
+    /// Whether llama.cpp's `linear` rope scaling is read (as config.json's `rope_scaling`).
+    fn gguf_rope_scaling(&self) -> bool {
+        false
+    }
+    /// config.json keys that llama.cpp fixes in its code for this architecture instead of
+    /// storing them, given the config read from the metadata so far (Gemma 3's local base).
+    fn gguf_fixed(&self, _raw: &serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
     }
     /// The norm's epsilon when the config gives none, and which key gives it.
     fn eps(&self, c: &DecoderConfig) -> f64;
@@ -66,14 +106,54 @@ pub trait Family: Send + Sync {
     fn q_bias(&self, store: &dyn TensorStore) -> String;
     /// The learned position table, if the family has one.
     fn position_table(&self, c: &DecoderConfig, store: &dyn TensorStore) -> Result<Option<Tensor>>;
+    /// The untied head's name in the checkpoint.
+    fn head_name(&self) -> &'static str {
+        "lm_head.weight"
+    }
+    /// Whether the family turns only part of each head (so a GGUF file's
+    /// `rope.dimension_count` below the head width is read, not refused).
+    fn partial_rotary(&self) -> bool {
+        false
+    }
     /// The norm after the last layer.
     fn final_norm(&self, c: &DecoderConfig, store: &dyn TensorStore) -> Result<LayerNorm>;
     /// Layer `i`'s parameters, converted to the standard layout.
     fn layer(&self, c: &DecoderConfig, store: &dyn TensorStore, i: usize) -> Result<LayerParams>;
 }
 
+/// A GGUF metadata key a family reads: `{arch}.{key}`, of `kind`, becomes config.json's
+/// `field`; `required` ones are refused by name when missing.
+pub struct GgufKey {
+    pub key: &'static str,
+    pub field: &'static str,
+    pub kind: GgufKind,
+    pub required: bool,
+}
+
+/// What a [`GgufKey`] holds.
+#[derive(Clone, Copy)]
+pub enum GgufKind {
+    /// An unsigned integer of any width.
+    Count,
+    /// An f32 or f64 that is finite and above 0.
+    Positive,
+}
+
 /// The decoder families, in the order messages list them.
-pub static DECODERS: &[&dyn Family] = &[&gpt2::Gpt2, &llama::LLAMA, &llama::QWEN2, &llama::MISTRAL, &llama::QWEN3];
+pub static DECODERS: &[&dyn Family] = &[
+    &gpt2::Gpt2,
+    &llama::LLAMA,
+    &llama::QWEN2,
+    &llama::MISTRAL,
+    &llama::QWEN3,
+    &gemma::GEMMA2,
+    &gemma::GEMMA3,
+    &gpt_neox::GptNeoX,
+    &phi3::Phi3,
+    &llama::MIXTRAL,
+    &llama::QWEN2_MOE,
+    &llama::QWEN3_MOE,
+];
 
 /// The decoder family of `model_type`.
 pub fn decoder(model_type: &str) -> Option<&'static dyn Family> {
@@ -85,14 +165,22 @@ pub fn model_types() -> Vec<&'static str> {
     bert::SUPPORTED.iter().copied().chain(DECODERS.iter().map(|f| f.model_type())).collect()
 }
 
-/// The family reading GGUF architecture `arch`.
-pub fn gguf(arch: &str) -> Option<&'static dyn Family> {
-    DECODERS.iter().copied().find(|f| f.gguf_arch() == Some(arch))
+/// The family reading GGUF architecture `arch`, whose metadata says whether it has `experts`
+/// (llama.cpp writes Mixtral as `llama` with an `expert_count`).
+pub fn gguf(arch: &str, experts: bool) -> Option<&'static dyn Family> {
+    let mut of_arch = DECODERS.iter().copied().filter(|f| f.gguf_arch() == Some(arch));
+    of_arch.clone().find(|f| f.experts() == experts).or_else(|| of_arch.next())
 }
 
-/// Every GGUF architecture a family reads.
+/// Every GGUF architecture a family reads, once each.
 pub fn gguf_archs() -> Vec<&'static str> {
-    DECODERS.iter().filter_map(|f| f.gguf_arch()).collect()
+    let mut archs: Vec<&str> = Vec::new();
+    for a in DECODERS.iter().filter_map(|f| f.gguf_arch()) {
+        if !archs.contains(&a) {
+            archs.push(a);
+        }
+    }
+    archs
 }
 
 /// A norm's weight (and bias) under `prefix`, `d` wide.

@@ -16,6 +16,8 @@ pub enum Kind {
     Float,
     Flag,
     Text,
+    /// A list of strings (Gemma's `layer_types`).
+    Texts,
 }
 
 use Kind::*;
@@ -46,9 +48,29 @@ pub const DECODER: &[(&str, Kind)] = &[
     ("tie_word_embeddings", Flag),
     ("sliding_window", Count),
     ("use_sliding_window", Flag),
+    ("hidden_activation", Text),
+    ("query_pre_attn_scalar", Float),
+    ("attn_logit_softcapping", Float),
+    ("final_logit_softcapping", Float),
+    ("sliding_window_pattern", Count),
+    ("layer_types", Texts),
+    ("rope_local_base_freq", Float),
     ("scale_attn_by_inverse_layer_idx", Flag),
     ("reorder_and_upcast_attn", Flag),
     ("pad_token_id", Id),
+    ("layer_norm_eps", Float),
+    ("rotary_pct", Float),
+    ("rotary_emb_base", Float),
+    ("use_parallel_residual", Flag),
+    ("partial_rotary_factor", Float),
+    ("original_max_position_embeddings", Count),
+    ("num_local_experts", Count),
+    ("num_experts", Count),
+    ("num_experts_per_tok", Count),
+    ("norm_topk_prob", Flag),
+    ("moe_intermediate_size", Count),
+    ("shared_expert_intermediate_size", Count),
+    ("decoder_sparse_step", Count),
 ];
 
 /// BERT's fields.
@@ -92,6 +114,7 @@ pub fn check(raw: &Value, fields: &[(&str, Kind)], what: &str) -> Result<()> {
             Float => (v.is_number(), "a number"),
             Flag => (v.is_boolean(), "true or false"),
             Text => (v.is_string(), "a string"),
+            Texts => (v.as_array().is_some_and(|a| a.iter().all(Value::is_string)), "a list of strings"),
         };
         if !ok {
             return Err(usage(

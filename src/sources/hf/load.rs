@@ -252,7 +252,7 @@ pub fn decoder_loaded(
         max_len,
         positions,
         causal: true,
-        scale: s.scale.unwrap_or(1.0 / (d_head as f64).sqrt()),
+        scale: s.scale.or_else(|| c.family().attn_scale(c)).unwrap_or(1.0 / (d_head as f64).sqrt()),
         norm: Norm::Pre,
         activation,
         attn_bias: facts.attn_bias,
@@ -274,6 +274,10 @@ pub fn decoder_loaded(
     };
     if let Some(p) = settings.padding {
         cfg.parts.padding = Some(super::pad(&mut enc, p, super::decoder_pad_id(c, w)?, &tokenizer, max_len)?);
+    }
+    // LongRoPE's frequencies depend on the input's length, padding included.
+    if let Some(rope) = cfg.parts.rope.as_mut() {
+        rope.fit_length(enc.ids.len());
     }
     Ok(Loaded {
         sentence: Some(sentence),
