@@ -19,7 +19,7 @@
 use super::{decoder_parts, norm, DecoderConfig, Family, GgufKey, GgufKind};
 use crate::config::{Parts, Positions, Rope};
 use crate::error::usage;
-use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams, Linear, QkNorm};
+use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams, QkNorm};
 use crate::sources::store::TensorStore;
 use anyhow::Result;
 use candle_core::Tensor;
@@ -278,11 +278,7 @@ impl Family for Gemma {
         let (d, ff, dh) = (c.hidden_size, c.d_ff(), c.d_head());
         let (qw, kvw) = (c.num_attention_heads * dh, c.kv_heads() * dh);
         let p = format!("model.layers.{i}");
-        let lin = |name: &str, d_in: usize, d_out: usize| -> Result<Linear> {
-            let full = format!("{p}.{name}");
-            let weight = store.get(&format!("{full}.weight"), &[d_out, d_in])?;
-            Ok(Linear { weight, bias: store.bias(&format!("{full}.bias"), &[d_out])? })
-        };
+        let lin = |name: &str, d_in: usize, d_out: usize| super::linear(store, &format!("{p}.{name}"), (d_in, d_out));
         let norm = |name: &str, width: usize| self.norm(store, &format!("{p}.{name}"), width);
         Ok(LayerParams {
             q_proj: lin("self_attn.q_proj", d, qw)?,

@@ -12,7 +12,7 @@ use super::moe::{self, Moe};
 use super::{decoder_parts, norm, DecoderConfig, Family};
 use crate::config::{Parts, Positions};
 use crate::error::usage;
-use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams, Linear, QkNorm};
+use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams, QkNorm};
 use crate::sources::store::TensorStore;
 use anyhow::Result;
 use candle_core::Tensor;
@@ -146,11 +146,7 @@ impl Family for Llama {
         let (d, ff, dh) = (c.hidden_size, c.d_ff(), c.d_head());
         let (qw, kvw) = (c.num_attention_heads * dh, c.kv_heads() * dh);
         let p = format!("model.layers.{i}");
-        let lin = |name: &str, d_in: usize, d_out: usize| -> Result<Linear> {
-            let full = format!("{p}.{name}");
-            let weight = store.get(&format!("{full}.weight"), &[d_out, d_in])?;
-            Ok(Linear { weight, bias: store.bias(&format!("{full}.bias"), &[d_out])? })
-        };
+        let lin = |name: &str, d_in: usize, d_out: usize| super::linear(store, &format!("{p}.{name}"), (d_in, d_out));
         Ok(LayerParams {
             q_proj: lin("self_attn.q_proj", d, qw)?,
             k_proj: lin("self_attn.k_proj", d, kvw)?,

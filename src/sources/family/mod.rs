@@ -34,7 +34,7 @@ pub use decoder::DecoderConfig;
 
 use super::store::TensorStore;
 use crate::config::{Parts, Positions};
-use crate::params::{LayerNorm, LayerParams};
+use crate::params::{LayerNorm, LayerParams, Linear};
 use anyhow::Result;
 use candle_core::Tensor;
 
@@ -189,6 +189,13 @@ fn norm(store: &dyn TensorStore, prefix: &str, d: usize, bias: bool) -> Result<L
         weight: store.get(&format!("{prefix}.weight"), &[d])?,
         bias: if bias { Some(store.get(&format!("{prefix}.bias"), &[d])?) } else { None },
     })
+}
+
+/// The linear `{prefix}.weight` ([d_out, d_in]), with `{prefix}.bias` where the store holds
+/// one (Llama-style checkpoints bias q/k/v, or everything, or nothing, by config).
+fn linear(store: &dyn TensorStore, prefix: &str, (d_in, d_out): (usize, usize)) -> Result<Linear> {
+    let weight = store.get(&format!("{prefix}.weight"), &[d_out, d_in])?;
+    Ok(Linear { weight, bias: store.bias(&format!("{prefix}.bias"), &[d_out])? })
 }
 
 /// The options every decoder shares (pre-norm, causal, a final norm and an LM head, read a
