@@ -438,6 +438,38 @@ pub struct Cli {
     /// of its output from the clean run's.
     #[arg(long, num_args = 2, value_names = ["A", "B"], allow_hyphen_values = true, help_heading = "Interventions")]
     pub metric: Option<Vec<String>>,
+
+    // ---- generation ----
+    /// Generate up to N tokens after the prompt with a key/value cache, tracing each decode
+    /// step (ids gen.T.…); stops at the model's end-of-sequence token (language models).
+    #[arg(long, value_name = "N", help_heading = "Generation")]
+    pub generate: Option<usize>,
+    /// With --generate: do not stop at the end-of-sequence token.
+    #[arg(long, requires = "generate", help_heading = "Generation")]
+    pub ignore_eos: bool,
+    /// With --generate: draw each token at random from the model's distribution (after
+    /// --temperature, --sample-top-k, --top-p) instead of taking the most probable.
+    #[arg(long, requires = "generate", help_heading = "Generation")]
+    pub sample: bool,
+    /// With --sample: divide the logits by T before the softmax (default 1).
+    #[arg(long, value_name = "T", requires = "sample", allow_negative_numbers = true, help_heading = "Generation")]
+    pub temperature: Option<f64>,
+    /// With --sample: draw from the smallest set of most probable tokens whose probability
+    /// reaches P, in (0, 1] (default 1: all).
+    #[arg(long, value_name = "P", requires = "sample", allow_negative_numbers = true, help_heading = "Generation")]
+    pub top_p: Option<f64>,
+    /// With --sample: draw from the K most probable tokens only (default: all). --top-k is
+    /// the number of predictions shown.
+    #[arg(long, value_name = "K", requires = "sample", help_heading = "Generation")]
+    pub sample_top_k: Option<usize>,
+    /// With --sample: the generator's seed; the same seed gives the same tokens on every run
+    /// and machine (default 0).
+    #[arg(long, value_name = "N", requires = "sample", help_heading = "Generation")]
+    pub sample_seed: Option<u64>,
+    /// With --generate and an intervention (--ablate, --knockout, --ablate-expert): also
+    /// generate without it, and show both texts and where they part.
+    #[arg(long, requires = "generate", help_heading = "Generation")]
+    pub baseline: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -23,6 +23,7 @@ pub mod config;
 pub mod diff;
 pub mod error;
 pub mod export;
+mod generating;
 pub mod model;
 pub mod output;
 pub mod params;
@@ -56,7 +57,8 @@ pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
     let (mut loaded, source) = sources::open(settings)?;
     let plan = Plan::new(settings, &loaded.cfg, &loaded.tokens, loaded.texts().as_deref())?;
     // Before any parameter or activation exists: the estimate follows what the plan records.
-    let n = loaded.tokens.len();
+    // A generation's decode steps record at most what a pass over the whole sequence would.
+    let n = loaded.tokens.len() + settings.generate.as_ref().map_or(0, |g| g.max_new);
     settings::limits::check_run(&loaded.cfg, n, (&plan.record, plan.streamed), settings)?;
     // What the forward pass changes is part of the configuration the trace records.
     loaded.cfg.interventions = plan.interventions.clone();
@@ -286,9 +288,16 @@ pub(crate) fn computed(
     let reduced = plan
         .reduce_summary
         .then(|| views::summary::reduce_as_recorded(&mut rec, &loaded.tokens, loaded.cfg.parts.lm_head.is_some()));
-    let last = model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
-    clock.lap("forward pass");
+    let (last, generation) = match &settings.generate {
+        Some(asked) => {
+            let (last, generation) = generating::run(settings, (&loaded, &params, &plan), &mut rec, asked)?;
+            (last, Some(generation))
+        }
+        None => (model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?, None),
+    };
+    clock.lap(if generation.is_some() { "generation" } else { "forward pass" });
     let (mut trace, _) = rec.finish();
+    trace.generation = generation;
     name_predictions(&mut trace, &loaded, own_vocab(settings));
     let o = &settings.output.views;
     let all_maps = maps.then(|| views::maps::maps(&trace, o.merge_pieces, o.average_heads));

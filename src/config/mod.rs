@@ -5,8 +5,10 @@
 
 use serde::Serialize;
 
+mod generate;
 mod moe;
 mod parts;
+pub use generate::{Generate, Strategy};
 pub use moe::Experts;
 pub use parts::{LmHead, LongRope, Padding, Parts, Rope};
 

@@ -7,21 +7,19 @@
 //! `attn.concat`.
 
 use super::linear;
+use super::pass::Pass;
 use crate::config::ModelConfig;
 use crate::params::LayerParams;
 use crate::trace::{steps, Recorder, Values};
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 
-/// Layer `l`'s attention on `x`; `patch` is a patched run's copied head context, if any.
-pub fn attention(
-    cfg: &ModelConfig,
-    p: &LayerParams,
-    x: &Tensor,
-    (l, patch): (usize, Option<&super::intervene::Patch>),
-    rec: &mut Recorder,
-) -> Result<Tensor> {
-    let n = x.dim(0)?;
+/// Layer `l`'s attention on `x`, `[pos, d_model]` at positions `offset..offset + pos`, where
+/// `offset` is how many positions `pass`'s cache holds (0 without one): queries read the
+/// cached keys and values too, and this pass's are appended to them. `pass.patch` is a
+/// patched run's copied head context, if any.
+pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, pass: &mut Pass, rec: &mut Recorder) -> Result<Tensor> {
+    let (n, offset) = (x.dim(0)?, pass.offset());
     let (h, kvh, d_k, d_v) = (cfg.heads, cfg.kv_heads(), cfg.d_k, cfg.d_v);
 
     // The fused projections hold the heads side by side: head i owns columns i·d .. (i+1)·d.
@@ -34,26 +32,30 @@ pub fn attention(
     rec.tensor(&format!("layers.{l}.attn.k"), cfg, &k)?;
     let v = split(linear(x, &p.v_proj)?, kvh, d_v)?; // [kv_head, pos, d_v]
     rec.tensor(&format!("layers.{l}.attn.v"), cfg, &v)?;
-    let (q, k) = normed_and_rotated(cfg, p, (q, k), l, rec)?; // [head, pos, d_k], [kv_head, pos, d_k]
-                                                              // Grouped-query attention: query head g reads key/value head g / (heads / kv_heads).
-    let k = repeat_kv(&k, h / kvh)?; // [head, pos, d_k]
-    let v = repeat_kv(&v, h / kvh)?; // [head, pos, d_v]
+    let (q, k) = normed_and_rotated(cfg, p, (q, k), (l, offset), rec)?; // [head, pos, d_k], [kv_head, pos, d_k]
+    let (k, v) = match pass.cache.as_deref_mut() {
+        Some(cache) => cache.extend(l, &k, &v)?, // [kv_head, key_pos, d_k], [kv_head, key_pos, d_v]
+        None => (k, v),
+    };
+    // Grouped-query attention: query head g reads key/value head g / (heads / kv_heads).
+    let k = repeat_kv(&k, h / kvh)?; // [head, key_pos, d_k]
+    let v = repeat_kv(&v, h / kvh)?; // [head, key_pos, d_v]
 
     let raw_scores = q.matmul(&k.t()?)?; // [head, query_pos, key_pos]
     rec.tensor(&format!("layers.{l}.attn.raw_scores"), cfg, &raw_scores)?;
     let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, query_pos, key_pos]
-    let hidden = super::mask::hidden_keys(cfg, l, n);
+    let hidden = super::mask::hidden_keys(cfg, l, (offset, n));
     let scores = capped_and_masked(cfg, scaled, hidden.as_deref(), l, rec)?; // [head, query_pos, key_pos]
-    let scores = super::intervene::knockout(cfg, l, scores)?; // [head, query_pos, key_pos]
+    let scores = super::intervene::knockout(cfg, (l, offset), scores)?; // [head, query_pos, key_pos]
     rec.tensor(&format!("layers.{l}.attn.scores"), cfg, &scores)?;
     let weights = super::softmax::softmax_last_dim(&scores)?; // [head, query_pos, key_pos]
-    let weights = match super::mask::blind_rows(cfg, l, hidden.as_deref(), (h, n)) {
+    let weights = match super::mask::blind_rows(cfg, l, hidden.as_deref(), (h, offset, n)) {
         Some(rows) => zero_rows(&weights, &rows)?, // [head, query_pos, key_pos]
         None => weights,
     };
     rec.tensor(&format!("layers.{l}.attn.weights"), cfg, &weights)?;
     let context = weights.matmul(&v)?; // [head, pos, d_v]
-    let context = super::intervene::ablate(cfg, (l, patch), context)?; // [head, pos, d_v]
+    let context = super::intervene::ablate(cfg, (l, pass.patch), context)?; // [head, pos, d_v]
     rec.tensor(&format!("layers.{l}.attn.context"), cfg, &context)?;
     let concat = context.transpose(0, 1)?.contiguous()?.reshape((n, h * d_v))?; // [pos, heads·d_v]
     rec.tensor(&format!("layers.{l}.attn.concat"), cfg, &concat)?;
@@ -75,13 +77,13 @@ fn capped_and_masked(
     l: usize,
     rec: &mut Recorder,
 ) -> Result<Tensor> {
-    let n = scaled.dim(1)?;
+    let (_, n, keys) = scaled.dims3()?;
     let bias = match hidden {
         Some(hidden) => {
             let bias: Vec<f32> = hidden.iter().map(|&m| if m { f32::NEG_INFINITY } else { 0.0 }).collect();
             let mask = Values::Bool(hidden.to_vec());
-            rec.record(&format!("layers.{l}.attn.mask"), &steps::dims("attn.mask", cfg), &[n, n], mask);
-            Some(Tensor::from_vec(bias, (n, n), &Device::Cpu)?) // [query_pos, key_pos]
+            rec.record(&format!("layers.{l}.attn.mask"), &steps::dims("attn.mask", cfg), &[n, keys], mask);
+            Some(Tensor::from_vec(bias, (n, keys), &Device::Cpu)?) // [query_pos, key_pos]
         }
         None => None,
     };
@@ -102,12 +104,12 @@ fn capped_and_masked(
 }
 
 /// q and k as the scores read them: each head's RMSNorm where the layer has one (Qwen3),
-/// then the rotary positions where the layer has them.
+/// then the rotary positions (from `offset` on) where the layer has them.
 fn normed_and_rotated(
     cfg: &ModelConfig,
     p: &LayerParams,
     (q, k): (Tensor, Tensor),
-    l: usize,
+    (l, offset): (usize, usize),
     rec: &mut Recorder,
 ) -> Result<(Tensor, Tensor)> {
     let n = q.dim(1)?;
@@ -124,7 +126,7 @@ fn normed_and_rotated(
     };
     Ok(match cfg.parts.rope_at(l) {
         Some(rope) => {
-            let (cos, sin) = super::rope::cos_sin(rope, n)?; // [pos, rotary width] each
+            let (cos, sin) = super::rope::cos_sin(rope, (offset, n))?; // [pos, rotary width] each
             let q_rot = super::rope::rotate(&q, &cos, &sin)?; // [head, pos, d_k]
             rec.tensor(&format!("layers.{l}.attn.q_rot"), cfg, &q_rot)?;
             let k_rot = super::rope::rotate(&k, &cos, &sin)?; // [kv_head, pos, d_k]
@@ -210,7 +212,7 @@ mod tests {
             parts: Default::default(),
         };
         let mut rec = Recorder::new(vec!["a".into(), "b".into()], cfg.clone(), Default::default());
-        let out = attention(&cfg, &p, &x, (0, None), &mut rec).unwrap();
+        let out = attention(&cfg, &p, &x, 0, &mut Pass::default(), &mut rec).unwrap();
         let (trace, _) = rec.finish();
         let w = trace.get("layers.0.attn.weights").unwrap().f32s().unwrap().to_vec();
         let close = |a: f32, b: f32| (a - b).abs() < 1e-6;

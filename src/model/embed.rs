@@ -10,6 +10,11 @@ use anyhow::{Context, Result};
 use candle_core::{Device, Tensor};
 
 pub fn embed(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Recorder) -> Result<Tensor> {
+    embed_at(cfg, params, input, 0, rec)
+}
+
+/// [`embed`] for tokens standing at positions `offset..` (a generation's decode step).
+pub fn embed_at(cfg: &ModelConfig, params: &Params, input: &Input, offset: usize, rec: &mut Recorder) -> Result<Tensor> {
     let tokens = rec.trace().tokens.clone();
     let n = tokens.len();
     rec.record("tokens", &steps::dims("tokens", cfg), &[n], Values::Str(tokens));
@@ -32,7 +37,7 @@ pub fn embed(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Record
         }
         Input::Matrix(m) => m.clone(), // [pos, d_model], given by the user
     };
-    let with_position = match position_rows(cfg, params, n)? {
+    let with_position = match position_rows(cfg, params, (offset, n))? {
         Some(position) => {
             rec.tensor("embed.position", cfg, &position)?; // [pos, d_model]
             (&rows + &position)?
@@ -60,15 +65,20 @@ pub fn embed(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Record
     Ok(out)
 }
 
-fn position_rows(cfg: &ModelConfig, params: &Params, n: usize) -> Result<Option<Tensor>> {
+/// The position embeddings of positions `offset..offset + n`, `[pos, d_model]`, if the model
+/// adds them to the tokens'.
+fn position_rows(cfg: &ModelConfig, params: &Params, (offset, n): (usize, usize)) -> Result<Option<Tensor>> {
     Ok(match cfg.positions {
         // Rotary positions act on q and k in every layer, not on the embeddings.
         Positions::None | Positions::Rotary => None,
         Positions::Learned => {
             let table = params.position.as_ref().context("internal: position table is missing")?;
-            Some(table.narrow(0, 0, n)?)
+            Some(table.narrow(0, offset, n)?)
         }
-        Positions::Sinusoidal => Some(Tensor::from_vec(sinusoidal(n, cfg.d_model), (n, cfg.d_model), &Device::Cpu)?),
+        Positions::Sinusoidal => {
+            let table = Tensor::from_vec(sinusoidal(offset + n, cfg.d_model), (offset + n, cfg.d_model), &Device::Cpu)?;
+            Some(table.narrow(0, offset, n)?)
+        }
     })
 }
 

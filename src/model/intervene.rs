@@ -16,20 +16,26 @@ use anyhow::Result;
 use candle_core::{Device, Tensor, D};
 use std::collections::BTreeSet;
 
-/// Adds −inf at this layer's knocked-out [head, query, key] entries of `scores`.
-pub fn knockout(cfg: &ModelConfig, layer: usize, scores: Tensor) -> Result<Tensor> {
-    let edges: Vec<_> = cfg.interventions.knockout.iter().filter(|k| k.layer == layer).collect();
+/// Adds −inf at this layer's knocked-out [head, query, key] entries of `scores` ([head,
+/// query, key] for the queries from position `offset` on; a generation's decode step has one).
+pub fn knockout(cfg: &ModelConfig, (layer, offset): (usize, usize), scores: Tensor) -> Result<Tensor> {
+    let (h, n, keys) = scores.dims3()?;
+    let edges: Vec<_> = cfg
+        .interventions
+        .knockout
+        .iter()
+        .filter(|k| k.layer == layer && (offset..offset + n).contains(&k.query) && k.key < keys)
+        .collect();
     if edges.is_empty() {
         return Ok(scores);
     }
-    let (h, n, _) = scores.dims3()?;
-    let mut bias = vec![0f32; h * n * n];
+    let mut bias = vec![0f32; h * n * keys];
     for k in edges {
         for head in (0..h).filter(|&g| k.head.is_none_or(|x| x == g)) {
-            bias[(head * n + k.query) * n + k.key] = f32::NEG_INFINITY;
+            bias[(head * n + k.query - offset) * keys + k.key] = f32::NEG_INFINITY;
         }
     }
-    Ok((scores + Tensor::from_vec(bias, (h, n, n), &Device::Cpu)?)?)
+    Ok((scores + Tensor::from_vec(bias, (h, n, keys), &Device::Cpu)?)?)
 }
 
 /// The `(layer, head, query)` rows of an `n`-token run that see no key because of a knockout
@@ -40,10 +46,10 @@ pub fn blinded_by_knockout(cfg: &ModelConfig, n: usize) -> Vec<(usize, usize, us
     let mut out = Vec::new();
     for l in layers {
         // Each layer's own mask: a window may be local to some layers.
-        let hidden = super::mask::hidden_keys(cfg, l, n);
+        let hidden = super::mask::hidden_keys(cfg, l, (0, n));
         let hidden = hidden.as_deref();
         let by_mask = |q: usize| hidden.is_some_and(|m| m[q * n..(q + 1) * n].iter().all(|&x| x));
-        let Some(rows) = super::mask::blind_rows(cfg, l, hidden, (cfg.heads, n)) else { continue };
+        let Some(rows) = super::mask::blind_rows(cfg, l, hidden, (cfg.heads, 0, n)) else { continue };
         let new = rows.iter().enumerate().filter(|&(i, &b)| b == 1 && !by_mask(i % n));
         out.extend(new.map(|(i, _)| (l, i / n, i % n)));
     }

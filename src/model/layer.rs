@@ -13,8 +13,8 @@
 //! pre-norm with both sublayers reading the layer input: `add_norm2.sum = x + attn(norm1(x))
 //! + ffn(norm2(x))`, with no `add_norm1.sum`.
 
-use super::intervene::Patch;
 use super::norm::norm;
+use super::pass::Pass;
 use super::{attention::attention, ffn::ffn};
 use crate::config::{ModelConfig, Norm};
 use crate::params::{Block, LayerNorm, LayerParams};
@@ -22,20 +22,15 @@ use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;
 
-/// Layer `l` on `x`; `patch` is a patched run's copied activation, if any (`patch.rs`).
-pub fn layer(
-    cfg: &ModelConfig,
-    p: &LayerParams,
-    x: &Tensor,
-    (l, patch): (usize, Option<&Patch>),
-    rec: &mut Recorder,
-) -> Result<Tensor> {
+/// Layer `l` on `x`; `pass` carries a patched run's copied activation or a generation's
+/// cache, if any (`pass.rs`).
+pub fn layer(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, pass: &mut Pass, rec: &mut Recorder) -> Result<Tensor> {
     let Some(b) = &p.block else {
-        return attention(cfg, p, x, (l, patch), rec); // [pos, d_out]
+        return attention(cfg, p, x, l, pass, rec); // [pos, d_out]
     };
     match cfg.norm {
         Norm::Post => {
-            let attn_out = attention(cfg, p, x, (l, patch), rec)?; // [pos, d_model]
+            let attn_out = attention(cfg, p, x, l, pass, rec)?; // [pos, d_model]
             let sum1 = (x + &attn_out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm1.sum"), cfg, &sum1)?;
             let out1 = norm(&sum1, &b.norm1, cfg)?; // [pos, d_model]
@@ -47,11 +42,11 @@ pub fn layer(
             rec.tensor(&format!("layers.{l}.add_norm2.out"), cfg, &out2)?;
             Ok(out2)
         }
-        Norm::Pre if cfg.parts.parallel => parallel(cfg, (p, b), x, (l, patch), rec),
+        Norm::Pre if cfg.parts.parallel => parallel(cfg, (p, b), x, (l, pass), rec),
         Norm::Pre => {
             let normed1 = norm(x, &b.norm1, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.norm1.out"), cfg, &normed1)?;
-            let attn_out = attention(cfg, p, &normed1, (l, patch), rec)?; // [pos, d_model]
+            let attn_out = attention(cfg, p, &normed1, l, pass, rec)?; // [pos, d_model]
             let attn_out =
                 post_norm(cfg, b.post_attn_norm.as_ref(), attn_out, &format!("layers.{l}.norm1_post.out"), rec)?; // [pos, d_model]
             let sum1 = (x + &attn_out)?; // [pos, d_model]
@@ -74,12 +69,12 @@ fn parallel(
     cfg: &ModelConfig,
     (p, b): (&LayerParams, &Block),
     x: &Tensor,
-    (l, patch): (usize, Option<&Patch>),
+    (l, pass): (usize, &mut Pass),
     rec: &mut Recorder,
 ) -> Result<Tensor> {
     let normed1 = norm(x, &b.norm1, cfg)?; // [pos, d_model]
     rec.tensor(&format!("layers.{l}.norm1.out"), cfg, &normed1)?;
-    let attn_out = attention(cfg, p, &normed1, (l, patch), rec)?; // [pos, d_model]
+    let attn_out = attention(cfg, p, &normed1, l, pass, rec)?; // [pos, d_model]
     let normed2 = norm(x, &b.norm2, cfg)?; // [pos, d_model]: the layer input's, not a sum's
     rec.tensor(&format!("layers.{l}.norm2.out"), cfg, &normed2)?;
     let ffn_out = ffn(cfg, b, &normed2, l, rec)?; // [pos, d_model]

@@ -104,7 +104,7 @@ pub fn lockstep(
             let rec = if side == 0 { &mut *rec_a } else { &mut *rec_b };
             let cfg = sides[side].cfg;
             // Unpatched passes: a patch is one run of a patching sweep's state, not a model's.
-            x[side] = layer::layer(cfg, &p, &x[side], (i, None), rec)?; // [pos, d_model]
+            x[side] = layer::layer(cfg, &p, &x[side], i, &mut super::pass::Pass::default(), rec)?; // [pos, d_model]
             drop(p);
             if side == 1 {
                 between(Part::Layer(i), [&x[0], &x[1]])?;

@@ -6,11 +6,13 @@
 use crate::config::ModelConfig;
 use std::collections::BTreeSet;
 
-/// Layer `layer`'s `[query, key]` flags, true where a key is hidden: after the query (causal), `window` or
+/// Layer `layer`'s `[query, key]` flags for the `n` queries at positions `offset..offset + n`
+/// against the keys at `0..offset + n` (a generation's decode step reads its cache's keys),
+/// true where a key is hidden: after the query (causal), `window` or
 /// more positions before it (a sliding window, as Mistral's eager attention in transformers
 /// 4.46: query i sees keys i − window + 1 ..= i), or a pad (`--pad-to`, transformers'
 /// `attention_mask`). `None` when nothing is hidden.
-pub fn hidden_keys(cfg: &ModelConfig, layer: usize, n: usize) -> Option<Vec<bool>> {
+pub fn hidden_keys(cfg: &ModelConfig, layer: usize, (offset, n): (usize, usize)) -> Option<Vec<bool>> {
     let window = cfg.parts.window_at(layer);
     let pads = cfg.parts.padding.as_ref().map(|p| &p.attention_mask);
     if !cfg.causal && window.is_none() && pads.is_none() {
@@ -18,20 +20,30 @@ pub fn hidden_keys(cfg: &ModelConfig, layer: usize, n: usize) -> Option<Vec<bool
     }
     let pad = |k: usize| pads.is_some_and(|m| m.get(k) == Some(&0));
     let hidden = |q: usize, k: usize| (cfg.causal && k > q) || window.is_some_and(|w| q >= k + w) || pad(k);
-    Some((0..n * n).map(|i| hidden(i / n, i % n)).collect())
+    let keys = offset + n;
+    Some((0..n * keys).map(|i| hidden(offset + i / keys, i % keys)).collect())
 }
 
-/// This layer's `[head, query]` flags, 1 where a query sees no key: every key is hidden by
-/// `hidden` (the `[query, key]` mask, if any) or knocked out. `None` when every query sees one.
-pub fn blind_rows(cfg: &ModelConfig, layer: usize, hidden: Option<&[bool]>, (h, n): (usize, usize)) -> Option<Vec<u8>> {
+/// This layer's `[head, query]` flags for the `n` queries from position `offset` on, 1 where
+/// a query sees no key: every key is hidden by `hidden` (the `[query, key]` mask of
+/// [`hidden_keys`], if any) or knocked out. `None` when every query sees one.
+pub fn blind_rows(
+    cfg: &ModelConfig,
+    layer: usize,
+    hidden: Option<&[bool]>,
+    (h, offset, n): (usize, usize, usize),
+) -> Option<Vec<u8>> {
     let edges = knocked(cfg, layer, h);
     if hidden.is_none() && edges.is_empty() {
         return None;
     }
-    let sees = |q: usize, k: usize| hidden.is_none_or(|m| !m[q * n + k]);
-    let visible: Vec<usize> = (0..n).map(|q| (0..n).filter(|&k| sees(q, k)).count()).collect();
+    let keys = offset + n;
+    // `q` is a row of this pass (position offset + q), `k` a key position.
+    let sees = |q: usize, k: usize| hidden.is_none_or(|m| !m[q * keys + k]);
+    let visible: Vec<usize> = (0..n).map(|q| (0..keys).filter(|&k| sees(q, k)).count()).collect();
     let mut left: Vec<usize> = (0..h).flat_map(|_| visible.iter().copied()).collect(); // [head, query]
-    for &(head, q, _) in edges.iter().filter(|&&(_, q, k)| q < n && k < n && sees(q, k)) {
+    let rows = edges.iter().filter_map(|&(head, q, k)| Some((head, q.checked_sub(offset)?, k)));
+    for (head, q, _) in rows.filter(|&(_, q, k)| q < n && k < keys && sees(q, k)) {
         left[head * n + q] -= 1;
     }
     let rows: Vec<u8> = left.iter().map(|&c| u8::from(c == 0)).collect();
@@ -57,8 +69,10 @@ mod tests {
         let mut cfg = ModelConfig { causal: true, ..Default::default() };
         cfg.parts.window = Some(2);
         cfg.parts.local_layers = Some(vec![true, false]);
-        let row = |l: usize| hidden_keys(&cfg, l, 4).unwrap()[12..16].to_vec();
+        let row = |l: usize| hidden_keys(&cfg, l, (0, 4)).unwrap()[12..16].to_vec();
         assert_eq!(row(0), [true, true, false, false]);
         assert_eq!(row(1), [false, false, false, false]);
+        // A decode step's one query at position 3 sees what the full pass's row 3 sees.
+        assert_eq!(hidden_keys(&cfg, 0, (3, 1)).unwrap(), row(0));
     }
 }

@@ -7,14 +7,17 @@
 pub mod attention;
 pub mod embed;
 pub mod ffn;
+pub mod generate;
 pub mod head;
 pub mod intervene;
 pub mod layer;
 pub mod lockstep;
 pub mod mask;
 pub mod norm;
+pub mod pass;
 pub mod patch;
 pub mod rope;
+pub mod sample;
 pub mod softmax;
 pub mod stack;
 pub mod unembed;
@@ -30,9 +33,25 @@ use candle_core::Tensor;
 /// `rec`; returns the last hidden state.
 pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Recorder) -> Result<Tensor> {
     let head = head::Unembed::of(cfg, params);
-    let x = embed::embed(cfg, params, input, rec)?; // [pos, d_model]
-    let x = stack::stack(cfg, &params.layers, (0, None), x, rec, |_, _, out, rec| {
-        if let (true, Some(head)) = (rec.lens(), &head) {
+    let done = forward_pass(cfg, params, head.as_ref(), (input, &mut pass::Pass::default()), rec, false)?;
+    Ok(done.0)
+}
+
+/// [`forward`] with `head` (the model's, possibly made dense once for many passes) and
+/// `pass` (a generation's cache: `input`'s tokens stand at the positions after the cached
+/// ones); returns the last hidden state and, when `logits` is set or the recorder wants
+/// them, the logits.
+pub fn forward_pass(
+    cfg: &ModelConfig,
+    params: &Params,
+    head: Option<&head::Unembed>,
+    (input, pass): (&Input, &mut pass::Pass),
+    rec: &mut Recorder,
+    logits: bool,
+) -> Result<(Tensor, Option<Tensor>)> {
+    let x = embed::embed_at(cfg, params, input, pass.offset(), rec)?; // [pos, d_model]
+    let x = stack::stack(cfg, &params.layers, (0, pass), x, rec, |_, _, out, rec| {
+        if let (true, Some(head)) = (rec.lens(), head) {
             // The logit lens: this layer's residual stream read out as if it were the last.
             let normed = unembed::final_norm(cfg, params, out)?; // [pos, d_model]
             let logits = unembed::capped(cfg, head.logits(&normed)?)?; // [pos, vocab]
@@ -41,7 +60,7 @@ pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Reco
         }
         Ok(())
     })?; // [pos, d_model]
-    unembed::unembed(cfg, params, head.as_ref(), x, rec)
+    unembed::unembed_with_logits(cfg, params, head, x, rec, logits)
 }
 
 /// `x·Wᵀ + b` for `x` of shape [pos, in], PyTorch's `nn.Linear`.

@@ -93,7 +93,7 @@ fn run_from(
 ) -> Result<Run> {
     let mut rec = quiet(cfg, x.dim(0)?, keep);
     let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
-    let last = stack::stack(cfg, layers, (from, patch), x, &mut rec, |_, input, out, _| {
+    let last = stack::stack(cfg, layers, (from, &mut super::pass::Pass::patched(patch)), x, &mut rec, |_, input, out, _| {
         inputs.push(input.clone());
         outputs.push(out.clone());
         Ok(())

@@ -8,22 +8,24 @@ use crate::config::Rope;
 use anyhow::Result;
 use candle_core::{Device, Tensor, D};
 
-/// The cos and sin tables of `rope` for `n` positions, `[pos, rotary width]`, times its
-/// attention scaling where it has one (LongRoPE multiplies both, as transformers does).
-pub fn cos_sin(rope: &Rope, n: usize) -> Result<(Tensor, Tensor)> {
-    let (cos, sin) = tables(&rope.inv_freq, n)?; // [pos, rotary width] each
+/// The cos and sin tables of `rope` for the `n` positions from `offset` on, `[pos, rotary
+/// width]`, times its attention scaling where it has one (LongRoPE multiplies both, as
+/// transformers does).
+pub fn cos_sin(rope: &Rope, (offset, n): (usize, usize)) -> Result<(Tensor, Tensor)> {
+    let (cos, sin) = tables(&rope.inv_freq, (offset, n))?; // [pos, rotary width] each
     Ok(match rope.attention_scaling {
         Some(s) => ((cos * s)?, (sin * s)?),
         None => (cos, sin),
     })
 }
 
-/// cos and sin of position × frequency, `[pos, d]`: each frequency twice (`cat(freqs,
-/// freqs)`), computed in f32 as transformers computes them.
-pub fn tables(inv_freq: &[f64], n: usize) -> Result<(Tensor, Tensor)> {
+/// cos and sin of position × frequency for positions `offset..offset + n`, `[pos, d]`: each
+/// frequency twice (`cat(freqs, freqs)`), computed in f32 as transformers computes them (a
+/// position's row is the same whether it is computed alone or with the ones before it).
+pub fn tables(inv_freq: &[f64], (offset, n): (usize, usize)) -> Result<(Tensor, Tensor)> {
     let half = inv_freq.len();
     let (mut cos, mut sin) = (Vec::with_capacity(n * 2 * half), Vec::with_capacity(n * 2 * half));
-    for p in 0..n {
+    for p in offset..offset + n {
         for _ in 0..2 {
             for &f in inv_freq {
                 let angle = p as f32 * f as f32;
@@ -58,7 +60,7 @@ mod tests {
     #[test]
     fn a_quarter_turn_by_hand() {
         // One pair, frequency π/2: position 1 turns (1, 0) into (0, 1).
-        let (cos, sin) = tables(&[std::f64::consts::FRAC_PI_2], 2).unwrap();
+        let (cos, sin) = tables(&[std::f64::consts::FRAC_PI_2], (0, 2)).unwrap();
         let x = Tensor::new(&[[[1f32, 0.0], [1.0, 0.0]]], &Device::Cpu).unwrap();
         let y = rotate(&x, &cos, &sin).unwrap().to_vec3::<f32>().unwrap();
         assert_eq!(y[0][0], vec![1.0, 0.0]);
@@ -68,7 +70,7 @@ mod tests {
     #[test]
     fn partial_rotary_turns_the_first_dims_and_copies_the_rest() {
         // Rotary width 2 of a head of 4: position 1 turns (1, 0) into (0, 1); 7 and 9 stay.
-        let (cos, sin) = tables(&[std::f64::consts::FRAC_PI_2], 2).unwrap();
+        let (cos, sin) = tables(&[std::f64::consts::FRAC_PI_2], (0, 2)).unwrap();
         let x = Tensor::new(&[[[1f32, 0.0, 7.0, 9.0], [1.0, 0.0, 7.0, 9.0]]], &Device::Cpu).unwrap();
         let y = rotate(&x, &cos, &sin).unwrap().to_vec3::<f32>().unwrap();
         assert_eq!(y[0][0], vec![1.0, 0.0, 7.0, 9.0]);

@@ -1,8 +1,9 @@
 //! The middle of the forward pass: the layers in order, each reading the residual stream
 //! the one before wrote. The forward pass runs it once from layer 0; a patched run
-//! (`patch.rs`) from the layer it patches, on the unpatched run's residual stream there.
+//! (`patch.rs`) from the layer it patches, on the unpatched run's residual stream there; a
+//! generation (`generate.rs`) once per decode step, on the new position with its cache.
 
-use super::intervene::Patch;
+use super::pass::Pass;
 use super::{intervene, layer};
 use crate::config::ModelConfig;
 use crate::params::Layers;
@@ -10,13 +11,14 @@ use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;
 
-/// Layers `from..` on `x` (layer `from`'s input, [pos, d_model]); `patch` is a patched run's
-/// one copied activation (a head's context or a position's layer output), if any. `after(i, input, output, rec)` sees every layer's input
+/// Layers `from..` on `x` (layer `from`'s input, [pos, d_model]); `pass` carries a patched
+/// run's one copied activation (a head's context or a position's layer output) or a
+/// generation's cache, if any. `after(i, input, output, rec)` sees every layer's input
 /// and output as they are made (the logit lens, a patching sweep's record).
 pub fn stack(
     cfg: &ModelConfig,
     layers: &Layers,
-    (from, patch): (usize, Option<&Patch>),
+    (from, pass): (usize, &mut Pass),
     x: Tensor,
     rec: &mut Recorder,
     mut after: impl FnMut(usize, &Tensor, &Tensor, &mut Recorder) -> Result<()>,
@@ -24,8 +26,8 @@ pub fn stack(
     let mut x = x; // [pos, d_model]
                    // A lazily read checkpoint's next layer is read while this one runs.
     layers.each_from(from, |i, p| {
-        let out = layer::layer(cfg, p, &x, (i, patch), rec)?; // [pos, d_model]
-        let out = intervene::patch_resid(patch, i, out)?; // [pos, d_model]
+        let out = layer::layer(cfg, p, &x, i, pass, rec)?; // [pos, d_model]
+        let out = intervene::patch_resid(pass.patch, i, out)?; // [pos, d_model]
         after(i, &x, &out, rec)?;
         x = out;
         Ok(())

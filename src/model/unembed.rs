@@ -54,23 +54,39 @@ pub fn unembed(
     x: Tensor,
     rec: &mut Recorder,
 ) -> Result<Tensor> {
+    Ok(unembed_with_logits(cfg, params, head, x, rec, false)?.0)
+}
+
+/// [`unembed`], returning the logits too (as the model returns them: after any soft-cap),
+/// computed when `logits` is set (a generation chooses its next token from them) or when
+/// they are recorded.
+pub fn unembed_with_logits(
+    cfg: &ModelConfig,
+    params: &Params,
+    head: Option<&Unembed>,
+    x: Tensor,
+    rec: &mut Recorder,
+    logits: bool,
+) -> Result<(Tensor, Option<Tensor>)> {
     let x = final_norm(cfg, params, &x)?; // [pos, d_model]
     if params.final_norm.is_some() {
         rec.tensor("final_norm.out", cfg, &x)?;
     }
     rec.tensor("output", cfg, &x)?;
-    let wanted = params.mlm.is_some() || rec.wants("logits") || rec.wants("logits_uncapped") || rec.top_k() > 0;
-    if let Some(raw) = if wanted { uncapped_logits(cfg, params, head, &x)? } else { None } {
-        let logits = match cfg.parts.final_softcap {
-            Some(_) => {
-                rec.tensor("logits_uncapped", cfg, &raw)?; // [pos, vocab]
-                capped(cfg, raw)? // [pos, vocab]
-            }
-            None => raw,
-        };
-        rec.tensor("logits", cfg, &logits)?; // [pos, vocab]
-        let k = rec.top_k();
-        rec.set_predictions(super::head::top_k(&logits, k)?);
-    }
-    Ok(x)
+    let wanted =
+        logits || params.mlm.is_some() || rec.wants("logits") || rec.wants("logits_uncapped") || rec.top_k() > 0;
+    let Some(raw) = (if wanted { uncapped_logits(cfg, params, head, &x)? } else { None }) else {
+        return Ok((x, None));
+    };
+    let logits = match cfg.parts.final_softcap {
+        Some(_) => {
+            rec.tensor("logits_uncapped", cfg, &raw)?; // [pos, vocab]
+            capped(cfg, raw)? // [pos, vocab]
+        }
+        None => raw,
+    };
+    rec.tensor("logits", cfg, &logits)?; // [pos, vocab]
+    let k = rec.top_k();
+    rec.set_predictions(super::head::top_k(&logits, k)?);
+    Ok((x, Some(logits)))
 }

@@ -5,6 +5,7 @@
 pub mod analysis;
 pub mod batch;
 pub mod focus;
+pub mod generation;
 pub mod heatmap;
 pub mod html;
 pub mod json;
@@ -85,6 +86,9 @@ pub fn render(
             if let Some(p) = &views.patching {
                 extra.push(("patching", analysis::patching_json(p)));
             }
+            if let Some(g) = generation::to_json(trace, views.generation.as_deref()) {
+                extra.push(("generation", g));
+            }
             if !views.notes.is_empty() {
                 extra.push(("notes", serde_json::to_string(&views.notes).unwrap_or_default()));
             }
@@ -99,6 +103,7 @@ pub fn render(
 /// parameters and the focus walkthrough.
 fn write_after_tables(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Write) -> std::io::Result<()> {
     predictions::write(trace, out.width, w)?;
+    generation::write(trace, views.generation.as_deref(), out.width, w)?;
     analysis::write_lens(trace, out.width, w)?;
     if let Some(s) = &views.stats {
         analysis::write_stats(s, out.precision, out.width, w)?;

@@ -8,6 +8,7 @@
 //! pure. Every user-facing validation message of a flag lives in this folder.
 
 pub mod analysis;
+pub mod generate;
 mod format;
 pub mod limits;
 pub mod outputs;
@@ -181,6 +182,8 @@ pub struct Settings {
     pub analysis: Analysis,
     /// `--pad-to N` and `--padding`: (N, pads on the left).
     pub padding: Option<(usize, bool)>,
+    /// `--generate N` and how its tokens are chosen.
+    pub generate: Option<generate::Generation>,
 }
 
 /// Resolves `--color`: `always` and `never` are what they say; `auto` colours only a
@@ -254,6 +257,7 @@ impl Settings {
             quiet: cli.quiet,
             analysis: analysis::options(&cli)?,
             padding,
+            generate: generate::options(&cli)?,
         })
     }
 

@@ -72,7 +72,9 @@ impl Plan {
             && show.steps.is_none()
             && focus.is_none()
             && !(a.stats || a.rollout || v.derived() || v.html.is_some() || v.svg.is_some())
-            && settings.outputs.save_trace.is_none();
+            && settings.outputs.save_trace.is_none()
+            // What each generated token looked at reads the prompt's weights after the pass.
+            && settings.generate.is_none();
         let mut record = widen(settings, &show, focus.is_some());
         if reduce_summary {
             // The weights, and a mixture's routing (which experts each token went to).
@@ -82,7 +84,8 @@ impl Plan {
         }
         let streamed =
             reduce_summary || (settings.output.format == Format::Jsonl && settings.outputs.save_trace.is_none());
-        if (a.stats || a.rollout) && record.steps.is_some() {
+        // What each generated token looked at is read from the weights.
+        if (a.stats || a.rollout || settings.generate.is_some()) && record.steps.is_some() {
             record.steps.get_or_insert_with(Default::default).insert("attn.weights".to_string());
         }
         if a.lens && cfg.parts.lm_head.is_none() {

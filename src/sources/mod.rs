@@ -54,6 +54,8 @@ pub struct Loaded {
     pub notes: Vec<String>,
     /// A real model's tokenizer, to name predicted token ids.
     pub tokenizer: Option<tokenizers::Tokenizer>,
+    /// The ids that end a generation: a language model's end-of-sequence tokens.
+    pub stop_ids: Vec<u32>,
 }
 
 impl Loaded {

@@ -5,6 +5,7 @@
 
 pub mod analysis;
 pub mod focus;
+pub mod generation;
 pub mod grid;
 pub mod maps;
 pub mod params;
@@ -40,6 +41,10 @@ pub struct Views {
     pub corrupted_labels: Vec<String>,
     /// `--patch`: the sweep as the heatmaps draw it.
     pub patch_grid: Option<patching::PatchGrid>,
+    /// `--generate`: each generated token's strongest sources (per layer and overall), and
+    /// each layer's map of generated tokens over every position.
+    pub generation: Option<Vec<generation::TokenSources>>,
+    pub generation_maps: Vec<generation::GenerationMap>,
     /// The run's notes (also on stderr): JSON's `notes`, so that a document says how its
     /// numbers were defined where the arithmetic alone does not (attached by `run`).
     pub notes: Vec<String>,
@@ -75,6 +80,9 @@ pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
     // Statistics and rollout read the weights before `--steps` narrows what is shown.
     let stats = out.stats.then(|| analysis::stats(&trace));
     let rollout = out.rollout.then(|| analysis::rollout(&trace));
+    // What each generated token looked at reads the prompt's weights, shown or not.
+    let generation = generation::sources(&trace, 3);
+    let generation_maps = if draws_maps(out) { generation::maps(&trace) } else { Vec::new() };
     let maps = (draws_maps(out) || o.derived()).then(|| maps::maps(&trace, o.merge_pieces, o.average_heads));
     let show = &plan.show;
     trace.steps.retain(|s| show.wants(&s.id, s.layer, &s.name));
@@ -88,6 +96,6 @@ pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
         other => other,
     };
     let summary = (out.summary && out.format == Format::Table).then(|| summary::summarize(&trace));
-    let views = Views { focus, maps, summary, stats, rollout, ..Default::default() };
+    let views = Views { focus, maps, summary, stats, rollout, generation, generation_maps, ..Default::default() };
     Ok((trace, views))
 }

@@ -27,6 +27,7 @@ const STAGES: &[(&str, u8)] = &[
     ("diff", 8),
     ("compare", 9),
     ("batch", 10),
+    ("generating", 10),
     ("command", 10),
 ];
 

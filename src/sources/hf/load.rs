@@ -100,6 +100,7 @@ fn open_bert(
         hf: Some(model.config.clone()),
         notes,
         tokenizer: Some(model.tokenizer.clone()),
+        stop_ids: Vec::new(),
     };
     let mut weights = model.weights;
     weights.whole_table = settings.analysis.patch.is_some();
@@ -199,6 +200,10 @@ fn open_decoder(
         attn_bias: checkpoint.has(&fam.q_bias(&checkpoint)),
     };
     let mut loaded = decoder_loaded(settings, w, &c, tokenizer, how, sentence, facts)?;
+    // Only a generation reads it: a broken file must not stop a plain trace.
+    if let Some(ids) = settings.generate.as_ref().map(|_| super::generation_eos(dir, w)).transpose()?.flatten() {
+        loaded.stop_ids = ids;
+    }
     // `family::decoder::params` leaves the table stored exactly when it can be read by rows.
     loaded.cfg.parts.vocab_stored = checkpoint.has_rows(&table, &[c.vocab_size, c.hidden_size]);
     Ok((loaded, Source::Decoder(Box::new((c, Box::new(checkpoint))))))
@@ -287,6 +292,7 @@ pub fn decoder_loaded(
         hf: None,
         notes,
         tokenizer: Some(tokenizer),
+        stop_ids: super::eos_ids(c.eos_token_id.as_ref()),
     })
 }
 

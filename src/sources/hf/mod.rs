@@ -234,6 +234,30 @@ pub fn pad(
     Ok(crate::config::Padding { side: if left { "left" } else { "right" }, length: n, pad_id, attention_mask })
 }
 
+/// The ids of a config's `eos_token_id`: one id, a list (Llama 3), or none.
+pub fn eos_ids(v: Option<&serde_json::Value>) -> Vec<u32> {
+    let one = |v: &serde_json::Value| v.as_u64().and_then(|i| u32::try_from(i).ok());
+    match v {
+        Some(serde_json::Value::Array(ids)) => ids.iter().filter_map(one).collect(),
+        Some(v) => one(v).into_iter().collect(),
+        None => Vec::new(),
+    }
+}
+
+/// The end-of-sequence ids of a folder's generation_config.json, which transformers'
+/// `generate` reads before config.json's; None without the file or the key.
+pub fn generation_eos(dir: &std::path::Path, what: &str) -> Result<Option<Vec<u32>>> {
+    let path = dir.join("generation_config.json");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let fix = "restore the model's generation_config.json, or remove it to use config.json's eos_token_id";
+    let bytes = std::fs::read(&path).map_err(|e| usage(what, format!("generation_config.json: {e}"), fix))?;
+    let json = crate::strict_json::parse(&bytes)
+        .map_err(|e| usage(what, format!("generation_config.json is not valid JSON: {e}"), fix))?;
+    Ok(json.get("eos_token_id").map(|v| eos_ids(Some(v))))
+}
+
 /// The token `--pad-to` pads a decoder with: `pad_token_id`, else the (first) `eos_token_id`.
 pub fn decoder_pad_id(c: &crate::sources::family::DecoderConfig, what: &str) -> Result<u32> {
     let eos = match &c.eos_token_id {

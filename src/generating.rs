@@ -1,0 +1,182 @@
+//! `--generate`: the pipeline's forward pass replaced by a generation (`model::generate`),
+//! its decode steps recorded as the prompt's pass is (the plan's selection, the recorder's
+//! top-k), their steps renamed `gen.{t}.…`, and its tokens named by the model's tokenizer.
+//! With `--baseline` the same generation runs first without the interventions, quietly, and
+//! the intervened one reports the probability it gave each of the baseline's tokens.
+
+use crate::config::{Generate, ModelConfig};
+use crate::error::usage;
+use crate::model::generate::{self, Chosen, Generated, Stop};
+use crate::params::{Input, Params};
+use crate::settings::{self, plan::Plan, Settings};
+use crate::sources::Loaded;
+use crate::trace::generation::{prefix, Baseline, DecodeStep, GenToken, Generation};
+use crate::trace::{Prediction, Recorder, Selection};
+use anyhow::{Context, Result};
+
+/// Generates from the loaded prompt, recording its pass into `rec`; returns the prompt's
+/// last hidden state and the generation's record.
+pub(crate) fn run(
+    settings: &Settings,
+    (loaded, params, plan): (&Loaded, &Params, &Plan),
+    rec: &mut Recorder,
+    asked: &settings::generate::Generation,
+) -> Result<(candle_core::Tensor, Generation)> {
+    check_model(loaded, params)?;
+    let how = Generate {
+        max_new: asked.max_new,
+        stop_ids: if asked.ignore_eos { Vec::new() } else { loaded.stop_ids.clone() },
+        strategy: asked.strategy,
+    };
+    let name = Namer::new(loaded, crate::own_vocab(settings));
+    let baseline = match asked.baseline {
+        true => Some(quiet_baseline(loaded, params, &how)?),
+        false => None,
+    };
+    let watch: Vec<u32> = baseline.iter().flat_map(|b| b.chosen.iter().map(|c| c.id)).collect();
+    let cfg = &loaded.cfg;
+    let mut step_rec = |_t: usize, id: u32| {
+        let (token, text) = name.name(id);
+        let mut r = Recorder::new(vec![token.unwrap_or_else(|| format!("#{id}"))], cfg.clone(), plan.record.clone())
+            .with_top_k(settings.output.top_k)
+            .with_lens(settings.analysis.lens);
+        r.set_input(None, Some(vec![id]), None);
+        r.set_texts(text.map(|t| vec![t]));
+        r
+    };
+    let done = generate::generate(cfg, params, (&loaded.input, &how), (rec, &mut step_rec), &watch)
+        .context("generating")?;
+    let n = loaded.tokens.len();
+    let record = assemble(&done, (n, &how), &name, plan);
+    let baseline = baseline.map(|b| compare(&b, &done, &name));
+    Ok((done.output, Generation { baseline, ..record }))
+}
+
+/// Refuses a model that cannot generate: one without a language-model head (an encoder, or
+/// BERT's masked-LM head, which fills in a `[MASK]` rather than continuing), or an input
+/// matrix instead of token ids.
+fn check_model(loaded: &Loaded, params: &Params) -> Result<()> {
+    let lm = loaded.cfg.causal && loaded.cfg.parts.lm_head.is_some() && params.mlm.is_none();
+    if !lm {
+        return Err(usage(
+            "--generate",
+            "the model is not a language model: an encoder sees every token at once and has no next token to write",
+            "use a decoder (--model with a GPT-2, Llama, … folder or GGUF file, or a toy --causal --lm-head); for \
+             BERT, put [MASK] in the sentence to see its predictions",
+        ));
+    }
+    if !matches!(loaded.input, Input::Ids { .. }) {
+        return Err(usage("--generate", "the input is a matrix, not tokens", "pass a sentence instead of --input"));
+    }
+    Ok(())
+}
+
+/// The generation without the interventions, recording nothing.
+fn quiet_baseline(loaded: &Loaded, params: &Params, how: &Generate) -> Result<Generated> {
+    let cfg = ModelConfig { interventions: Default::default(), ..loaded.cfg.clone() };
+    let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
+    let mut rec = Recorder::new(loaded.tokens.clone(), cfg.clone(), nothing.clone());
+    let mut step_rec = |_: usize, _: u32| Recorder::new(vec![String::new()], cfg.clone(), nothing.clone());
+    generate::generate(&cfg, params, (&loaded.input, how), (&mut rec, &mut step_rec), &[])
+        .context("generating the baseline without the interventions")
+}
+
+/// The record of a generation: its tokens named, its decode steps' shown steps renamed.
+fn assemble(done: &Generated, (n, how): (usize, &Generate), name: &Namer, plan: &Plan) -> Generation {
+    let tokens = done
+        .chosen
+        .iter()
+        .enumerate()
+        .map(|(i, c)| GenToken {
+            position: n + i,
+            chosen: name.prediction(c.id, c.prob),
+            candidates: c.candidates.iter().map(|&(id, p)| name.prediction(id, p)).collect(),
+        })
+        .collect();
+    let steps = done
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, trace)| {
+            let t = i + 1;
+            let shown = trace.steps.iter().filter(|s| plan.show.wants(&s.id, s.layer, &s.name));
+            let steps = shown.map(|s| crate::trace::Step { id: format!("{}{}", prefix(t), s.id), ..s.clone() });
+            DecodeStep { step: t, position: n + t - 1, steps: steps.collect() }
+        })
+        .collect();
+    Generation {
+        prompt_tokens: n,
+        stop: match done.stop {
+            Stop::Length => "length",
+            Stop::Eos => "eos",
+            Stop::Positions => "positions",
+        },
+        strategy: how.strategy,
+        text: name.decode(&ids(&done.chosen)),
+        tokens,
+        steps,
+        baseline: None,
+    }
+}
+
+/// The baseline's record: its text and tokens, the first index where it and the intervened
+/// generation differ, and the probability the intervened run gave the baseline's token there.
+fn compare(base: &Generated, done: &Generated, name: &Namer) -> Baseline {
+    let parted_at = base.chosen.iter().zip(&done.chosen).position(|(a, b)| a.id != b.id);
+    Baseline {
+        text: name.decode(&ids(&base.chosen)),
+        tokens: base.chosen.iter().map(|c| name.prediction(c.id, c.prob)).collect(),
+        parted_at,
+        prob_there: parted_at.and_then(|i| done.chosen[i].watched),
+    }
+}
+
+fn ids(chosen: &[Chosen]) -> Vec<u32> {
+    chosen.iter().map(|c| c.id).collect()
+}
+
+/// Names token ids: the tokenizer's string and the text it spells, or, for the toy model's
+/// own vocabulary, the sentence's word that has the id.
+struct Namer<'a> {
+    loaded: &'a Loaded,
+    toy: std::collections::BTreeMap<u32, String>,
+    decode: Option<crate::sources::token_text::TokenText>,
+}
+
+impl<'a> Namer<'a> {
+    fn new(loaded: &'a Loaded, own_vocab: bool) -> Self {
+        let toy = match (&loaded.tokenizer, &loaded.input) {
+            (None, Input::Ids { ids, .. }) if own_vocab => ids.iter().copied().zip(loaded.tokens.iter().cloned()).collect(),
+            _ => Default::default(),
+        };
+        let decode = loaded.tokenizer.as_ref().and_then(crate::sources::token_text::TokenText::of);
+        Namer { loaded, toy, decode }
+    }
+
+    /// The id's token string and what it spells.
+    fn name(&self, id: u32) -> (Option<String>, Option<String>) {
+        let token = match &self.loaded.tokenizer {
+            Some(tok) => tok.id_to_token(id),
+            None => self.toy.get(&id).cloned(),
+        };
+        let text = self.decode.as_ref().zip(token.as_deref()).map(|(d, t)| d.text(t));
+        (token, text)
+    }
+
+    fn prediction(&self, id: u32, prob: f32) -> Prediction {
+        let (token, text) = self.name(id);
+        Prediction { id, token, text, prob }
+    }
+
+    /// The ids decoded together by the tokenizer (special tokens kept); the toy model's words
+    /// joined by spaces.
+    fn decode(&self, ids: &[u32]) -> String {
+        if let Some(tok) = &self.loaded.tokenizer {
+            if let Ok(text) = tok.decode(ids, false) {
+                return text;
+            }
+        }
+        let words: Vec<String> = ids.iter().map(|&id| self.name(id).0.unwrap_or_else(|| format!("#{id}"))).collect();
+        words.join(" ")
+    }
+}

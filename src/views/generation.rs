@@ -1,0 +1,119 @@
+//! What each generated token looked at: for the token chosen at step s (step 0's last
+//! position for the first, decode step i's one position for token i + 1), the attention row
+//! of that position in every recorded layer, averaged over the recorded heads, and its
+//! strongest earlier positions. Also the generated tokens × every position map of each layer
+//! that the heatmap, SVG and HTML draw.
+
+use crate::trace::generation::{prefix, Generation};
+use crate::trace::{Step, Trace};
+
+/// The positions a generated token's step attended to most in one layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerSources {
+    pub layer: usize,
+    /// (position, weight averaged over the recorded heads), strongest first.
+    pub top: Vec<(usize, f32)>,
+}
+
+/// One generated token's sources, per recorded layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenSources {
+    /// Its index in `Generation::tokens`.
+    pub token: usize,
+    pub layers: Vec<LayerSources>,
+    /// The strongest positions of the row averaged over every recorded layer and head.
+    pub overall: Vec<(usize, f32)>,
+}
+
+/// One layer's attention of the steps that chose the generated tokens, averaged over the
+/// recorded heads: row i is the step that chose token i, over every position before it
+/// (`prompt + i` keys; later keys are 0, as a causal mask makes them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerationMap {
+    pub layer: usize,
+    /// [generated token, position], row-major, `keys` wide.
+    pub values: Vec<f32>,
+    pub keys: usize,
+}
+
+/// Every generated token's strongest `top` sources per recorded layer; None without a
+/// generation or without the weights of the steps that chose its tokens.
+pub fn sources(trace: &Trace, top: usize) -> Option<Vec<TokenSources>> {
+    let g = trace.generation.as_ref()?;
+    let rows: Vec<TokenSources> = (0..g.tokens.len())
+        .map(|i| {
+            let rows: Vec<(usize, Vec<f32>)> =
+                layers_of(trace).into_iter().filter_map(|l| Some((l, mean_row(trace, g, i, l)?))).collect();
+            let layers = rows.iter().map(|(l, row)| LayerSources { layer: *l, top: strongest(row, top) }).collect();
+            let mut all = vec![0f32; rows.first().map_or(0, |r| r.1.len())];
+            for (_, row) in &rows {
+                for (a, x) in all.iter_mut().zip(row) {
+                    *a += x / rows.len() as f32;
+                }
+            }
+            TokenSources { token: i, layers, overall: strongest(&all, top) }
+        })
+        .collect();
+    rows.iter().any(|r| !r.layers.is_empty()).then_some(rows)
+}
+
+/// The `top` largest entries of `row` as (index, value), largest first, ties by lower index.
+fn strongest(row: &[f32], top: usize) -> Vec<(usize, f32)> {
+    let mut order: Vec<usize> = (0..row.len()).collect();
+    order.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+    order.into_iter().take(top).map(|k| (k, row[k])).collect()
+}
+
+/// Each recorded layer's map of the generated tokens over every position.
+pub fn maps(trace: &Trace) -> Vec<GenerationMap> {
+    let Some(g) = trace.generation.as_ref() else { return Vec::new() };
+    let keys = g.prompt_tokens + g.tokens.len().saturating_sub(1);
+    layers_of(trace)
+        .into_iter()
+        .filter_map(|l| {
+            let mut values = vec![0f32; g.tokens.len() * keys];
+            for i in 0..g.tokens.len() {
+                let row = mean_row(trace, g, i, l)?;
+                values[i * keys..i * keys + row.len()].copy_from_slice(&row);
+            }
+            Some(GenerationMap { layer: l, values, keys })
+        })
+        .collect()
+}
+
+/// The layers whose prompt weights were recorded.
+fn layers_of(trace: &Trace) -> Vec<usize> {
+    trace.steps.iter().filter(|s| s.name == "attn.weights").filter_map(|s| s.layer).collect()
+}
+
+/// Layer `l`'s attention row of the step that chose generated token `i`, averaged over the
+/// recorded heads: `[prompt + i]`.
+fn mean_row(trace: &Trace, g: &Generation, i: usize, l: usize) -> Option<Vec<f32>> {
+    let (step, row): (&Step, usize) = if i == 0 {
+        let s = trace.steps.iter().find(|s| s.name == "attn.weights" && s.layer == Some(l))?;
+        (s, g.prompt_tokens - 1)
+    } else {
+        let id = format!("{}layers.{l}.attn.weights", prefix(i));
+        (g.steps.get(i - 1)?.steps.iter().find(|s| s.id == id)?, 0)
+    };
+    let (heads, queries, keys) = (step.shape[0], step.shape[1], step.shape[2]);
+    let v = step.f32s()?;
+    let mut out = vec![0f32; keys];
+    for h in 0..heads {
+        let at = (h * queries + row) * keys;
+        for (o, x) in out.iter_mut().zip(&v[at..at + keys]) {
+            *o += x / heads as f32;
+        }
+    }
+    Some(out)
+}
+
+/// The label of every position of the generated sequence: the prompt's, then the generated
+/// tokens' (as the predictions label them).
+pub fn labels(trace: &Trace) -> Vec<String> {
+    let mut out = trace.labels();
+    if let Some(g) = &trace.generation {
+        out.extend(g.tokens.iter().map(|t| t.chosen.label().unwrap_or_else(|| format!("#{}", t.chosen.id))));
+    }
+    out
+}
