@@ -47,7 +47,7 @@ pub(crate) fn run(
     let done = generate::generate(cfg, params, (&loaded.input, &how), (rec, &mut step_rec), &watch)
         .context("generating")?;
     let n = loaded.tokens.len();
-    let record = assemble(&done, (n, &how), &name, plan);
+    let record = assemble(&done, (n, &how), &name);
     let baseline = baseline.map(|b| compare(&b, &done, &name));
     Ok((done.output, Generation { baseline, ..record }))
 }
@@ -81,8 +81,8 @@ fn quiet_baseline(loaded: &Loaded, params: &Params, how: &Generate) -> Result<Ge
         .context("generating the baseline without the interventions")
 }
 
-/// The record of a generation: its tokens named, its decode steps' shown steps renamed.
-fn assemble(done: &Generated, (n, how): (usize, &Generate), name: &Namer, plan: &Plan) -> Generation {
+/// The record of a generation: its tokens named, its decode steps' steps renamed.
+fn assemble(done: &Generated, (n, how): (usize, &Generate), name: &Namer) -> Generation {
     let tokens = done
         .chosen
         .iter()
@@ -99,8 +99,9 @@ fn assemble(done: &Generated, (n, how): (usize, &Generate), name: &Namer, plan: 
         .enumerate()
         .map(|(i, trace)| {
             let t = i + 1;
-            let shown = trace.steps.iter().filter(|s| plan.show.wants(&s.id, s.layer, &s.name));
-            let steps = shown.map(|s| crate::trace::Step { id: format!("{}{}", prefix(t), s.id), ..s.clone() });
+            // Every recorded step: the views read the weights, and `views::derive` keeps the
+            // shown ones, as it does the prompt's.
+            let steps = trace.steps.iter().map(|s| crate::trace::Step { id: format!("{}{}", prefix(t), s.id), ..s.clone() });
             DecodeStep { step: t, position: n + t - 1, steps: steps.collect() }
         })
         .collect();

@@ -310,6 +310,15 @@ pub(crate) fn computed(
         views.params = Some(views::params::steps(&params, &plan.show)?);
     }
     let mut notes = loaded.notes.clone();
+    if let Some(g) = trace.generation.as_ref().filter(|g| g.stop == "positions") {
+        let note = format!(
+            "--generate stopped after {} tokens: the next would stand past the model's last position ({})",
+            g.tokens.len(),
+            loaded.cfg.max_len
+        );
+        notes_now(std::slice::from_ref(&note));
+        notes.push(note);
+    }
     if let Some(corrupted) = &settings.analysis.patch {
         let (sweep, corrupted) = patching(settings, &loaded, &params, corrupted)?;
         let note: Vec<String> = views::patching::note(&sweep).into_iter().collect();

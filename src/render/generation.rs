@@ -41,13 +41,13 @@ pub fn write(trace: &Trace, sources: Option<&[TokenSources]>, width: usize, w: &
     }
     let labels = crate::views::generation::labels(trace);
     let mut t = table::new_table();
-    t.set_header(vec!["pos", "token", "prob", "runner-up tokens", "looked at most (mean over layers and heads)"]);
+    t.set_header(vec!["pos", "token", "prob", "runner-up tokens", "looked at most (mean over layers and heads; not the first token)"]);
     let room = width.saturating_sub(6 + 14 + 8 + 4) / 2;
     for (i, tok) in g.tokens.iter().enumerate() {
         let others: Vec<&Prediction> = tok.candidates.iter().filter(|c| c.id != tok.chosen.id).collect();
         let runner = fit(others.iter().map(|p| format!("{} {:.2}", label(p), p.prob)), room);
         let looked = sources.and_then(|s| s.get(i)).map_or(String::new(), |s| {
-            fit(s.overall.iter().map(|&(k, v)| format!("{} {v:.2}", cut(&labels[k], 12))), room)
+            fit(s.overall.iter().map(|&(k, v)| format!("{}@{k} {v:.2}", cut(&labels[k], 12))), room)
         });
         t.add_row(vec![tok.position.to_string(), label(&tok.chosen), format!("{:.3}", tok.chosen.prob), runner, looked]);
     }

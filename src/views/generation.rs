@@ -21,7 +21,9 @@ pub struct TokenSources {
     /// Its index in `Generation::tokens`.
     pub token: usize,
     pub layers: Vec<LayerSources>,
-    /// The strongest positions of the row averaged over every recorded layer and head.
+    /// The strongest positions of the row averaged over every recorded layer and head,
+    /// leaving out position 0 when there are others: most heads of a trained model park
+    /// their attention on the first token (an "attention sink"), which would top every row.
     pub overall: Vec<(usize, f32)>,
 }
 
@@ -51,7 +53,9 @@ pub fn sources(trace: &Trace, top: usize) -> Option<Vec<TokenSources>> {
                     *a += x / rows.len() as f32;
                 }
             }
-            TokenSources { token: i, layers, overall: strongest(&all, top) }
+            let skip = usize::from(all.len() > 1);
+            let overall = strongest(&all[skip..], top).into_iter().map(|(k, v)| (k + skip, v)).collect();
+            TokenSources { token: i, layers, overall }
         })
         .collect();
     rows.iter().any(|r| !r.layers.is_empty()).then_some(rows)
