@@ -30,8 +30,9 @@ pub fn doc_steps(doc: &Value, what: &str) -> Result<Vec<Raw>> {
         ));
     }
     let steps = doc["steps"].as_array().ok_or_else(|| usage(what, "\"steps\" is not an array", "fix the file"))?;
-    let mut out = Vec::with_capacity(steps.len());
-    for (i, s) in steps.iter().enumerate() {
+    let generated = generation_steps(doc, what)?;
+    let mut out = Vec::with_capacity(steps.len() + generated.len());
+    for (i, s) in steps.iter().chain(&generated).enumerate() {
         let bad = |why: &str| usage(what, format!("steps[{i}]: {why}"), "pass attn-trace's unmodified output");
         let id = s["id"].as_str().ok_or_else(|| bad("no string \"id\""))?;
         let (shape, data) = tensor(&s["values"]).map_err(|why| bad(&format!("{id}: {why}")))?;
@@ -45,6 +46,21 @@ pub fn doc_steps(doc: &Value, what: &str) -> Result<Vec<Raw>> {
         let dims = s["dims"].as_array().map(|a| a.iter().filter_map(|d| d.as_str().map(String::from)).collect());
         let heads = s["heads"].as_array().map(|a| a.iter().filter_map(|h| h.as_u64().map(|h| h as usize)).collect());
         out.push(Raw { name: id.to_string(), shape, data, dims, heads });
+    }
+    Ok(out)
+}
+
+/// A generation's steps (`--generate`): the generated token ids as the step
+/// `generation.token_ids`, then every decode step's steps (ids `gen.{t}.…`), so that two
+/// generations compare token by token and step by step. None without a generation.
+fn generation_steps(doc: &Value, what: &str) -> Result<Vec<Value>> {
+    let Some(g) = doc.get("generation") else { return Ok(Vec::new()) };
+    let bad = |why: &str| usage(what, format!("generation: {why}"), "pass attn-trace's unmodified output");
+    let tokens = g["tokens"].as_array().ok_or_else(|| bad("\"tokens\" is not an array"))?;
+    let ids: Vec<Value> = tokens.iter().map(|t| t["id"].clone()).collect();
+    let mut out = vec![serde_json::json!({"id": "generation.token_ids", "dims": ["pos"], "values": ids})];
+    for d in g["steps"].as_array().ok_or_else(|| bad("\"steps\" is not an array"))? {
+        out.extend(d["steps"].as_array().ok_or_else(|| bad("a decode step's \"steps\" is not an array"))?.iter().cloned());
     }
     Ok(out)
 }

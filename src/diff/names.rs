@@ -21,8 +21,24 @@ pub struct Resolved {
     pub tl: bool,
 }
 
-/// Maps a name from a file to a canonical step id, or `None` if it names no step.
+/// Maps a name from a file to a canonical step id, or `None` if it names no step. A
+/// generation's decode step keeps its `gen.{t}.` prefix before the canonical id, and its
+/// generated ids are the step `generation.token_ids`.
 pub fn resolve(name: &str) -> Option<Resolved> {
+    if name == GENERATED_IDS {
+        return Some(Resolved { id: name.to_string(), tl: false });
+    }
+    if let Some((t, rest)) = crate::trace::generation::split_gen(name) {
+        let r = resolve_one(rest)?;
+        return Some(Resolved { id: format!("{}{}", crate::trace::generation::prefix(t), r.id), ..r });
+    }
+    resolve_one(name)
+}
+
+/// The step `diff` reads a generation's token ids as (`diff/json.rs`).
+pub const GENERATED_IDS: &str = "generation.token_ids";
+
+fn resolve_one(name: &str) -> Option<Resolved> {
     let plain = |id: String| Some(Resolved { id, tl: false });
     if global_names().any(|g| g == name) {
         return plain(name.to_string());
@@ -54,8 +70,25 @@ fn single(name: &str) -> Option<String> {
     (set.len() == 1).then(|| set.into_iter().next().unwrap_or_default())
 }
 
-/// The position of a step in a trace: embeddings, then layer by layer, then `output`.
-pub fn rank(id: &str) -> (u8, usize, usize) {
+/// The position of a step in a trace: the prompt's embeddings, then layer by layer, then
+/// `output`; then a generation's token ids, then each decode step's steps in the same order.
+pub fn rank(id: &str) -> (usize, u8, usize, usize) {
+    if id == GENERATED_IDS {
+        return (1, 0, 0, 0);
+    }
+    match crate::trace::generation::split_gen(id) {
+        Some((t, rest)) => {
+            let (a, b, c) = rank_one(rest);
+            (t + 1, a, b, c)
+        }
+        None => {
+            let (a, b, c) = rank_one(id);
+            (0, a, b, c)
+        }
+    }
+}
+
+fn rank_one(id: &str) -> (u8, usize, usize) {
     match split_id(id) {
         (Some(l), name) => (1, l, layer_names().position(|n| n == name).unwrap_or(usize::MAX)),
         // Steps after the layers in the catalogue (final_norm.out, output, logits) come last.
@@ -70,6 +103,7 @@ pub fn rank(id: &str) -> (u8, usize, usize) {
 /// The dimension names of a step, as the JSON document gives them (the step catalogue),
 /// for files that carry only numbers.
 pub fn dims(id: &str) -> Vec<String> {
+    let id = crate::trace::generation::split_gen(id).map_or(id, |x| x.1);
     raw_dims(split_id(id).1).iter().map(|s| s.to_string()).collect()
 }
 

@@ -17,6 +17,7 @@ mod firsthour;
 mod gemma;
 mod gemma3;
 mod generate;
+mod generate_cli;
 mod gguf;
 mod gguf_tokenize;
 mod golden;
