@@ -159,6 +159,7 @@ impl Comparison {
         }
         let hi = values.iter().copied().filter(|v| v.is_finite()).fold(0f32, f32::max);
         Some(Grid {
+            down: "layers",
             across: "heads",
             rows: (0..layers).map(|l| format!("layer {l}")).collect(),
             cols: (0..heads).map(|h| format!("head {h}")).collect(),

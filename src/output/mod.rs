@@ -67,7 +67,11 @@ pub fn view_files(trace: &Trace, views: &Views, out: &Output) -> Result<()> {
     }
     if let (Some(path), Some(maps)) = (&out.views.svg, &views.maps) {
         let mut buf = Vec::new();
-        render::svg::write(trace, maps, views.patch_grid.as_ref(), out, &mut buf)?;
+        match views.generation_maps.as_slice() {
+            [] => render::svg::write(trace, maps, views.patch_grid.as_ref(), out, &mut buf)?,
+            // A generation's picture is what each generated token looked at.
+            gen => render::svg::write_generation(trace, gen, out.precision, &mut buf)?,
+        }
         write_file("--svg", path, &buf)?;
     }
     Ok(())

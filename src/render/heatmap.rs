@@ -87,6 +87,11 @@ pub fn write(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Write) -> i
     if let Some(p) = &views.patch_grid {
         write_patching(p, out, w)?;
     }
+    for m in &views.generation_maps {
+        let title = crate::views::generation::title(m.layer);
+        let text = GridText { title: &title, scale: "0 to the largest weight", value: "weight", group: "generation" };
+        write_grid(&m.grid, text, out, w)?;
+    }
     if let Some(f) = &views.focus {
         focus::write(f, out, w)?;
     }
@@ -108,7 +113,7 @@ pub fn write_grid(p: &grid::Grid, text: GridText, out: &Output, w: &mut dyn Writ
     let label_w = p.rows.iter().map(|r| r.chars().count()).max().unwrap_or(0);
     let n = p.cols.len();
     for (start, end) in blocks(n, g.slot, label_w + 1, g.width) {
-        let mut title = vec![text.title.to_string(), format!("layers × {}", p.across)];
+        let mut title = vec![text.title.to_string(), format!("{} × {}", p.down, p.across)];
         if start > 0 || end < n {
             title.push(format!("columns {start}–{} of {n}", end - 1));
         }

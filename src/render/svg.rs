@@ -243,9 +243,10 @@ fn grid_panel(s: &mut String, p: &PatchGrid, text: GridText, (x0, y0): (usize, u
     let _ = writeln!(s, "<g class=\"{}\">", text.group);
     let _ = writeln!(
         s,
-        "<text x=\"{x0}\" y=\"{}\" font-weight=\"bold\">{}, layers × {} (colour {:.r$} to {:.r$}; {})</text>",
+        "<text x=\"{x0}\" y=\"{}\" font-weight=\"bold\">{}, {} × {} (colour {:.r$} to {:.r$}; {})</text>",
         y0 + 24,
         esc(text.title),
+        p.down,
         p.across,
         p.lo,
         p.hi,
@@ -317,6 +318,27 @@ pub fn write_grids(
     }
     s.push_str("</svg>\n");
     w.write_all(s.as_bytes())
+}
+
+/// `--svg` with `--generate`: each recorded layer's map of the generated tokens (down) over
+/// every earlier position (across), averaged over heads, one panel per layer.
+pub fn write_generation(
+    trace: &Trace,
+    maps: &[crate::views::generation::GenerationMap],
+    precision: usize,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let titles: Vec<String> = maps.iter().map(|m| crate::views::generation::title(m.layer)).collect();
+    let text = GridText { title: "", scale: "0 to the largest weight", value: "weight", group: "generation" };
+    let grids: Vec<(&PatchGrid, GridText)> =
+        maps.iter().zip(&titles).map(|(m, t)| (&m.grid, text.with_title(t))).collect();
+    let g = trace.generation.as_ref();
+    let note = format!(
+        "{} generated tokens after the {}-token prompt",
+        g.map_or(0, |g| g.tokens.len()),
+        g.map_or(0, |g| g.prompt_tokens)
+    );
+    write_grids(&super::html::sentence(trace), &note, &grids, precision, w)
 }
 
 /// A colour bar from 0 to "max" of a map.

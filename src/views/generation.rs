@@ -4,6 +4,7 @@
 //! strongest earlier positions. Also the generated tokens × every position map of each layer
 //! that the heatmap, SVG and HTML draw.
 
+use super::grid::Grid;
 use crate::trace::generation::{prefix, Generation};
 use crate::trace::{Step, Trace};
 
@@ -28,14 +29,13 @@ pub struct TokenSources {
 }
 
 /// One layer's attention of the steps that chose the generated tokens, averaged over the
-/// recorded heads: row i is the step that chose token i, over every position before it
-/// (`prompt + i` keys; later keys are 0, as a causal mask makes them).
+/// recorded heads, as a grid: row i is the step that chose token i, over every position
+/// before it (`prompt + i` keys; later keys are 0, as a causal mask makes them).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GenerationMap {
     pub layer: usize,
-    /// [generated token, position], row-major, `keys` wide.
-    pub values: Vec<f32>,
-    pub keys: usize,
+    /// Generated tokens down (`position label`), every position across, 0 to the largest.
+    pub grid: Grid,
 }
 
 /// Every generated token's strongest `top` sources per recorded layer; None without a
@@ -72,6 +72,9 @@ fn strongest(row: &[f32], top: usize) -> Vec<(usize, f32)> {
 pub fn maps(trace: &Trace) -> Vec<GenerationMap> {
     let Some(g) = trace.generation.as_ref() else { return Vec::new() };
     let keys = g.prompt_tokens + g.tokens.len().saturating_sub(1);
+    let labels = labels(trace);
+    let cols: Vec<String> = (0..keys).map(|k| format!("{k} {}", labels[k])).collect();
+    let rows: Vec<String> = (0..g.tokens.len()).map(|i| format!("{} {}", g.prompt_tokens + i, labels[g.prompt_tokens + i])).collect();
     layers_of(trace)
         .into_iter()
         .filter_map(|l| {
@@ -80,9 +83,24 @@ pub fn maps(trace: &Trace) -> Vec<GenerationMap> {
                 let row = mean_row(trace, g, i, l)?;
                 values[i * keys..i * keys + row.len()].copy_from_slice(&row);
             }
-            Some(GenerationMap { layer: l, values, keys })
+            let hi = values.iter().copied().fold(0f32, f32::max);
+            let grid = Grid {
+                down: "generated tokens",
+                across: "positions",
+                rows: rows.clone(),
+                cols: cols.clone(),
+                values,
+                lo: 0.0,
+                hi: if hi > 0.0 { hi } else { 1.0 },
+            };
+            Some(GenerationMap { layer: l, grid })
         })
         .collect()
+}
+
+/// How the renderers title a layer's generation map.
+pub fn title(layer: usize) -> String {
+    format!("generation · layer {layer} · mean over heads")
 }
 
 /// The layers whose prompt weights were recorded.

@@ -6,6 +6,8 @@
 /// The grid the heatmaps draw.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Grid {
+    /// "layers", or "generated tokens" (what the rows are).
+    pub down: &'static str,
     /// "heads" or "positions" (what the columns are).
     pub across: &'static str,
     /// "layer 0", "layer 1", …
@@ -28,4 +30,14 @@ pub struct GridText<'a> {
     pub scale: &'a str,
     pub value: &'a str,
     pub group: &'a str,
+}
+
+impl GridText<'_> {
+    /// The same text with another title.
+    pub fn with_title<'b>(self, title: &'b str) -> GridText<'b>
+    where
+        Self: 'b,
+    {
+        GridText { title, ..self }
+    }
 }
