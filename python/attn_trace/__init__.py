@@ -24,7 +24,7 @@ import numpy as np
 
 from . import _native
 
-__all__ = ["Error", "Trace", "trace", "diff", "compare", "schema", "__version__"]
+__all__ = ["Error", "Trace", "Generation", "trace", "generate", "diff", "compare", "schema", "__version__"]
 __version__ = _native.__version__
 
 
@@ -261,6 +261,69 @@ def trace(sentence: Optional[str] = None, model: Any = None, *, pair: Optional[s
         for note in t.notes:
             warnings.warn(f"attn-trace: {note}", stacklevel=2)
     return t
+
+
+class Generation:
+    """A traced generation (``generate``): ``text`` (the generated text), ``token_ids`` (the
+    generated ids), ``tokens`` (each generated token as JSON's ``generation.tokens``: its
+    ``position``, ``id``, ``token``, ``text``, ``prob``, ``candidates`` and ``sources``),
+    ``stop`` (``"length"``, ``"eos"`` or ``"positions"``), ``baseline`` (with
+    ``baseline=True``), ``steps`` (decode step t at index t − 1: a dict of step id, e.g.
+    ``"gen.1.layers.0.attn.weights"``, to a numpy array), ``trace`` (the prompt's trace,
+    step 0), ``to_json()`` and, in notebooks, the ``--html`` page inline."""
+
+    def __init__(self, trace: Trace):
+        self.trace = trace
+        raw = trace._native.generation_json()
+        self._record = json.loads(raw) if raw is not None else {}
+        self._steps: Optional[list] = None
+
+    @property
+    def text(self) -> str:
+        return self._record["text"]
+
+    @property
+    def tokens(self) -> list:
+        return self._record["tokens"]
+
+    @property
+    def token_ids(self) -> list:
+        return [t["id"] for t in self._record["tokens"]]
+
+    @property
+    def stop(self) -> str:
+        return self._record["stop"]
+
+    @property
+    def baseline(self) -> Optional[dict]:
+        return self._record.get("baseline")
+
+    @property
+    def steps(self) -> list:
+        if self._steps is None:
+            self._steps = [MappingProxyType(dict(values)) for _, _, values in self.trace._native.generation_step_values()]
+        return self._steps
+
+    def to_json(self) -> str:
+        """The JSON document, byte for byte what ``attn-trace … --generate N --format json`` prints."""
+        return self.trace.to_json()
+
+    def _repr_html_(self) -> Optional[str]:
+        return self.trace._repr_html_()
+
+    def __repr__(self) -> str:
+        return f"<attn_trace.Generation: {len(self.tokens)} tokens ({self.stop}): {self.text!r}>"
+
+
+def generate(prompt: str, model: Any = None, max_new_tokens: int = 20, **options: Any) -> Generation:
+    """Generates up to ``max_new_tokens`` after ``prompt`` with a key/value cache, tracing every
+    decode step (``attn-trace PROMPT --generate N``). Options are the command's flags as keyword
+    arguments: ``sample=True, temperature=0.7, top_p=0.9, sample_seed=1``, ``ablate="3.1"``,
+    ``baseline=True``, ``steps=["weights"]``, ``chat=True``, … Raises ``Error`` with the
+    command's message for anything the command refuses."""
+    if "generate" in options:
+        raise TypeError("attn_trace.generate: pass max_new_tokens=, not generate=")
+    return Generation(trace(prompt, model, generate=max_new_tokens, **options))
 
 
 def diff(a: Any, b: Any, atol: float = 1e-5, rtol: float = 1e-5) -> dict:

@@ -86,6 +86,25 @@ impl Trace {
         attn_trace::render::predictions::to_json(&self.done.trace)
     }
 
+    /// `--generate`'s record as JSON text (the document's `generation` without the decode
+    /// steps' values, which `generation_step_values` hands over as arrays), or None.
+    fn generation_json(&self) -> Option<String> {
+        let d = &self.done;
+        attn_trace::render::generation::to_json_with(&d.trace, d.views.generation.as_deref(), false)
+    }
+
+    /// Each decode step as (step, position, [(id, value)]), values as `step_values` gives them.
+    fn generation_step_values<'py>(this: Bound<'py, Self>) -> PyResult<Vec<GenStep<'py>>> {
+        let me = this.get();
+        let Some(g) = &me.done.trace.generation else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for d in &g.steps {
+            let values = d.steps.iter().map(|s| Ok((s.id.clone(), value(&this, s)?))).collect::<PyResult<Vec<_>>>()?;
+            out.push((d.step, d.position, values));
+        }
+        Ok(out)
+    }
+
     /// Vocabulary ids, or None for a raw input matrix.
     #[getter]
     fn token_ids(&self) -> Option<Vec<u32>> {
@@ -113,28 +132,8 @@ impl Trace {
     /// Each step as (id, value): f32 steps as read-only numpy views of the trace's own
     /// buffers, masks as bool and ids as int64 arrays, strings as (shape, list).
     fn step_values<'py>(this: Bound<'py, Self>) -> PyResult<Vec<(String, Bound<'py, PyAny>)>> {
-        let py = this.py();
         let me = this.get();
-        let mut out = Vec::new();
-        for s in &me.done.trace.steps {
-            let value = match &s.values {
-                Values::F32(v) => {
-                    let view = ArrayViewD::from_shape(IxDyn(&s.shape), v.as_slice())
-                        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-                    // SAFETY: the values live in the frozen trace, which is never changed
-                    // or moved, and the array keeps `this` (their owner) alive as its base.
-                    let a: Bound<'py, PyArrayDyn<f32>> =
-                        unsafe { PyArrayDyn::borrow_from_array(&view, this.clone().into_any()) };
-                    a.call_method1("setflags", (false,))?;
-                    a.into_any()
-                }
-                Values::Bool(v) => PyArray1::from_vec(py, v.clone()).reshape(s.shape.clone())?.into_any(),
-                Values::Int(v) => PyArray1::from_vec(py, v.clone()).reshape(s.shape.clone())?.into_any(),
-                Values::Str(v) => (s.shape.clone(), PyList::new(py, v)?).into_pyobject(py)?.into_any(),
-            };
-            out.push((s.id.clone(), value));
-        }
-        Ok(out)
+        me.done.trace.steps.iter().map(|s| Ok((s.id.clone(), value(&this, s)?))).collect()
     }
 
     /// The JSON document, byte for byte what `attn-trace … --format json` prints.
@@ -169,4 +168,28 @@ impl Trace {
         let written = bytes.and_then(|b| attn_trace::output::write_file("save", &path, &b));
         written.map_err(|e| crate::fail(py, e))
     }
+}
+
+/// A decode step as Python gets it: (step, position, [(id, value)]).
+type GenStep<'py> = (usize, usize, Vec<(String, Bound<'py, PyAny>)>);
+
+/// One step's values: f32 as a read-only numpy view of the trace's own buffer, masks as bool
+/// and ids as int64 arrays, strings as (shape, list).
+fn value<'py>(this: &Bound<'py, Trace>, s: &attn_trace::trace::Step) -> PyResult<Bound<'py, PyAny>> {
+    let py = this.py();
+    Ok(match &s.values {
+        Values::F32(v) => {
+            let view = ArrayViewD::from_shape(IxDyn(&s.shape), v.as_slice())
+                .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+            // SAFETY: the values live in the frozen trace, which is never changed or moved,
+            // and the array keeps `this` (their owner) alive as its base.
+            let a: Bound<'py, PyArrayDyn<f32>> =
+                unsafe { PyArrayDyn::borrow_from_array(&view, this.clone().into_any()) };
+            a.call_method1("setflags", (false,))?;
+            a.into_any()
+        }
+        Values::Bool(v) => PyArray1::from_vec(py, v.clone()).reshape(s.shape.clone())?.into_any(),
+        Values::Int(v) => PyArray1::from_vec(py, v.clone()).reshape(s.shape.clone())?.into_any(),
+        Values::Str(v) => (s.shape.clone(), PyList::new(py, v)?).into_pyobject(py)?.into_any(),
+    })
 }

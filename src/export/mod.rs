@@ -74,8 +74,14 @@ pub fn step_data(values: &Values) -> Data {
 
 /// Every step of a trace as the bytes of a `--save-trace` file (the output stage writes them).
 pub fn encode_trace(trace: &Trace, kind: TraceKind, names: TraceNames) -> Result<Vec<u8>> {
-    let renamed;
+    let (renamed, with_generation);
     let steps = match names {
+        // A generation's decode steps follow the prompt's, under their `gen.{t}.` ids.
+        TraceNames::AttnTrace if trace.generation.is_some() => {
+            let generated = trace.generation.iter().flat_map(|g| g.all_steps());
+            with_generation = trace.steps.iter().chain(generated).cloned().collect::<Vec<_>>();
+            &with_generation[..]
+        }
         TraceNames::AttnTrace => &trace.steps[..],
         TraceNames::TransformerLens => {
             renamed = tl::steps(&trace.steps, &trace.config.parts);

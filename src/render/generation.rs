@@ -28,7 +28,8 @@ pub fn write(trace: &Trace, sources: Option<&[TokenSources]>, width: usize, w: &
         "positions" => "stopped at the model's last position",
         _ => "stopped at the length asked for",
     };
-    let title = format!("generated {} tokens after the {}-token prompt ({how}; {stop}):", g.tokens.len(), g.prompt_tokens);
+    let title =
+        format!("generated {} tokens after the {}-token prompt ({how}; {stop}):", g.tokens.len(), g.prompt_tokens);
     for line in wrap_words(&title, width, "") {
         writeln!(w, "{line}")?;
     }
@@ -41,7 +42,13 @@ pub fn write(trace: &Trace, sources: Option<&[TokenSources]>, width: usize, w: &
     }
     let labels = crate::views::generation::labels(trace);
     let mut t = table::new_table();
-    t.set_header(vec!["pos", "token", "prob", "runner-up tokens", "looked at most (mean over layers and heads; not the first token)"]);
+    t.set_header(vec![
+        "pos",
+        "token",
+        "prob",
+        "runner-up tokens",
+        "looked at most (mean over layers and heads; not the first token)",
+    ]);
     let room = width.saturating_sub(6 + 14 + 8 + 4) / 2;
     for (i, tok) in g.tokens.iter().enumerate() {
         let others: Vec<&Prediction> = tok.candidates.iter().filter(|c| c.id != tok.chosen.id).collect();
@@ -49,7 +56,13 @@ pub fn write(trace: &Trace, sources: Option<&[TokenSources]>, width: usize, w: &
         let looked = sources.and_then(|s| s.get(i)).map_or(String::new(), |s| {
             fit(s.overall.iter().map(|&(k, v)| format!("{}@{k} {v:.2}", cut(&labels[k], 12))), room)
         });
-        t.add_row(vec![tok.position.to_string(), label(&tok.chosen), format!("{:.3}", tok.chosen.prob), runner, looked]);
+        t.add_row(vec![
+            tok.position.to_string(),
+            label(&tok.chosen),
+            format!("{:.3}", tok.chosen.prob),
+            runner,
+            looked,
+        ]);
     }
     table::emit(&t, w)
 }
@@ -106,6 +119,12 @@ fn label(p: &Prediction) -> String {
 
 /// The `generation` object: see docs/OUTPUT.md, "Generation".
 pub fn to_json(trace: &Trace, sources: Option<&[TokenSources]>) -> Option<String> {
+    to_json_with(trace, sources, true)
+}
+
+/// The `generation` object, with its decode steps' values (`steps`) only when `steps` is set
+/// (the Python API hands them over as arrays instead).
+pub fn to_json_with(trace: &Trace, sources: Option<&[TokenSources]>, steps: bool) -> Option<String> {
     let g = trace.generation.as_ref()?;
     let mut out = String::from("{");
     out.push_str(&format!("\"prompt_tokens\": {}, \"stop\": \"{}\", ", g.prompt_tokens, g.stop));
@@ -139,7 +158,7 @@ pub fn to_json(trace: &Trace, sources: Option<&[TokenSources]>) -> Option<String
         ));
     }
     out.push_str("   \"steps\": [");
-    for (j, d) in g.steps.iter().enumerate() {
+    for (j, d) in g.steps.iter().enumerate().filter(|_| steps) {
         out.push_str(if j == 0 { "\n" } else { ",\n" });
         out.push_str(&format!("    {{\"step\": {}, \"position\": {}, \"steps\": [", d.step, d.position));
         for (k, s) in d.steps.iter().enumerate() {
