@@ -8,6 +8,7 @@
 //! pure. Every user-facing validation message of a flag lives in this folder.
 
 pub mod analysis;
+pub mod chat;
 mod format;
 pub mod limits;
 pub mod outputs;
@@ -22,6 +23,7 @@ use anyhow::Result;
 use std::path::PathBuf;
 
 pub use analysis::Analysis;
+pub use chat::Chat;
 pub use format::Format;
 pub use recipe::{Given, Recipe, Weights};
 pub use shape::Shape;
@@ -181,6 +183,8 @@ pub struct Settings {
     pub analysis: Analysis,
     /// `--pad-to N` and `--padding`: (N, pads on the left).
     pub padding: Option<(usize, bool)>,
+    /// `--chat`: the sentence as the user's turn of the model's chat template.
+    pub chat: Option<Chat>,
 }
 
 /// Resolves `--color`: `always` and `never` are what they say; `auto` colours only a
@@ -254,6 +258,7 @@ impl Settings {
             quiet: cli.quiet,
             analysis: analysis::options(&cli)?,
             padding,
+            chat: chat::options(&cli)?,
         })
     }
 

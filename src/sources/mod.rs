@@ -9,6 +9,8 @@
 //! [`Loaded::notes`] to the output stage.
 
 pub mod batch;
+pub mod chat;
+mod chat_jinja;
 pub mod family;
 pub mod file;
 pub mod gguf;
@@ -54,6 +56,8 @@ pub struct Loaded {
     pub notes: Vec<String>,
     /// A real model's tokenizer, to name predicted token ids.
     pub tokenizer: Option<tokenizers::Tokenizer>,
+    /// `--chat`: the conversation the chat template rendered into the tokens.
+    pub chat: Option<crate::trace::Chat>,
 }
 
 impl Loaded {
