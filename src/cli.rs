@@ -154,6 +154,20 @@ pub struct Cli {
     /// With a language model: the most probable next tokens shown per position.
     #[arg(long, value_name = "K", default_value_t = 5, help_heading = "Real models")]
     pub top_k: usize,
+    /// With a language model: trace the sentence as one user turn of the model's chat
+    /// template (chat_template.jinja or tokenizer_config.json's chat_template; a GGUF's
+    /// tokenizer.chat_template), with the assistant's generation prompt, as transformers'
+    /// apply_chat_template renders it; the template's special tokens are special tokens, and
+    /// no BOS is added beyond what it writes.
+    #[arg(long, help_heading = "Real models")]
+    pub chat: bool,
+    /// With --chat: a system turn before the user's ("" is an empty system turn).
+    #[arg(long, value_name = "TEXT", requires = "chat", allow_hyphen_values = true, help_heading = "Real models")]
+    pub system: Option<String>,
+    /// With --chat: render with the Jinja template in FILE instead of the model's own (for a
+    /// model that carries none, or to try another).
+    #[arg(long, value_name = "FILE", requires = "chat", help_heading = "Real models")]
+    pub chat_template: Option<PathBuf>,
 
     // ---- tokens ----
     /// Lower-case the sentence before splitting it.

@@ -78,6 +78,7 @@ pub(crate) fn recorder(loaded: &Loaded, selection: Selection, settings: &Setting
     };
     rec.set_input(loaded.sentence.clone(), ids, type_ids);
     rec.set_texts(loaded.texts());
+    rec.set_chat(loaded.chat.clone());
     rec
 }
 

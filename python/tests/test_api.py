@@ -80,6 +80,25 @@ def test_ablate_expert_is_a_keyword_from_the_flag(cli):
     assert np.isneginf(t.steps["layers.1.ffn.router.logits"][:, 3]).all()
 
 
+def test_chat_and_system_are_keywords_from_the_flags(cli):
+    # --chat (a flag) and --system (a value) from their clap definitions, as the command has them.
+    m = str(ROOT / "fixtures" / "decoders" / "qwen2")
+    t = attn_trace.trace("my shoes", model=m, chat=True, system="Be brief.")
+    code, out, err = cli("my shoes", "--model", m, "--chat", "--system", "Be brief.", "--format", "json")
+    assert code == 0, err
+    assert t.to_json().encode() == out
+    chat = json.loads(out)["input"]["chat"]
+    assert chat == {
+        "system": "Be brief.",
+        "user": "my shoes",
+        "rendered": "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nmy shoes<|im_end|>\n"
+        "<|im_start|>assistant\n",
+    }
+    assert t.tokens[:3] == ["<|im_start|>", "s", "y"] and t.tokens[-1] == "Ċ"
+    with pytest.raises(attn_trace.Error, match="^--chat: it renders a language model's chat template"):
+        attn_trace.trace("my shoes", chat=True)
+
+
 def _kwargs(args, options):
     """An oracle case's command line as keyword arguments."""
     sentence, rest, kw = args[0], list(args[1:]), {}

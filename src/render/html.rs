@@ -107,10 +107,8 @@ pub fn section(
     out: &Output,
     sfx: &str,
 ) -> io::Result<String> {
-    let mut header = Vec::new();
-    table::write_header(trace, usize::MAX, &mut header)?;
     let mut s = String::new();
-    let _ = writeln!(s, "<p class=\"summary\">{}</p>", esc(String::from_utf8_lossy(&header).trim()));
+    let _ = writeln!(s, "<p class=\"summary\">{}</p>", esc(&table::summary(trace)));
     let _ = writeln!(s, "<section id=\"overview{sfx}\">\n<h2>Every head</h2>");
     s.push_str(
         "<p class=\"rule\">Layers down, heads across, one pixel per weight; click a map to open it below.</p>\n",

@@ -24,7 +24,8 @@ pub fn write(trace: &Trace, w: &mut dyn Write) -> io::Result<()> {
 }
 
 /// The document's `input` object (also the first line of `--format jsonl`): the sentence,
-/// its tokens and ids, a real model's token types, and the tokens' decoded texts.
+/// its tokens and ids, a real model's token types, the tokens' decoded texts and `--chat`'s
+/// conversation.
 pub fn input_object(trace: &Trace) -> serde_json::Value {
     let mut input = serde_json::json!({
         "sentence": trace.sentence,
@@ -37,6 +38,10 @@ pub fn input_object(trace: &Trace) -> serde_json::Value {
     // What each token spells (sources/token_text.rs), beside the exact token strings.
     if let Some(texts) = &trace.texts {
         input["texts"] = serde_json::json!(texts);
+    }
+    // `--chat`: the turns, and the template's text that the tokens are of.
+    if let Some(c) = &trace.chat {
+        input["chat"] = serde_json::json!({"system": c.system, "user": c.user, "rendered": c.rendered});
     }
     input
 }

@@ -2,7 +2,7 @@
 //! labelled by position and token, and the columns of `[query_pos, key_pos]` tensors by key
 //! token. Tensors wider than `--width` are split into column blocks, never wrapped mid-row.
 
-use super::text::{cut, wrap, wrap_parts};
+use super::text::{cut, wrap, wrap_parts, wrap_words};
 use crate::config::{InitConfig, Interventions};
 use crate::trace::{Step, Trace, Values};
 use comfy_table::{presets, CellAlignment, Table, TableComponent};
@@ -15,6 +15,12 @@ const MAX_LABEL: usize = 12;
 pub fn write_header(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
     for line in wrap(&summary(trace), width) {
         writeln!(w, "{line}")?;
+    }
+    // `--chat`: the text that was tokenized, its newlines shown as \n.
+    if let Some(chat) = &trace.chat {
+        for line in wrap_words(&format!("prompt (--chat): {}", chat.rendered), width, "  ") {
+            writeln!(w, "{line}")?;
+        }
     }
     Ok(())
 }
@@ -49,7 +55,7 @@ pub fn write_params(params: &[Step], precision: usize, width: usize, w: &mut dyn
 }
 
 /// One line saying what was traced, from the config the JSON document also carries.
-fn summary(trace: &Trace) -> String {
+pub fn summary(trace: &Trace) -> String {
     let c = &trace.config;
     let plural = |n: usize, w: &str| if n == 1 { format!("{n} {w}") } else { format!("{n} {w}s") };
     let mut changed = if c.interventions.is_empty() {

@@ -8,6 +8,7 @@
 //! pure. Every user-facing validation message of a flag lives in this folder.
 
 pub mod analysis;
+pub mod chat;
 mod format;
 pub mod generate;
 pub mod limits;
@@ -23,6 +24,7 @@ use anyhow::Result;
 use std::path::PathBuf;
 
 pub use analysis::Analysis;
+pub use chat::Chat;
 pub use format::Format;
 pub use recipe::{Given, Recipe, Weights};
 pub use shape::Shape;
@@ -184,6 +186,8 @@ pub struct Settings {
     pub padding: Option<(usize, bool)>,
     /// `--generate N` and how its tokens are chosen.
     pub generate: Option<generate::Generation>,
+    /// `--chat`: the sentence as the user's turn of the model's chat template.
+    pub chat: Option<Chat>,
 }
 
 /// Resolves `--color`: `always` and `never` are what they say; `auto` colours only a
@@ -258,6 +262,7 @@ impl Settings {
             analysis: analysis::options(&cli)?,
             padding,
             generate: generate::options(&cli)?,
+            chat: chat::options(&cli)?,
         })
     }
 

@@ -298,6 +298,7 @@ pub fn open(
     // Built once per batch (sources::memo).
     let key = format!("gguf tokenizer {}", path.display());
     let (tokenizer, _) = super::memo::kept(&key, || super::gguf_tokenizer::build(&g.content.metadata, &what))?;
+    let chat = settings.chat.as_ref().map(|chat| super::chat::from_gguf(&g.content, chat, &what)).transpose()?;
     let types = g.tensor_types();
     let kinds: std::collections::BTreeSet<&str> = types.values().flat_map(|t| t.keys()).map(String::as_str).collect();
     let kinds: Vec<&str> = kinds.into_iter().collect();
@@ -309,6 +310,7 @@ pub fn open(
         weights: path.display().to_string(),
         stored_dtype: Some(format!("gguf {}", kinds.join("+"))),
         attn_bias: super::store::TensorStore::has(&store, &fam.q_bias(&store)),
+        chat,
     };
     let mut loaded = super::hf::load::decoder_loaded(settings, &what, &c, tokenizer, how, sentence, facts)?;
     if let Some(m) = loaded.cfg.model.as_mut() {

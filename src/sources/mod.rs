@@ -9,6 +9,8 @@
 //! [`Loaded::notes`] to the output stage.
 
 pub mod batch;
+pub mod chat;
+mod chat_jinja;
 pub mod family;
 pub mod file;
 pub mod gguf;
@@ -56,6 +58,8 @@ pub struct Loaded {
     pub tokenizer: Option<tokenizers::Tokenizer>,
     /// The ids that end a generation: a language model's end-of-sequence tokens.
     pub stop_ids: Vec<u32>,
+    /// `--chat`: the conversation the chat template rendered into the tokens.
+    pub chat: Option<crate::trace::Chat>,
 }
 
 impl Loaded {

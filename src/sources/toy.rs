@@ -88,7 +88,10 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
         Some(nm) => Source::File(nm),
         None => Source::Seeded(toy.recipe.clone()),
     };
-    Ok((Loaded { sentence, tokens, input, cfg, hf: None, notes, tokenizer: None, stop_ids: Vec::new() }, source))
+    Ok((
+        Loaded { sentence, tokens, input, cfg, hf: None, notes, tokenizer: None, stop_ids: vec![], chat: None },
+        source,
+    ))
 }
 
 /// Notes on a weights file: non-finite values, and a stored type other than f32.

@@ -90,6 +90,8 @@ pub struct Trace {
     pub token_ids: Option<Vec<u32>>,
     /// BERT's token types (segment ids) for real models.
     pub token_type_ids: Option<Vec<u32>>,
+    /// `--chat`: the turns the tokens were rendered from by the model's chat template.
+    pub chat: Option<Chat>,
     /// Every setting that shaped the numbers: the JSON document's `config`.
     pub config: ModelConfig,
     pub steps: Vec<Step>,
@@ -104,6 +106,15 @@ pub struct Trace {
     pub keys: Option<KeyTokens>,
     /// `--generate`: the tokens generated after the prompt and each decode step's steps.
     pub generation: Option<generation::Generation>,
+}
+
+/// `--chat`: a conversation of one user turn (and a system turn) and the text the model's chat
+/// template made of it, which is what was tokenized; the JSON document's `input.chat`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Chat {
+    pub system: Option<String>,
+    pub user: String,
+    pub rendered: String,
 }
 
 /// A second sequence of tokens whose positions are the keys of non-square attention maps: an

@@ -121,6 +121,11 @@ impl Recorder {
         self.trace.token_type_ids = type_ids;
     }
 
+    /// Sets the conversation a chat template rendered into the input (`--chat`).
+    pub fn set_chat(&mut self, chat: Option<super::Chat>) {
+        self.trace.chat = chat;
+    }
+
     /// Sets each token's decoded text (the labels' text; JSON's `input.texts`).
     pub fn set_texts(&mut self, texts: Option<Vec<String>>) {
         self.trace.texts = texts;

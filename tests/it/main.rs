@@ -4,6 +4,7 @@ mod architecture;
 mod batch;
 mod batch_views;
 mod bert;
+mod chat;
 mod cli;
 mod common;
 mod compare;

@@ -42,8 +42,12 @@ fn open_bert(
     sentence: Option<String>,
 ) -> Result<(Loaded, Source)> {
     let dir = dir.to_path_buf();
-    let model = HfModel::open(&dir)?;
     let w = format!("--model {spec}");
+    if settings.chat.is_some() {
+        let why = format!("{w} is an encoder (BERT): it has no chat template, and no turns to take");
+        return Err(usage("--chat", why, "use a language model, or drop --chat"));
+    }
+    let model = HfModel::open(&dir)?;
     let c = &model.config;
     let s = &settings.shape;
     let [d_model, heads, d_k, d_v, d_ff, layers, max_len] = bert_dims(s, c, &w)?;
@@ -101,6 +105,7 @@ fn open_bert(
         notes,
         tokenizer: Some(model.tokenizer.clone()),
         stop_ids: Vec::new(),
+        chat: None,
     };
     let mut weights = model.weights;
     weights.whole_table = settings.analysis.patch.is_some();
@@ -198,6 +203,7 @@ fn open_decoder(
         weights: files[0].display().to_string(),
         stored_dtype: checkpoint.stored_dtype(),
         attn_bias: checkpoint.has(&fam.q_bias(&checkpoint)),
+        chat: settings.chat.as_ref().map(|chat| crate::sources::chat::from_folder(dir, chat, w)).transpose()?,
     };
     let mut loaded = decoder_loaded(settings, w, &c, tokenizer, how, sentence, facts)?;
     // Only a generation reads it: a broken file must not stop a plain trace.
@@ -219,6 +225,8 @@ pub struct Facts {
     pub stored_dtype: Option<String>,
     /// Whether q/k/v have biases.
     pub attn_bias: bool,
+    /// `--chat`: the model's chat template (or `--chat-template`'s).
+    pub chat: Option<crate::sources::chat::Template>,
 }
 
 /// A decoder's inputs and configuration, whatever file format holds it: flags checked
@@ -241,7 +249,10 @@ pub fn decoder_loaded(
     let sentence = sentence.filter(|t| !t.trim().is_empty()).ok_or_else(|| {
         usage("sentence", "none was given", "pass a sentence, e.g. attn-trace \"The capital of France is\" --model DIR")
     })?;
-    let (mut enc, plain) = decoder_tokens(settings, (&tokenizer, &sentence), c, (max_len, truncate, special), w)?;
+    // `--chat`: the template's text is tokenized, its special tokens the only ones.
+    let chat = settings.chat.as_ref().zip(facts.chat.as_ref()).map(|(c, t)| t.turn(c, &sentence)).transpose()?;
+    let (text, special) = chat.as_ref().map_or((sentence.as_str(), special), |c| (c.rendered.as_str(), false));
+    let (mut enc, plain) = decoder_tokens(settings, (&tokenizer, text), c, (max_len, truncate, special), w)?;
     let mut notes: Vec<String> = truncation_note(enc.truncated, max_len).into_iter().collect();
     if let Some(dt) = &facts.stored_dtype {
         notes.push(crate::sources::stored_note(dt));
@@ -293,6 +304,7 @@ pub fn decoder_loaded(
         notes,
         tokenizer: Some(tokenizer),
         stop_ids: super::eos_ids(c.eos_token_id.as_ref()),
+        chat,
     })
 }
 
