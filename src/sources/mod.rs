@@ -63,6 +63,17 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// A model made from flags or a weights file: no tokenizer, no config.json, no
+    /// end-of-sequence token, no chat template.
+    pub fn made(
+        sentence: Option<String>,
+        (tokens, input): (Vec<String>, Input),
+        cfg: ModelConfig,
+        notes: Vec<String>,
+    ) -> Self {
+        Loaded { sentence, tokens, input, cfg, hf: None, notes, tokenizer: None, stop_ids: Vec::new(), chat: None }
+    }
+
     /// What each token spells as text, for a real model whose vocabulary spells bytes
     /// (byte-level BPE, SentencePiece); None for WordPiece and the toy vocabularies.
     pub fn texts(&self) -> Option<Vec<String>> {

@@ -88,10 +88,7 @@ pub fn open(settings: &Settings, toy: &Toy, sentence: Option<String>) -> Result<
         Some(nm) => Source::File(nm),
         None => Source::Seeded(toy.recipe.clone()),
     };
-    Ok((
-        Loaded { sentence, tokens, input, cfg, hf: None, notes, tokenizer: None, stop_ids: vec![], chat: None },
-        source,
-    ))
+    Ok((Loaded::made(sentence, (tokens, input), cfg, notes), source))
 }
 
 /// Notes on a weights file: non-finite values, and a stored type other than f32.
