@@ -438,6 +438,16 @@ pub struct Cli {
     /// of its output from the clean run's.
     #[arg(long, num_args = 2, value_names = ["A", "B"], allow_hyphen_values = true, help_heading = "Interventions")]
     pub metric: Option<Vec<String>>,
+    /// Direct logit attribution: logit[ANSWER] (− logit[FOIL]) at the last position (a masked
+    /// LM's [MASK]; --at) split into what each part wrote: the embeddings, every head (and by
+    /// the source token it read), every FFN or expert, and every bias, each through the final
+    /// norm frozen at the run's scale, e.g. --attribute " Paris" " London". Put the sentence first.
+    #[arg(long, num_args = 1..=2, value_names = ["ANSWER", "FOIL"], allow_hyphen_values = true, help_heading = "Interventions")]
+    pub attribute: Option<Vec<String>>,
+    /// With --attribute: the position whose logits are attributed, a number or a word (as
+    /// --focus finds one), instead of the last (or the [MASK]).
+    #[arg(long, value_name = "POS|WORD", help_heading = "Interventions")]
+    pub at: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

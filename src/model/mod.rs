@@ -5,6 +5,7 @@
 //! the tensor's shape in a comment. Model code records; it never prints.
 
 pub mod attention;
+pub mod attribute;
 pub mod embed;
 pub mod ffn;
 pub mod head;
@@ -30,6 +31,7 @@ use candle_core::Tensor;
 /// `rec`; returns the last hidden state.
 pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Recorder) -> Result<Tensor> {
     let head = head::Unembed::of(cfg, params);
+    attribute::readout::open(cfg, params, head.as_ref(), rec)?;
     let x = embed::embed(cfg, params, input, rec)?; // [pos, d_model]
     let x = stack::stack(cfg, &params.layers, (0, None), x, rec, |_, _, out, rec| {
         if let (true, Some(head)) = (rec.lens(), &head) {

@@ -18,7 +18,7 @@
 //! everything else is static HTML. Nothing depends on the clock or the machine: the same
 //! trace gives the same bytes.
 
-use super::colour::{dark_text, hex, scale_between, viridis, VIRIDIS};
+use super::colour::{dark_text, grid_colour, hex, VIRIDIS};
 use super::numbers::f32_json;
 use super::text::{cut, esc};
 use super::{focus, table};
@@ -193,7 +193,7 @@ pub fn grid_table(s: &mut String, p: &PatchGrid, precision: usize) {
         let _ = write!(s, "<tr><th>{}</th>", esc(label));
         for c in 0..n {
             let v = p.values[r * n + c];
-            let rgb = viridis(scale_between(v, p.lo, p.hi));
+            let rgb = grid_colour(v, p.lo, p.hi, p.signed);
             let fg = if dark_text(rgb) { "#000" } else { "#fff" };
             let _ = write!(s, "<td style=\"background:{};color:{fg}\">{v:.precision$}</td>", hex(rgb));
         }

@@ -8,6 +8,7 @@
 //! pure. Every user-facing validation message of a flag lives in this folder.
 
 pub mod analysis;
+pub mod attribution;
 mod format;
 pub mod limits;
 pub mod outputs;

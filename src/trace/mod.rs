@@ -7,6 +7,7 @@
 //! are API (see docs/TRACE.md and the step table of docs/OUTPUT.md): `layers.0.attn.weights`,
 //! with the layer and the in-layer name also kept apart so nobody parses strings.
 
+pub mod attribution;
 mod ids;
 pub mod label;
 pub mod record;
@@ -101,6 +102,8 @@ pub struct Trace {
     /// The tokens the keys of non-square attention maps stand for, when they are not
     /// `tokens`; None when every map's queries and keys are `tokens` (every model read today).
     pub keys: Option<KeyTokens>,
+    /// `--attribute`: the logit (difference) split into the terms that wrote it.
+    pub attribution: Option<attribution::Attribution>,
 }
 
 /// A second sequence of tokens whose positions are the keys of non-square attention maps: an

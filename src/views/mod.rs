@@ -4,6 +4,7 @@
 //! the results out. Views never change a step's values: derived numbers sit next to the trace.
 
 pub mod analysis;
+pub mod attribution;
 pub mod focus;
 pub mod grid;
 pub mod maps;
@@ -40,6 +41,9 @@ pub struct Views {
     pub corrupted_labels: Vec<String>,
     /// `--patch`: the sweep as the heatmaps draw it.
     pub patch_grid: Option<patching::PatchGrid>,
+    /// `--attribute`: the terms and sources ranked, and the heads' grid (signed).
+    pub attribution: Option<attribution::Ranked>,
+    pub attribution_grid: Option<grid::Grid>,
     /// The run's notes (also on stderr): JSON's `notes`, so that a document says how its
     /// numbers were defined where the arithmetic alone does not (attached by `run`).
     pub notes: Vec<String>,
@@ -88,6 +92,8 @@ pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
         other => other,
     };
     let summary = (out.summary && out.format == Format::Table).then(|| summary::summarize(&trace));
-    let views = Views { focus, maps, summary, stats, rollout, ..Default::default() };
+    let attribution_grid = trace.attribution.as_ref().map(attribution::grid);
+    let attribution = attribution::ranked(&trace);
+    let views = Views { focus, maps, summary, stats, rollout, attribution, attribution_grid, ..Default::default() };
     Ok((trace, views))
 }
