@@ -442,7 +442,7 @@ pub struct Cli {
     /// LM's [MASK]; --at) split into what each part wrote: the embeddings, every head (and by
     /// the source token it read), every FFN or expert, and every bias, each through the final
     /// norm frozen at the run's scale, e.g. --attribute " Paris" " London". Put the sentence first.
-    #[arg(long, num_args = 1..=2, value_names = ["ANSWER", "FOIL"], allow_hyphen_values = true, help_heading = "Interventions")]
+    #[arg(long, num_args = 1..=2, value_names = ["ANSWER", "FOIL"], help_heading = "Interventions")]
     pub attribute: Option<Vec<String>>,
     /// With --attribute: the position whose logits are attributed, a number or a word (as
     /// --focus finds one), instead of the last (or the [MASK]).
