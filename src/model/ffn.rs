@@ -95,7 +95,7 @@ pub fn moe(
     let outs = experts_out(cfg, m, x, &chosen)?; // [pos, rank, d_model]
     rec.tensor(&format!("layers.{l}.ffn.experts.out"), cfg, &outs)?;
     let mixed = mix(&outs, &weights, &chosen)?; // [pos, d_model]
-    let routed = (&outs, (weights.as_slice(), chosen.as_slice())); // what an attribution reads
+    let routed = super::attribute::Routed { outs: &outs, weights: &weights, chosen: &chosen }; // what an attribution reads
     let Some((shared, gate)) = &m.shared else {
         rec.tensor(&format!("layers.{l}.ffn.out"), cfg, &mixed)?;
         super::attribute::experts(cfg, (l, post), routed, None, &mixed, rec)?;

@@ -109,7 +109,7 @@ pub fn notes(a: &Attribution) -> Vec<String> {
         ));
     }
     let error = a.relative_error();
-    if !(error <= SUM_TOLERANCE) {
+    if error.is_nan() || error > SUM_TOLERANCE {
         out.push(format!(
             "--attribute: the terms add up to {}, the model's logit difference is {}: a relative error of {error:.1e}, \
              above {SUM_TOLERANCE:e}; the terms are computed in f64 from the model's f32 activations, and a residual \

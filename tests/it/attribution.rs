@@ -192,6 +192,11 @@ fn steps_table_and_heatmap() {
     let heatmap = run(&["--format", "heatmap"]);
     assert!(heatmap.contains("direct logit attribution · layers × heads"), "{heatmap}");
     assert!(heatmap.contains("scale |value| 0"), "{heatmap}");
+    let tmp = tempfile::tempdir().unwrap();
+    let page = tmp.path().join("a.html");
+    run(&["--steps", "tokens", "--html", page.to_str().unwrap()]);
+    let page = std::fs::read_to_string(page).unwrap();
+    assert!(page.contains("<h2>Direct logit attribution</h2>") && page.contains("-0.4387</td>"), "{page}");
 }
 
 /// Bad input: one line on stderr, exit 2, nothing on stdout.

@@ -245,21 +245,29 @@ pub fn ffn(cfg: &ModelConfig, b: &Block, l: usize, out: &Tensor, rec: &mut Recor
     sandwich_bias(rec, b.post_ffn_norm.as_ref(), (l, "norm2_post.bias"))
 }
 
+/// What a mixture routed: each chosen expert's output [pos, rank, d_model], and the routing
+/// weights and chosen experts by [pos][rank].
+#[derive(Clone, Copy)]
+pub struct Routed<'a> {
+    pub outs: &'a Tensor,
+    pub weights: &'a [Vec<f32>],
+    pub chosen: &'a [Vec<usize>],
+}
+
 /// A mixture's terms at the position: each chosen expert's output times its routing weight
 /// (`ffn.expert`, by expert id), and the shared expert's output times its gate
-/// (`ffn.shared`). `outs` is [pos, rank, d_model], `routed` the routing weights and chosen
-/// experts by [pos][rank], `shared` the gate [pos, 1] and output [pos, d_model].
+/// (`ffn.shared`); `shared` is the gate [pos, 1] and output [pos, d_model].
 pub fn experts(
     cfg: &ModelConfig,
     (l, post_norm): (usize, Option<&LayerNorm>),
-    (outs, routed): (&Tensor, (&[Vec<f32>], &[Vec<usize>])),
+    routed: Routed,
     shared: Option<(&Tensor, &Tensor)>,
     out: &Tensor,
     rec: &mut Recorder,
 ) -> Result<()> {
     let Some(q) = position(rec) else { return Ok(()) };
     let post = sandwich(cfg, post_norm, out, q)?;
-    let (weights, chosen) = routed;
+    let Routed { outs, weights, chosen } = routed;
     let mut ranks: Vec<usize> = (0..chosen[q].len()).collect();
     ranks.sort_by_key(|&r| chosen[q][r]);
     for r in ranks {
