@@ -168,18 +168,69 @@ pub fn attention(
     let o = p.out_proj.as_ref().ok_or_else(|| anyhow!("internal: attribution needs an output projection"))?;
     let post_norm = p.block.as_ref().and_then(|b| b.post_attn_norm.as_ref());
     let post = sandwich(cfg, post_norm, out, q)?;
-    let (h, _, d_v) = v.dims3()?;
-    let d_model = o.weight.dim(0)?;
-    let w_o = o.weight.to_dtype(F64)?.reshape((d_model, h, d_v))?.transpose(0, 1)?.contiguous()?; // [head, d_model, d_v]
-    let ctx = context.i((.., q, ..))?.to_dtype(F64)?.unsqueeze(2)?.contiguous()?; // [head, d_v, 1]
-    let heads = w_o.matmul(&ctx)?.squeeze(2)?; // [head, d_model]
-    push(rec, (0..h).map(|i| term(Some(l), HEAD, Some(i))).collect(), heads, post.as_ref())?;
+    let heads = Heads {
+        w_o: o.weight.to_dtype(F64)?,                // [d_model, head·d_v]
+        ctx: context.i((.., q, ..))?.to_dtype(F64)?, // [head, d_v]
+        v: v.to_dtype(F64)?,                         // [head, key_pos, d_v]
+        w: source_weights(cfg, l, weights, q)?,      // [head, key_pos]
+        names: (0..v.dim(0)?).map(|i| term(Some(l), HEAD, Some(i))).collect(),
+    };
+    let direction = rec.ledger().and_then(|g| g.direction.clone());
+    match direction {
+        Some(d) => heads.projected(rec, &post.as_ref().map_or(Ok(d.clone()), |f| f.transpose(&d))?)?,
+        None => heads.kept(rec, post.as_ref())?,
+    }
     if let Some(b) = &o.bias {
         push(rec, vec![term(Some(l), "attn.bias", None)], row(b)?, post.as_ref())?;
     }
-    sandwich_bias(rec, post_norm, (l, "norm1_post.bias"))?;
-    let w = source_weights(cfg, l, weights, q)?; // [head, key_pos]
-    sources(rec, (&w_o, v, &w), post.as_ref())
+    sandwich_bias(rec, post_norm, (l, "norm1_post.bias"))
+}
+
+/// One layer's heads at the position, in f64: what their terms and sources are made of.
+struct Heads {
+    w_o: Tensor,
+    ctx: Tensor,
+    v: Tensor,
+    /// The source weights ([`source_weights`]).
+    w: Tensor,
+    names: Vec<Term>,
+}
+
+impl Heads {
+    /// Projected in each head's own space: z_h = W_O,hᵀ d once per head, then the head's term
+    /// is ctx_h · z_h and its source k is w_k · (v_k · z_h).
+    fn projected(self, rec: &mut Recorder, d: &Tensor) -> Result<()> {
+        let (h, d_v) = self.ctx.dims2()?;
+        let z = d.unsqueeze(0)?.matmul(&self.w_o)?.reshape((h, d_v))?; // [head, d_v]
+        let heads = (&self.ctx * &z)?.sum(1)?.to_vec1::<f64>()?; // [head]
+        let by_key = self.v.matmul(&z.unsqueeze(2)?)?.squeeze(2)?; // [head, key_pos]
+        let sources = (by_key * &self.w)?.flatten_all()?.to_vec1::<f64>()?;
+        let Some(g) = rec.ledger() else { return Ok(()) };
+        g.terms.extend(self.names.into_iter().zip(heads).map(|(t, value)| Term { value, ..t }));
+        g.sources.extend(sources);
+        Ok(())
+    }
+
+    /// Kept as vectors (a post-norm stack): each head's term W_O,h·ctx_h, and each source
+    /// w_k · W_O,h·v_k ([head·key, d_model]), through the sandwich norm `post` if any.
+    fn kept(self, rec: &mut Recorder, post: Option<&Frozen>) -> Result<()> {
+        let (h, n, d_v) = self.v.dims3()?;
+        let d_model = self.w_o.dim(0)?;
+        let per_head = self.w_o.reshape((d_model, h, d_v))?.transpose(0, 1)?.contiguous()?; // [head, d_model, d_v]
+        let heads = per_head.matmul(&self.ctx.unsqueeze(2)?)?.squeeze(2)?; // [head, d_model]
+        push(rec, self.names, heads, post)?;
+        let weighted = self.v.broadcast_mul(&self.w.unsqueeze(2)?)?.transpose(1, 2)?.contiguous()?; // [head, d_v, key_pos]
+        let vectors = per_head.matmul(&weighted)?.transpose(1, 2)?.contiguous()?; // [head, key_pos, d_model]
+        let vectors = vectors.reshape((h * n, d_model))?;
+        let vectors = match post {
+            Some(f) => f.apply(&vectors)?,
+            None => vectors,
+        };
+        if let Some(g) = rec.ledger() {
+            g.kept_sources.push(vectors);
+        }
+        Ok(())
+    }
 }
 
 /// Each head's weights from the position to every key, as its context was made: an ablated
@@ -195,36 +246,6 @@ fn source_weights(cfg: &ModelConfig, l: usize, weights: &Tensor, q: usize) -> Re
         };
     }
     Ok(Tensor::new(rows, &candle_core::Device::Cpu)?)
-}
-
-/// Each head's term split by key: weight(q → k) × (v_k through the head's W_O slice).
-/// Projected in the head's own space when the direction is known (W_O_hᵀ d once per head),
-/// else kept as vectors [head·key, d_model].
-fn sources(rec: &mut Recorder, (w_o, v, w): (&Tensor, &Tensor, &Tensor), post: Option<&Frozen>) -> Result<()> {
-    let Some(g) = rec.ledger() else { return Ok(()) };
-    let (h, n, _) = v.dims3()?;
-    let v = v.to_dtype(F64)?; // [head, key_pos, d_v]
-    match &g.direction {
-        Some(d) => {
-            let d = match post {
-                Some(f) => f.transpose(d)?,
-                None => d.clone(),
-            };
-            let z = w_o.transpose(1, 2)?.contiguous()?.broadcast_matmul(&d.unsqueeze(1)?)?; // [head, d_v, 1]
-            let by_key = v.matmul(&z)?.squeeze(2)?; // [head, key_pos]
-            g.sources.extend((by_key * w)?.flatten_all()?.to_vec1::<f64>()?);
-        }
-        None => {
-            let weighted = v.broadcast_mul(&w.unsqueeze(2)?)?.transpose(1, 2)?.contiguous()?; // [head, d_v, key_pos]
-            let vectors = w_o.matmul(&weighted)?.transpose(1, 2)?.contiguous()?; // [head, key_pos, d_model]
-            let vectors = vectors.reshape((h * n, vectors.dim(2)?))?;
-            g.kept_sources.push(match post {
-                Some(f) => f.apply(&vectors)?,
-                None => vectors,
-            });
-        }
-    }
-    Ok(())
 }
 
 /// A dense FFN's terms at the position: its output less its output bias (`ffn`), and that
