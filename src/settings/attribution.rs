@@ -27,7 +27,7 @@ pub fn request(
     let flag = "--attribute";
     if cfg.parts.attention_only || cfg.parts.no_out_proj {
         let why = "an attention module traced alone has no residual stream or head to attribute";
-        return Err(usage(flag, why, "use a model with layers and a head (--model)"));
+        return Err(usage(flag, why, "trace a language model with --model"));
     }
     let at =
         settings.analysis.at.as_deref().map(|w| super::views::resolve_for("--at", w, tokens, texts)).transpose()?;

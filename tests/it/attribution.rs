@@ -226,6 +226,7 @@ fn refusals() {
         (&["my shoes are small.", "--model", "fixtures/tiny-bert-mlm", "--attribute", "big"], "the sentence has none"),
         (&["my shoes are small", "--attribute", "big"], "this encoder has no language-model or masked-LM head"),
         (&["my shoes are small", "--lm-head", "tied", "--attribute", "big"], "with a model's tokenizer (use --model)"),
+        (&["my shoes are small", "--attention-only", "--attribute", "big"], "an attention module traced alone"),
     ];
     for (args, want) in cases {
         let out = cmd().current_dir(root()).args(*args).output().unwrap();
