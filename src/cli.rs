@@ -484,6 +484,16 @@ pub struct Cli {
     /// generate without it, and show both texts and where they part.
     #[arg(long, requires = "generate", help_heading = "Generation")]
     pub baseline: bool,
+    /// Direct logit attribution: logit[ANSWER] (− logit[FOIL]) at the last position (a masked
+    /// LM's [MASK]; --at) split into what each part wrote: the embeddings, every head (and by
+    /// the source token it read), every FFN or expert, and every bias, each through the final
+    /// norm frozen at the run's scale, e.g. --attribute " Paris" " London". Put the sentence first.
+    #[arg(long, num_args = 1..=2, value_names = ["ANSWER", "FOIL"], help_heading = "Interventions")]
+    pub attribute: Option<Vec<String>>,
+    /// With --attribute: the position whose logits are attributed, a number or a word (as
+    /// --focus finds one), instead of the last (or the [MASK]).
+    #[arg(long, value_name = "POS|WORD", help_heading = "Interventions")]
+    pub at: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

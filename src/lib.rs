@@ -55,7 +55,8 @@ pub struct Traced {
 /// Opens the sources the settings name and checks the settings against the model.
 pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
     let (mut loaded, source) = sources::open(settings)?;
-    let plan = Plan::new(settings, &loaded.cfg, &loaded.tokens, loaded.texts().as_deref())?;
+    let mut plan = Plan::new(settings, &loaded.cfg, &loaded.tokens, loaded.texts().as_deref())?;
+    plan.attribution = attribution(settings, &loaded)?;
     // Before any parameter or activation exists: the estimate follows what the plan records.
     // A generation's decode steps record at most what a pass over the whole sequence would.
     let n = loaded.tokens.len() + settings.generate.as_ref().map_or(0, |g| g.max_new);
@@ -90,7 +91,7 @@ pub fn trace(settings: &Settings) -> Result<Traced> {
     if let Some(path) = &settings.outputs.save_weights {
         output::save_weights(&params, &loaded, path)?;
     }
-    let mut rec = recorder(&loaded, plan.show.clone(), settings);
+    let mut rec = recorder(&loaded, plan.show.clone(), settings).with_attribution(plan.attribution.clone());
     let output = model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
     let (mut trace, _) = rec.finish();
     name_predictions(&mut trace, &loaded, own_vocab(settings));
@@ -119,6 +120,12 @@ pub(crate) fn name_predictions(trace: &mut Trace, loaded: &Loaded, own_vocab: bo
         };
         p.text = decode.as_ref().zip(p.token.as_deref()).map(|(d, t)| d.text(t));
     }
+    if let (Some(a), Some(tok)) = (trace.attribution.as_mut(), &loaded.tokenizer) {
+        for x in std::iter::once(&mut a.answer).chain(a.foil.as_mut()) {
+            x.token = tok.id_to_token(x.id);
+            x.text = decode.as_ref().zip(x.token.as_deref()).map(|(d, t)| d.text(t));
+        }
+    }
 }
 
 /// As [`trace`], returning the trace alone.
@@ -144,6 +151,22 @@ fn testing(
     }
     output::line(&c.line(), settings.quiet);
     Ok((Some(c.to_json()), Ok(())))
+}
+
+/// `--attribute`: tokenizes the answers as `--metric`'s are (without special tokens) and has
+/// the settings check them against the model and the input.
+fn attribution(settings: &Settings, loaded: &Loaded) -> Result<Option<trace::attribution::Request>> {
+    let Some((answer, foil)) = &settings.analysis.attribute else { return Ok(None) };
+    let split = |tok: &tokenizers::Tokenizer, text: &str| -> settings::plan::Tokenized {
+        let e = tok.encode(text, false).map_err(|e| e.to_string())?;
+        Ok((e.get_ids().to_vec(), e.get_tokens().to_vec()))
+    };
+    let texts = loaded.tokenizer.as_ref().map(|tok| settings::attribution::AnswerTexts {
+        answer: split(tok, answer),
+        foil: foil.as_deref().map(|f| split(tok, f)),
+    });
+    let texts_of = loaded.texts();
+    settings::attribution::request(settings, &loaded.cfg, (&loaded.tokens, texts_of.as_deref()), texts)
 }
 
 /// `--patch`: tokenizes the corrupted sentence as the clean one was (and `--metric`'s
@@ -285,7 +308,7 @@ pub(crate) fn computed(
         output::save_weights(&params, &loaded, path)?;
     }
     clock.lap("parameters");
-    let mut rec = recorder(&loaded, plan.record.clone(), settings);
+    let mut rec = recorder(&loaded, plan.record.clone(), settings).with_attribution(plan.attribution.clone());
     let reduced = plan
         .reduce_summary
         .then(|| views::summary::reduce_as_recorded(&mut rec, &loaded.tokens, loaded.cfg.parts.lm_head.is_some()));
@@ -319,6 +342,11 @@ pub(crate) fn computed(
         );
         notes_now(std::slice::from_ref(&note));
         notes.push(note);
+    }
+    if let Some(a) = &trace.attribution {
+        let said = views::attribution::notes(a);
+        notes_now(&said);
+        notes.extend(said);
     }
     if let Some(corrupted) = &settings.analysis.patch {
         let (sweep, corrupted) = patching(settings, &loaded, &params, corrupted)?;

@@ -83,6 +83,8 @@ pub const REFUSED: &[&str] = &[
     "patch",
     "patch_what",
     "metric",
+    "attribute",
+    "at",
 ];
 
 /// The command's definition: [`CompareCli`] with `--model` given once per side, and the

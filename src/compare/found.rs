@@ -166,6 +166,7 @@ impl Comparison {
             values,
             lo: 0.0,
             hi: if hi > 0.0 { hi } else { 1.0 },
+            signed: false,
         })
     }
 }

@@ -71,6 +71,7 @@ pub fn attention(
         None => concat,                 // [pos, heads·d_v]: the wrapper's torch.cat of heads
     };
     rec.tensor(&format!("layers.{l}.attn.out"), cfg, &out)?;
+    super::attribute::attention(cfg, p, l, (&weights, &v, &context, &out), rec)?;
     Ok(out)
 }
 

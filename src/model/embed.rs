@@ -43,27 +43,41 @@ pub fn embed_at(
         }
         Input::Matrix(m) => m.clone(), // [pos, d_model], given by the user
     };
-    let with_position = match position_rows(cfg, params, (offset, n))? {
-        Some(position) => {
-            rec.tensor("embed.position", cfg, &position)?; // [pos, d_model]
-            (&rows + &position)?
-        }
-        None => rows,
-    }; // [pos, d_model]
-    let sum = match (&params.token_type, input) {
+    let position = position_rows(cfg, params, (offset, n))?; // [pos, d_model], if the model adds positions
+    if let Some(position) = &position {
+        rec.tensor("embed.position", cfg, position)?;
+    }
+    let token_type = match (&params.token_type, input) {
         (Some(table), Input::Ids { type_ids: Some(types), .. }) => {
-            let idx = Tensor::new(types.as_slice(), &Device::Cpu)?;
-            let token_type = table.index_select(&idx, 0)?; // [pos, d_model]
-            rec.tensor("embed.token_type", cfg, &token_type)?;
-            (&with_position + &token_type)?
+            Some(table.index_select(&Tensor::new(types.as_slice(), &Device::Cpu)?, 0)?)
+            // [pos, d_model]
         }
-        _ => with_position,
+        _ => None,
+    };
+    if let Some(token_type) = &token_type {
+        rec.tensor("embed.token_type", cfg, token_type)?;
+    }
+    let with_position = match &position {
+        Some(position) => (&rows + position)?,
+        None => rows.clone(),
+    }; // [pos, d_model]
+    let sum = match &token_type {
+        Some(token_type) => (&with_position + token_type)?,
+        None => with_position,
     }; // [pos, d_model]
     rec.tensor("embed.sum", cfg, &sum)?;
+    let first = if matches!(input, Input::Ids { .. }) { "embed.token" } else { "embed.input" };
+    let parts =
+        [(first, Some(&rows)), ("embed.position", position.as_ref()), ("embed.token_type", token_type.as_ref())];
+    let parts: Vec<(&'static str, &Tensor)> = parts.into_iter().filter_map(|(n, t)| t.map(|t| (n, t))).collect();
+    super::attribute::embeddings(cfg, &parts, rec)?;
     // BERT normalises the sum (its own eps); Gemma scales it by √d_model (an f32, as
     // transformers multiplies); the toy encoder passes it through.
     let out = match (&params.embed_norm, cfg.parts.embed_scale) {
-        (Some(norm), _) => super::norm::layer_norm(&sum, norm, cfg.eps)?,
+        (Some(norm), _) => {
+            super::attribute::through_norm(cfg, norm, &sum, (None, "embed.norm.bias"), rec)?;
+            super::norm::layer_norm(&sum, norm, cfg.eps)?
+        }
         (None, Some(scale)) => sum.affine(scale, 0.0)?,
         (None, None) => sum,
     }; // [pos, d_model]

@@ -16,15 +16,19 @@
 
 use super::{intervene, linear, softmax};
 use crate::config::{Activation, ModelConfig};
-use crate::params::{Block, Dense, Experts, Ffn};
+use crate::params::{Block, Dense, Experts, Ffn, LayerNorm};
 use crate::trace::{steps, Recorder, Values};
 use anyhow::{anyhow, Result};
 use candle_core::{Device, Tensor};
 
 pub fn ffn(cfg: &ModelConfig, p: &Block, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
     match &p.ffn {
-        Ffn::Dense(f) => dense(cfg, f, x, |name, t| rec.tensor(&format!("layers.{l}.{name}"), cfg, t)),
-        Ffn::Experts(m) => moe(cfg, m, x, l, rec),
+        Ffn::Dense(f) => {
+            let out = dense(cfg, f, x, |name, t| rec.tensor(&format!("layers.{l}.{name}"), cfg, t))?; // [pos, d_model]
+            super::attribute::ffn(cfg, p, l, &out, rec)?;
+            Ok(out)
+        }
+        Ffn::Experts(m) => moe(cfg, m, x, (l, p.post_ffn_norm.as_ref()), rec),
     }
 }
 
@@ -66,8 +70,15 @@ pub fn activation(a: Activation, x: &Tensor) -> Result<Tensor> {
 }
 
 /// Layer `l`'s mixture of experts on `x` ([pos, d_model]): routed, run and summed as the
-/// module documentation says.
-pub fn moe(cfg: &ModelConfig, m: &Experts, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
+/// module documentation says. `post` is the block's sandwich norm after it, if any (an
+/// attribution's terms go through it).
+pub fn moe(
+    cfg: &ModelConfig,
+    m: &Experts,
+    x: &Tensor,
+    (l, post): (usize, Option<&LayerNorm>),
+    rec: &mut Recorder,
+) -> Result<Tensor> {
     let spec = cfg.parts.experts.as_ref().ok_or_else(|| anyhow!("internal: layer {l} has experts, the config none"))?;
     let (n, k) = (x.dim(0)?, spec.top_k);
     let logits = linear(x, &m.router)?; // [pos, expert]
@@ -84,8 +95,10 @@ pub fn moe(cfg: &ModelConfig, m: &Experts, x: &Tensor, l: usize, rec: &mut Recor
     let outs = experts_out(cfg, m, x, &chosen)?; // [pos, rank, d_model]
     rec.tensor(&format!("layers.{l}.ffn.experts.out"), cfg, &outs)?;
     let mixed = mix(&outs, &weights, &chosen)?; // [pos, d_model]
+    let routed = super::attribute::Routed { outs: &outs, weights: &weights, chosen: &chosen }; // what an attribution reads
     let Some((shared, gate)) = &m.shared else {
         rec.tensor(&format!("layers.{l}.ffn.out"), cfg, &mixed)?;
+        super::attribute::experts(cfg, (l, post), routed, None, &mixed, rec)?;
         return Ok(mixed);
     };
     rec.tensor(&format!("layers.{l}.ffn.experts.mixed"), cfg, &mixed)?;
@@ -95,6 +108,7 @@ pub fn moe(cfg: &ModelConfig, m: &Experts, x: &Tensor, l: usize, rec: &mut Recor
     rec.tensor(&format!("layers.{l}.ffn.shared.gate"), cfg, &share)?;
     let out = (mixed + share.broadcast_mul(&shared_out)?)?; // [pos, d_model]
     rec.tensor(&format!("layers.{l}.ffn.out"), cfg, &out)?;
+    super::attribute::experts(cfg, (l, post), routed, Some((&share, &shared_out)), &out, rec)?;
     Ok(out)
 }
 

@@ -15,7 +15,7 @@
 
 use super::norm::norm;
 use super::pass::Pass;
-use super::{attention::attention, ffn::ffn};
+use super::{attention::attention, attribute, ffn::ffn};
 use crate::config::{ModelConfig, Norm};
 use crate::params::{Block, LayerNorm, LayerParams};
 use crate::trace::Recorder;
@@ -42,11 +42,13 @@ pub fn layer(
             rec.tensor(&format!("layers.{l}.add_norm1.sum"), cfg, &sum1)?;
             let out1 = norm(&sum1, &b.norm1, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm1.out"), cfg, &out1)?;
+            attribute::through_norm(cfg, &b.norm1, &sum1, (Some(l), "add_norm1.bias"), rec)?;
             let ffn_out = ffn(cfg, b, &out1, l, rec)?; // [pos, d_model]
             let sum2 = (&out1 + &ffn_out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm2.sum"), cfg, &sum2)?;
             let out2 = norm(&sum2, &b.norm2, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm2.out"), cfg, &out2)?;
+            attribute::through_norm(cfg, &b.norm2, &sum2, (Some(l), "add_norm2.bias"), rec)?;
             Ok(out2)
         }
         Norm::Pre if cfg.parts.parallel => parallel(cfg, (p, b), x, (l, pass), rec),

@@ -5,6 +5,7 @@
 //! the tensor's shape in a comment. Model code records; it never prints.
 
 pub mod attention;
+pub mod attribute;
 pub mod embed;
 pub mod ffn;
 pub mod generate;
@@ -49,6 +50,7 @@ pub fn forward_pass(
     rec: &mut Recorder,
     logits: bool,
 ) -> Result<(Tensor, Option<Tensor>)> {
+    attribute::readout::open(cfg, params, head, rec)?;
     let x = embed::embed_at(cfg, params, input, pass.offset(), rec)?; // [pos, d_model]
     let x = stack::stack(cfg, &params.layers, (0, pass), x, rec, |_, _, out, rec| {
         if let (true, Some(head)) = (rec.lens(), head) {

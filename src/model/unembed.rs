@@ -25,7 +25,12 @@ pub fn logits(cfg: &ModelConfig, params: &Params, head: Option<&Unembed>, x: &Te
 }
 
 /// The head's output before any soft-cap.
-fn uncapped_logits(cfg: &ModelConfig, params: &Params, head: Option<&Unembed>, x: &Tensor) -> Result<Option<Tensor>> {
+pub(crate) fn uncapped_logits(
+    cfg: &ModelConfig,
+    params: &Params,
+    head: Option<&Unembed>,
+    x: &Tensor,
+) -> Result<Option<Tensor>> {
     if let Some(mlm) = &params.mlm {
         let h = linear(x, &mlm.dense)?; // [pos, d_model]
         let h = norm::layer_norm(&ffn::activation(cfg.activation, &h)?, &mlm.norm, cfg.eps)?; // [pos, d_model]
@@ -68,25 +73,29 @@ pub fn unembed_with_logits(
     rec: &mut Recorder,
     logits: bool,
 ) -> Result<(Tensor, Option<Tensor>)> {
-    let x = final_norm(cfg, params, &x)?; // [pos, d_model]
+    let resid = x; // [pos, d_model]: the last layer's output
+    let x = final_norm(cfg, params, &resid)?; // [pos, d_model]
     if params.final_norm.is_some() {
         rec.tensor("final_norm.out", cfg, &x)?;
     }
     rec.tensor("output", cfg, &x)?;
     let wanted =
         logits || params.mlm.is_some() || rec.wants("logits") || rec.wants("logits_uncapped") || rec.top_k() > 0;
-    let Some(raw) = (if wanted { uncapped_logits(cfg, params, head, &x)? } else { None }) else {
-        return Ok((x, None));
-    };
-    let logits = match cfg.parts.final_softcap {
-        Some(_) => {
-            rec.tensor("logits_uncapped", cfg, &raw)?; // [pos, vocab]
-            capped(cfg, raw)? // [pos, vocab]
-        }
-        None => raw,
-    };
-    rec.tensor("logits", cfg, &logits)?; // [pos, vocab]
-    let k = rec.top_k();
-    rec.set_predictions(super::head::top_k(&logits, k)?);
-    Ok((x, Some(logits)))
+    let raw = if wanted { uncapped_logits(cfg, params, head, &x)? } else { None }; // [pos, vocab]
+    let mut returned = None;
+    if let Some(raw) = &raw {
+        let logits = match cfg.parts.final_softcap {
+            Some(_) => {
+                rec.tensor("logits_uncapped", cfg, raw)?; // [pos, vocab]
+                capped(cfg, raw.clone())? // [pos, vocab]
+            }
+            None => raw.clone(),
+        };
+        rec.tensor("logits", cfg, &logits)?; // [pos, vocab]
+        let k = rec.top_k();
+        rec.set_predictions(super::head::top_k(&logits, k)?);
+        returned = Some(logits);
+    }
+    super::attribute::readout::close(cfg, params, head, (&resid, &x, raw.as_ref()), rec)?;
+    Ok((x, returned))
 }

@@ -23,6 +23,39 @@ pub fn viridis(t: f64) -> [u8; 3] {
     [0, 1, 2].map(|c| (a[c] as f64 + (b[c] as f64 - a[c] as f64) * f).round() as u8)
 }
 
+/// A diverging scale for signed values (ColorBrewer's RdBu, 9 classes, Harrower & Brewer
+/// 2003): blue at 0 (the most negative), near-white at ½ (zero), red at 1 (the most positive).
+pub const DIVERGING: [[u8; 3]; 9] = [
+    [0x21, 0x66, 0xac],
+    [0x43, 0x93, 0xc3],
+    [0x92, 0xc5, 0xde],
+    [0xd1, 0xe5, 0xf0],
+    [0xf7, 0xf7, 0xf7],
+    [0xfd, 0xdb, 0xc7],
+    [0xf4, 0xa5, 0x82],
+    [0xd6, 0x60, 0x4d],
+    [0xb2, 0x18, 0x2b],
+];
+
+/// The diverging colour of `t` in [0, 1] (clamped; NaN counts as ½, zero).
+pub fn diverging(t: f64) -> [u8; 3] {
+    let t = if t.is_nan() { 0.5 } else { t.clamp(0.0, 1.0) } * 8.0;
+    let i = (t.floor() as usize).min(7);
+    let f = t - i as f64;
+    let (a, b) = (DIVERGING[i], DIVERGING[i + 1]);
+    [0, 1, 2].map(|c| (a[c] as f64 + (b[c] as f64 - a[c] as f64) * f).round() as u8)
+}
+
+/// A grid cell's colour: viridis from `lo` to `hi`, or diverging on a signed grid.
+pub fn grid_colour(v: f32, lo: f32, hi: f32, signed: bool) -> [u8; 3] {
+    let t = scale_between(v, lo, hi);
+    if signed {
+        diverging(if v.is_finite() { t } else { 0.5 })
+    } else {
+        viridis(t)
+    }
+}
+
 /// `#rrggbb`.
 pub fn hex(rgb: [u8; 3]) -> String {
     format!("#{:02x}{:02x}{:02x}", rgb[0], rgb[1], rgb[2])

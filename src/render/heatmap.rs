@@ -11,7 +11,7 @@
 //! (layers down, heads or positions across) on a scale from min(0, smallest effect) to
 //! max(1, largest effect).
 
-use super::colour::{dark_text, max_of, scale_between, scale_of, viridis};
+use super::colour::{dark_text, diverging, max_of, scale_between, scale_of, viridis};
 use super::text::{blocks, cut, wrap_parts, wrap_words};
 use super::{focus, table};
 use crate::settings::Output;
@@ -61,6 +61,8 @@ struct Grid {
     color: bool,
     truecolor: bool,
     width: usize,
+    /// A signed grid: coloured on the diverging scale, 0 in the middle.
+    signed: bool,
 }
 
 impl Grid {
@@ -75,6 +77,7 @@ impl Grid {
             color: out.color,
             truecolor: out.views.truecolor,
             width: out.width,
+            signed: false,
         }
     }
 }
@@ -91,6 +94,10 @@ pub fn write(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Write) -> i
         let title = crate::views::generation::title(m.layer);
         let text = GridText { title: &title, scale: "0 to the largest weight", value: "weight", group: "generation" };
         write_grid(&m.grid, text, out, w)?;
+    }
+    if let (Some(g), Some(a), Some(r)) = (&views.attribution_grid, &trace.attribution, &views.attribution) {
+        write_grid(g, crate::views::attribution::TEXT, out, w)?;
+        super::attribution::write(a, r, out.precision, out.width, w)?;
     }
     if let Some(f) = &views.focus {
         focus::write(f, out, w)?;
@@ -109,7 +116,7 @@ pub fn write_grid(p: &grid::Grid, text: GridText, out: &Output, w: &mut dyn Writ
     // One more character than a weight: effects can be negative.
     let value_w = if out.precision == 0 { 0 } else { out.precision + 3 };
     let col_w = p.cols.iter().map(|c| c.chars().count().min(MAX_LABEL)).max().unwrap_or(1);
-    let g = Grid::new(out, value_w, col_w);
+    let g = Grid { signed: p.signed, ..Grid::new(out, value_w, col_w) };
     let label_w = p.rows.iter().map(|r| r.chars().count()).max().unwrap_or(0);
     let n = p.cols.len();
     for (start, end) in blocks(n, g.slot, label_w + 1, g.width) {
@@ -230,8 +237,11 @@ fn cell(v: f32, t: f64, g: &Grid) -> String {
         _ => format!("{v:.p$}", p = g.precision),
     };
     if g.color {
-        format!("{}{text:>s$} ", paint(viridis(t), g.truecolor), s = g.slot - 1)
+        let rgb = if g.signed { diverging(t) } else { viridis(t) };
+        format!("{}{text:>s$} ", paint(rgb, g.truecolor), s = g.slot - 1)
     } else {
+        // A signed grid shades by distance from 0 (the value's sign is written in the cell).
+        let t = if g.signed { (t - 0.5).abs() * 2.0 } else { t };
         let shade = SHADES[((t * 5.0).floor() as usize).min(4)];
         let fill: String = std::iter::repeat_n(shade, g.slot - 1 - g.value_w.min(g.slot - 1)).collect();
         format!("{fill}{text:>v$} ", v = g.value_w)
@@ -244,14 +254,17 @@ fn legend((lo_label, lo): (&str, f32), max: f32, note: &str, g: &Grid, w: &mut d
     let p = g.precision.max(2);
     if g.color {
         // Ten swatches of two columns, then the top value; the note only where it fits.
-        let ramp: String = (0..10).map(|i| format!("{}  ", paint(viridis(i as f64 / 9.0), g.truecolor))).collect();
+        let colour = |t: f64| if g.signed { diverging(t) } else { viridis(t) };
+        let ramp: String = (0..10).map(|i| format!("{}  ", paint(colour(i as f64 / 9.0), g.truecolor))).collect();
         let top = format!("{max:.p$}");
         let note = format!(" ({note})");
         let fits = "scale  ".len() + lo_label.len() + 20 + 1 + top.len() + note.len() <= g.width;
         let note = if fits { note.as_str() } else { "" };
         writeln!(w, "scale {lo_label} {ramp}\x1b[0m {top}{note}")
     } else {
-        // The shades with the boundaries between them, like the colour ramp with its ends.
+        // The shades with the boundaries between them, like the colour ramp with its ends; a
+        // signed grid's shades are the distance from 0, each value's sign written in its cell.
+        let (lo_label, lo) = if g.signed { ("|value| 0", 0.0) } else { (lo_label, lo) };
         let mut text = format!("scale {lo_label}");
         for (i, s) in SHADES.iter().enumerate() {
             if i > 0 {

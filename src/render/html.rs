@@ -4,7 +4,8 @@
 //! head menu ("all heads" shows every head of the layer side by side), each weight a cell
 //! coloured on the heatmap's viridis scale, its value shown on hover. The scale runs from 0 to
 //! each map's largest weight, or, with the page's "shared 0–1 colour scale" toggle, from 0 to
-//! 1 in every map, so that heads compare by colour. `--patch` adds the effects' grid.
+//! 1 in every map, so that heads compare by colour. `--patch` adds the effects' grid,
+//! `--attribute` the heads' shares on a diverging scale with the ranked terms.
 //! Then the `--focus` walkthrough when asked for (the text view, preformatted), then a table
 //! per step and head for the other steps that were selected (for a real model only when
 //! `--steps` selects them, as its terminal view is a summary too).
@@ -18,7 +19,7 @@
 //! everything else is static HTML. Nothing depends on the clock or the machine: the same
 //! trace gives the same bytes.
 
-use super::colour::{dark_text, hex, scale_between, viridis, VIRIDIS};
+use super::colour::{dark_text, grid_colour, hex, VIRIDIS};
 use super::numbers::f32_json;
 use super::text::{cut, esc};
 use super::{focus, table};
@@ -137,6 +138,7 @@ pub fn section(
     if let Some(p) = patch {
         patch_section(&mut s, p, out.precision, sfx);
     }
+    attribution_section(&mut s, trace, out, sfx)?;
     if let Some(f) = focus {
         let mut text = Vec::new();
         let plain = Output { color: false, width: out.width.max(100), ..out.clone() };
@@ -178,6 +180,25 @@ fn patch_section(s: &mut String, p: &PatchGrid, precision: usize, sfx: &str) {
     s.push_str("</section>\n");
 }
 
+/// `--attribute`: the heads' terms as a grid on the diverging scale, then the sum check and the
+/// ranked terms and sources as the terminal shows them.
+fn attribution_section(s: &mut String, trace: &Trace, out: &Output, sfx: &str) -> io::Result<()> {
+    let (Some(a), Some(r)) = (&trace.attribution, crate::views::attribution::ranked(trace)) else { return Ok(()) };
+    let _ = writeln!(s, "<section id=\"attribution{sfx}\">\n<h2>Direct logit attribution</h2>");
+    let _ = writeln!(
+        s,
+        "<p class=\"rule\">Each head's share of {}, layers × heads: red toward the answer, blue against, white 0.</p>",
+        esc(&crate::views::attribution::metric(&r))
+    );
+    grid_table(s, &crate::views::attribution::grid(a), out.precision);
+    let mut text = Vec::new();
+    super::attribution::write(a, &r, out.precision, out.width.max(100), &mut text)?;
+    s.push_str("<pre>");
+    s.push_str(&String::from_utf8_lossy(&text).trim_start().lines().map(esc).collect::<Vec<_>>().join("\n"));
+    s.push_str("</pre>\n</section>\n");
+    Ok(())
+}
+
 /// A grid (`views::grid`: the patching effects, a comparison's head divergences) as a static
 /// table, each cell on its colour from `p.lo` to `p.hi`.
 pub fn grid_table(s: &mut String, p: &PatchGrid, precision: usize) {
@@ -191,7 +212,7 @@ pub fn grid_table(s: &mut String, p: &PatchGrid, precision: usize) {
         let _ = write!(s, "<tr><th>{}</th>", esc(label));
         for c in 0..n {
             let v = p.values[r * n + c];
-            let rgb = viridis(scale_between(v, p.lo, p.hi));
+            let rgb = grid_colour(v, p.lo, p.hi, p.signed);
             let fg = if dark_text(rgb) { "#000" } else { "#fff" };
             let _ = write!(s, "<td style=\"background:{};color:{fg}\">{v:.precision$}</td>", hex(rgb));
         }

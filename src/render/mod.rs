@@ -3,6 +3,7 @@
 
 // One file per format…
 pub mod analysis;
+pub mod attribution;
 pub mod batch;
 pub mod focus;
 pub mod generation;
@@ -89,6 +90,9 @@ pub fn render(
             if let Some(g) = generation::to_json(trace, views.generation.as_deref()) {
                 extra.push(("generation", g));
             }
+            if let Some(a) = &trace.attribution {
+                extra.push(("attribution", attribution::to_json(a)));
+            }
             if !views.notes.is_empty() {
                 extra.push(("notes", serde_json::to_string(&views.notes).unwrap_or_default()));
             }
@@ -100,7 +104,7 @@ pub fn render(
 }
 
 /// What follows the tables: predictions, the lens, statistics, rollout, patching, the
-/// parameters and the focus walkthrough.
+/// attribution, the parameters and the focus walkthrough.
 fn write_after_tables(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Write) -> std::io::Result<()> {
     predictions::write(trace, out.width, w)?;
     generation::write(trace, views.generation.as_deref(), out.width, w)?;
@@ -113,6 +117,9 @@ fn write_after_tables(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Wr
     }
     if let Some((sweep, _)) = &views.patching {
         analysis::write_patching(trace, (sweep, &views.corrupted_labels), out.precision, out.width, w)?;
+    }
+    if let (Some(a), Some(r)) = (&trace.attribution, &views.attribution) {
+        attribution::write(a, r, out.precision, out.width, w)?;
     }
     if let Some(p) = &views.params {
         table::write_params(p, out.precision, out.width, w)?;

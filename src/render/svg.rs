@@ -11,7 +11,7 @@
 //! and key labels across, as many rows and columns as the maps have (non-square when the keys
 //! are another sequence's), its cells sized by the longer side.
 
-use super::colour::{dark_text, hex, max_of, scale_between, scale_of, viridis};
+use super::colour::{dark_text, grid_colour, hex, max_of, scale_of, viridis};
 use super::text::{cut, esc};
 use crate::settings::Output;
 use crate::trace::Trace;
@@ -269,7 +269,7 @@ fn grid_panel(s: &mut String, p: &PatchGrid, text: GridText, (x0, y0): (usize, u
         );
         for c in 0..n {
             let v = p.values[r * n + c];
-            let rgb = viridis(scale_between(v, p.lo, p.hi));
+            let rgb = grid_colour(v, p.lo, p.hi, p.signed);
             let x = gx + c * PATCH_CELL;
             let tip = format!("{} · {}: {} {v:.4}", p.rows[r], p.cols[c], text.value);
             let _ = writeln!(

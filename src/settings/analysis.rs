@@ -28,6 +28,9 @@ pub struct Analysis {
     pub patch: Option<String>,
     pub patch_resid: bool,
     pub metric: Option<(String, String)>,
+    /// `--attribute ANSWER [FOIL]` and `--at POS|WORD` (resolved by the plan).
+    pub attribute: Option<(String, Option<String>)>,
+    pub at: Option<String>,
 }
 
 /// `--ablate 0.1,2.3` → [(0, 1), (2, 3)] (`--ablate-expert`'s `L.E` likewise, `what` naming
@@ -105,6 +108,7 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
             "drop PAIR, or join the pair into one sentence",
         ));
     }
+    attribution(cli)?;
     if cli.rollout && cli.head.is_some() {
         return Err(usage(
             "--rollout",
@@ -127,5 +131,33 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
         patch: cli.patch.clone(),
         patch_resid: cli.patch_what == cli::PatchArg::Resid,
         metric: cli.metric.as_ref().map(|m| (m[0].clone(), m[1].clone())),
+        attribute: cli.attribute.as_ref().map(|a| (a[0].clone(), a.get(1).cloned())),
+        at: cli.at.clone(),
     })
+}
+
+/// `--attribute` and `--at` among the other flags; the answers are read by the run's
+/// tokenizer and checked by the plan (`plan_attribution.rs`).
+fn attribution(cli: &Cli) -> Result<()> {
+    if cli.at.is_some() && cli.attribute.is_none() {
+        return Err(usage("--at", "it is the position of --attribute", "add --attribute ANSWER [FOIL], or drop --at"));
+    }
+    let Some(answers) = &cli.attribute else { return Ok(()) };
+    if cli.format == cli::Format::Jsonl {
+        return Err(usage(
+            "--attribute",
+            "--format jsonl writes each step as it is computed, and the sum check needs the whole run",
+            "use --format json or table",
+        ));
+    }
+    if let [answer, foil] = &answers[..] {
+        if answer == foil {
+            return Err(usage(
+                "--attribute",
+                format!("the foil {} is the answer, so the difference is 0", crate::error::quote(foil)),
+                "pass another foil, or the answer alone for its own logit",
+            ));
+        }
+    }
+    Ok(())
 }

@@ -197,7 +197,7 @@ pub fn check_positions(flag: &str, n: usize, cap: u128, available: Option<u128>)
 /// already held for the sentences before it (`s.held`) count with this run's tensors, so the
 /// whole batch stays under the caps.
 pub fn check_run(cfg: &ModelConfig, n: usize, record: (&Selection, bool), s: &super::Settings) -> Result<()> {
-    let need = estimate(cfg, n, record.0, record.1);
+    let need = estimate(cfg, n, record.0, record.1) + attribution_bytes(cfg, n, s);
     if s.held == 0 {
         return check_bytes(need, "of tensors", s.max_memory, s.memory_available);
     }
@@ -218,6 +218,17 @@ pub fn check_run(cfg: &ModelConfig, n: usize, record: (&Selection, bool), s: &su
         ),
         "split the batch into smaller files, or raise the cap with --max-memory",
     ))
+}
+
+/// `--attribute` on a post-norm stack or a masked-LM head keeps each head's sources as vectors
+/// at the position (model/attribute: heads × tokens × d_model f64 a layer), and each later
+/// norm makes a new copy while the old one is alive; a pre-norm one keeps numbers only.
+fn attribution_bytes(cfg: &ModelConfig, n: usize, s: &super::Settings) -> f64 {
+    let keeps = cfg.norm == crate::config::Norm::Post || cfg.parts.masked_lm;
+    if s.analysis.attribute.is_none() || !keeps {
+        return 0.0;
+    }
+    2.0 * 8.0 * (cfg.layers * cfg.heads) as f64 * n as f64 * cfg.d_model as f64
 }
 
 /// Refuses `need` bytes (what they hold: `what`) above the cap or the available memory.

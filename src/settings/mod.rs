@@ -8,6 +8,7 @@
 //! pure. Every user-facing validation message of a flag lives in this folder.
 
 pub mod analysis;
+pub mod attribution;
 pub mod chat;
 mod format;
 pub mod generate;

@@ -31,6 +31,9 @@ pub struct Plan {
     /// Recorded steps are handed on as they are made (`reduce_summary`, or `--format jsonl`
     /// without `--save-trace`): the memory estimate counts only the largest.
     pub streamed: bool,
+    /// `--attribute`: what the model attributes, once the run has read the answers
+    /// (`settings::attribution::request`).
+    pub attribution: Option<crate::trace::attribution::Request>,
 }
 
 impl Plan {
@@ -97,7 +100,7 @@ impl Plan {
         }
         drawing_fits(settings, cfg, tokens.len())?;
         let interventions = interventions(settings, cfg, (tokens, texts))?;
-        Ok(Plan { record, show, focus, focus_pieces, interventions, reduce_summary, streamed })
+        Ok(Plan { record, show, focus, focus_pieces, interventions, reduce_summary, streamed, attribution: None })
     }
 }
 

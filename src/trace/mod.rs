@@ -7,6 +7,7 @@
 //! are API (see docs/TRACE.md and the step table of docs/OUTPUT.md): `layers.0.attn.weights`,
 //! with the layer and the in-layer name also kept apart so nobody parses strings.
 
+pub mod attribution;
 pub mod generation;
 mod ids;
 pub mod label;
@@ -106,6 +107,8 @@ pub struct Trace {
     pub keys: Option<KeyTokens>,
     /// `--generate`: the tokens generated after the prompt and each decode step's steps.
     pub generation: Option<generation::Generation>,
+    /// `--attribute`: the logit (difference) split into the terms that wrote it.
+    pub attribution: Option<attribution::Attribution>,
 }
 
 /// `--chat`: a conversation of one user turn (and a system turn) and the text the model's chat

@@ -57,6 +57,10 @@ pub struct Recorder {
     top_k: usize,
     /// Whether the logit lens reads out every layer.
     lens: bool,
+    /// `--attribute`: what is asked, until the model opens its ledger.
+    attribute: Option<super::attribution::Request>,
+    /// `--attribute`: the terms so far (model/attribute.rs fills it).
+    ledger: Option<super::attribution::Ledger>,
 }
 
 impl Recorder {
@@ -68,6 +72,8 @@ impl Recorder {
             sink: Sink::default(),
             top_k: 0,
             lens: false,
+            attribute: None,
+            ledger: None,
         }
     }
 
@@ -89,6 +95,36 @@ impl Recorder {
 
     pub fn lens(&self) -> bool {
         self.lens
+    }
+
+    /// Asks for direct logit attribution (`--attribute`).
+    pub fn with_attribution(mut self, request: Option<super::attribution::Request>) -> Self {
+        self.attribute = request;
+        self
+    }
+
+    /// The attribution asked for, if any.
+    pub fn attribution(&self) -> Option<&super::attribution::Request> {
+        self.attribute.as_ref()
+    }
+
+    /// The attribution's run state, once the model opened it.
+    pub fn ledger(&mut self) -> Option<&mut super::attribution::Ledger> {
+        self.ledger.as_mut()
+    }
+
+    pub fn open_ledger(&mut self, ledger: super::attribution::Ledger) {
+        self.ledger = Some(ledger);
+    }
+
+    /// Ends the attribution's run state: the model turns it into the trace's `attribution`.
+    pub fn take_ledger(&mut self) -> Option<super::attribution::Ledger> {
+        self.ledger.take()
+    }
+
+    /// The finished attribution.
+    pub fn set_attribution(&mut self, a: super::attribution::Attribution) {
+        self.trace.attribution = Some(a);
     }
 
     /// One layer's logit-lens readout: per position, the top tokens.

@@ -147,6 +147,19 @@ pub const CATALOGUE: &[StepDef] = &[
         meaning: "output·W_Uᵀ: next-token scores (recorded when named)",
         on_request: true,
     },
+    // `--attribute` (direct logit attribution) records these two after the head.
+    global(
+        "attribution.heads",
+        &["layer", "head"],
+        &[],
+        "--attribute: each head's direct share of the logit (difference)",
+    ),
+    global(
+        "attribution.sources",
+        &["layer", "head", "key_pos"],
+        &[],
+        "--attribute: each head's share by the key it read",
+    ),
 ];
 
 /// The catalogue entry of a canonical name (`attn.q`, `embed.sum`).
@@ -287,6 +300,7 @@ const ALIASES: &[(&str, &[&str])] = &[
         ],
     ),
     ("unembed", &["logits_uncapped", "logits"]),
+    ("attribution", &["attribution.heads", "attribution.sources"]),
 ];
 
 /// Parses `--steps a,b,…` into the set of canonical names and ids it selects.

@@ -87,6 +87,7 @@ pub fn maps(trace: &Trace) -> Vec<GenerationMap> {
             let hi = values.iter().copied().fold(0f32, f32::max);
             let grid = Grid {
                 down: "generated tokens",
+                signed: false,
                 across: "positions",
                 rows: rows.clone(),
                 cols: cols.clone(),

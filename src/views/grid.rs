@@ -19,6 +19,9 @@ pub struct Grid {
     /// The colour scale's ends.
     pub lo: f32,
     pub hi: f32,
+    /// A signed scale (`lo` = −`hi`): drawn diverging, 0 in the middle (an attribution's
+    /// grid), rather than viridis from `lo` to `hi`.
+    pub signed: bool,
 }
 
 /// What a grid shows, in the renderers' words: `title` heads it ("patching effect"), `scale`

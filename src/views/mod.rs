@@ -4,6 +4,7 @@
 //! the results out. Views never change a step's values: derived numbers sit next to the trace.
 
 pub mod analysis;
+pub mod attribution;
 pub mod focus;
 pub mod generation;
 pub mod grid;
@@ -45,6 +46,9 @@ pub struct Views {
     /// each layer's map of generated tokens over every position.
     pub generation: Option<Vec<generation::TokenSources>>,
     pub generation_maps: Vec<generation::GenerationMap>,
+    /// `--attribute`: the terms and sources ranked, and the heads' grid (signed).
+    pub attribution: Option<attribution::Ranked>,
+    pub attribution_grid: Option<grid::Grid>,
     /// The run's notes (also on stderr): JSON's `notes`, so that a document says how its
     /// numbers were defined where the arithmetic alone does not (attached by `run`).
     pub notes: Vec<String>,
@@ -102,6 +106,19 @@ pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
         other => other,
     };
     let summary = (out.summary && out.format == Format::Table).then(|| summary::summarize(&trace));
-    let views = Views { focus, maps, summary, stats, rollout, generation, generation_maps, ..Default::default() };
+    let attribution_grid = trace.attribution.as_ref().map(attribution::grid);
+    let attribution = attribution::ranked(&trace);
+    let views = Views {
+        focus,
+        maps,
+        summary,
+        stats,
+        rollout,
+        generation,
+        generation_maps,
+        attribution,
+        attribution_grid,
+        ..Default::default()
+    };
     Ok((trace, views))
 }

@@ -45,15 +45,8 @@ pub fn grid(sweep: &Sweep, tokens: &[String]) -> PatchGrid {
     let finite = values.iter().copied().filter(|v| v.is_finite());
     let lo = finite.clone().fold(0f32, f32::min);
     let hi = finite.fold(1f32, f32::max);
-    PatchGrid {
-        down: "layers",
-        across,
-        rows: (0..layers).map(|l| format!("layer {l}")).collect(),
-        cols,
-        values,
-        lo,
-        hi,
-    }
+    let rows = (0..layers).map(|l| format!("layer {l}")).collect();
+    PatchGrid { down: "layers", across, rows, cols, values, lo, hi, signed: false }
 }
 
 #[cfg(test)]

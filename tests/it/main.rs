@@ -1,6 +1,7 @@
 //! Integration tests, one binary with a module per area (linking candle once, not per file).
 
 mod architecture;
+mod attribution;
 mod batch;
 mod batch_views;
 mod bert;
