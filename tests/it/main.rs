@@ -16,6 +16,7 @@ mod families;
 mod firsthour;
 mod gemma;
 mod gemma3;
+mod generate_oracle;
 mod gguf;
 mod gguf_tokenize;
 mod golden;
