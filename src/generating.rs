@@ -44,8 +44,8 @@ pub(crate) fn run(
         r.set_texts(text.map(|t| vec![t]));
         r
     };
-    let done = generate::generate(cfg, params, (&loaded.input, &how), (rec, &mut step_rec), &watch)
-        .context("generating")?;
+    let done =
+        generate::generate(cfg, params, (&loaded.input, &how), (rec, &mut step_rec), &watch).context("generating")?;
     let n = loaded.tokens.len();
     let record = assemble(&done, (n, &how), &name);
     let baseline = baseline.map(|b| compare(&b, &done, &name));
@@ -101,7 +101,8 @@ fn assemble(done: &Generated, (n, how): (usize, &Generate), name: &Namer) -> Gen
             let t = i + 1;
             // Every recorded step: the views read the weights, and `views::derive` keeps the
             // shown ones, as it does the prompt's.
-            let steps = trace.steps.iter().map(|s| crate::trace::Step { id: format!("{}{}", prefix(t), s.id), ..s.clone() });
+            let steps =
+                trace.steps.iter().map(|s| crate::trace::Step { id: format!("{}{}", prefix(t), s.id), ..s.clone() });
             DecodeStep { step: t, position: n + t - 1, steps: steps.collect() }
         })
         .collect();
@@ -147,7 +148,9 @@ struct Namer<'a> {
 impl<'a> Namer<'a> {
     fn new(loaded: &'a Loaded, own_vocab: bool) -> Self {
         let toy = match (&loaded.tokenizer, &loaded.input) {
-            (None, Input::Ids { ids, .. }) if own_vocab => ids.iter().copied().zip(loaded.tokens.iter().cloned()).collect(),
+            (None, Input::Ids { ids, .. }) if own_vocab => {
+                ids.iter().copied().zip(loaded.tokens.iter().cloned()).collect()
+            }
             _ => Default::default(),
         };
         let decode = loaded.tokenizer.as_ref().and_then(crate::sources::token_text::TokenText::of);

@@ -60,7 +60,9 @@ fn generation_steps(doc: &Value, what: &str) -> Result<Vec<Value>> {
     let ids: Vec<Value> = tokens.iter().map(|t| t["id"].clone()).collect();
     let mut out = vec![serde_json::json!({"id": "generation.token_ids", "dims": ["pos"], "values": ids})];
     for d in g["steps"].as_array().ok_or_else(|| bad("\"steps\" is not an array"))? {
-        out.extend(d["steps"].as_array().ok_or_else(|| bad("a decode step's \"steps\" is not an array"))?.iter().cloned());
+        out.extend(
+            d["steps"].as_array().ok_or_else(|| bad("a decode step's \"steps\" is not an array"))?.iter().cloned(),
+        );
     }
     Ok(out)
 }

@@ -18,7 +18,14 @@ use candle_core::{Device, Tensor};
 /// `offset` is how many positions `pass`'s cache holds (0 without one): queries read the
 /// cached keys and values too, and this pass's are appended to them. `pass.patch` is a
 /// patched run's copied head context, if any.
-pub fn attention(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, pass: &mut Pass, rec: &mut Recorder) -> Result<Tensor> {
+pub fn attention(
+    cfg: &ModelConfig,
+    p: &LayerParams,
+    x: &Tensor,
+    l: usize,
+    pass: &mut Pass,
+    rec: &mut Recorder,
+) -> Result<Tensor> {
     let (n, offset) = (x.dim(0)?, pass.offset());
     let (h, kvh, d_k, d_v) = (cfg.heads, cfg.kv_heads(), cfg.d_k, cfg.d_v);
 

@@ -14,7 +14,13 @@ pub fn embed(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Record
 }
 
 /// [`embed`] for tokens standing at positions `offset..` (a generation's decode step).
-pub fn embed_at(cfg: &ModelConfig, params: &Params, input: &Input, offset: usize, rec: &mut Recorder) -> Result<Tensor> {
+pub fn embed_at(
+    cfg: &ModelConfig,
+    params: &Params,
+    input: &Input,
+    offset: usize,
+    rec: &mut Recorder,
+) -> Result<Tensor> {
     let tokens = rec.trace().tokens.clone();
     let n = tokens.len();
     rec.record("tokens", &steps::dims("tokens", cfg), &[n], Values::Str(tokens));

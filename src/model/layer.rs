@@ -24,7 +24,14 @@ use candle_core::Tensor;
 
 /// Layer `l` on `x`; `pass` carries a patched run's copied activation or a generation's
 /// cache, if any (`pass.rs`).
-pub fn layer(cfg: &ModelConfig, p: &LayerParams, x: &Tensor, l: usize, pass: &mut Pass, rec: &mut Recorder) -> Result<Tensor> {
+pub fn layer(
+    cfg: &ModelConfig,
+    p: &LayerParams,
+    x: &Tensor,
+    l: usize,
+    pass: &mut Pass,
+    rec: &mut Recorder,
+) -> Result<Tensor> {
     let Some(b) = &p.block else {
         return attention(cfg, p, x, l, pass, rec); // [pos, d_out]
     };

@@ -93,11 +93,12 @@ fn run_from(
 ) -> Result<Run> {
     let mut rec = quiet(cfg, x.dim(0)?, keep);
     let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
-    let last = stack::stack(cfg, layers, (from, &mut super::pass::Pass::patched(patch)), x, &mut rec, |_, input, out, _| {
-        inputs.push(input.clone());
-        outputs.push(out.clone());
-        Ok(())
-    })?; // [pos, d_model]
+    let last =
+        stack::stack(cfg, layers, (from, &mut super::pass::Pass::patched(patch)), x, &mut rec, |_, input, out, _| {
+            inputs.push(input.clone());
+            outputs.push(out.clone());
+            Ok(())
+        })?; // [pos, d_model]
     let (trace, _) = rec.finish();
     let contexts = trace.steps.iter().filter_map(|s| s.f32s().map(<[f32]>::to_vec)).collect();
     Ok(Run { inputs, contexts, outputs, last })

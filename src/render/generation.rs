@@ -28,7 +28,8 @@ pub fn write(trace: &Trace, sources: Option<&[TokenSources]>, width: usize, w: &
         "positions" => "stopped at the model's last position",
         _ => "stopped at the length asked for",
     };
-    let title = format!("generated {} tokens after the {}-token prompt ({how}; {stop}):", g.tokens.len(), g.prompt_tokens);
+    let title =
+        format!("generated {} tokens after the {}-token prompt ({how}; {stop}):", g.tokens.len(), g.prompt_tokens);
     for line in wrap_words(&title, width, "") {
         writeln!(w, "{line}")?;
     }
@@ -41,7 +42,13 @@ pub fn write(trace: &Trace, sources: Option<&[TokenSources]>, width: usize, w: &
     }
     let labels = crate::views::generation::labels(trace);
     let mut t = table::new_table();
-    t.set_header(vec!["pos", "token", "prob", "runner-up tokens", "looked at most (mean over layers and heads; not the first token)"]);
+    t.set_header(vec![
+        "pos",
+        "token",
+        "prob",
+        "runner-up tokens",
+        "looked at most (mean over layers and heads; not the first token)",
+    ]);
     let room = width.saturating_sub(6 + 14 + 8 + 4) / 2;
     for (i, tok) in g.tokens.iter().enumerate() {
         let others: Vec<&Prediction> = tok.candidates.iter().filter(|c| c.id != tok.chosen.id).collect();
@@ -49,7 +56,13 @@ pub fn write(trace: &Trace, sources: Option<&[TokenSources]>, width: usize, w: &
         let looked = sources.and_then(|s| s.get(i)).map_or(String::new(), |s| {
             fit(s.overall.iter().map(|&(k, v)| format!("{}@{k} {v:.2}", cut(&labels[k], 12))), room)
         });
-        t.add_row(vec![tok.position.to_string(), label(&tok.chosen), format!("{:.3}", tok.chosen.prob), runner, looked]);
+        t.add_row(vec![
+            tok.position.to_string(),
+            label(&tok.chosen),
+            format!("{:.3}", tok.chosen.prob),
+            runner,
+            looked,
+        ]);
     }
     table::emit(&t, w)
 }

@@ -66,7 +66,11 @@ fn sampling(cli: &Cli) -> Result<Strategy> {
     }
     let top_k = match cli.sample_top_k {
         Some(0) => {
-            return Err(usage("--sample-top-k", "0 tokens", "pass at least 1, or drop --sample-top-k to keep every token"))
+            return Err(usage(
+                "--sample-top-k",
+                "0 tokens",
+                "pass at least 1, or drop --sample-top-k to keep every token",
+            ))
         }
         k => k.unwrap_or(0),
     };

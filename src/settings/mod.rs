@@ -8,8 +8,8 @@
 //! pure. Every user-facing validation message of a flag lives in this folder.
 
 pub mod analysis;
-pub mod generate;
 mod format;
+pub mod generate;
 pub mod limits;
 pub mod outputs;
 pub mod plan;

@@ -74,7 +74,8 @@ pub fn maps(trace: &Trace) -> Vec<GenerationMap> {
     let keys = g.prompt_tokens + g.tokens.len().saturating_sub(1);
     let labels = labels(trace);
     let cols: Vec<String> = (0..keys).map(|k| format!("{k} {}", labels[k])).collect();
-    let rows: Vec<String> = (0..g.tokens.len()).map(|i| format!("{} {}", g.prompt_tokens + i, labels[g.prompt_tokens + i])).collect();
+    let rows: Vec<String> =
+        (0..g.tokens.len()).map(|i| format!("{} {}", g.prompt_tokens + i, labels[g.prompt_tokens + i])).collect();
     layers_of(trace)
         .into_iter()
         .filter_map(|l| {

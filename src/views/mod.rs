@@ -88,7 +88,9 @@ pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
     trace.steps.retain(|s| show.wants(&s.id, s.layer, &s.name));
     for d in trace.generation.iter_mut().flat_map(|g| g.steps.iter_mut()) {
         // A decode step's step is selected by its id without the `gen.{t}.` prefix.
-        d.steps.retain(|s| show.wants(crate::trace::generation::split_gen(&s.id).map_or(&s.id, |x| x.1), s.layer, &s.name));
+        d.steps.retain(|s| {
+            show.wants(crate::trace::generation::split_gen(&s.id).map_or(&s.id, |x| x.1), s.layer, &s.name)
+        });
     }
     // Derived tables and JSON views show only the weights that were asked for.
     let maps = match maps {

@@ -45,7 +45,15 @@ pub fn grid(sweep: &Sweep, tokens: &[String]) -> PatchGrid {
     let finite = values.iter().copied().filter(|v| v.is_finite());
     let lo = finite.clone().fold(0f32, f32::min);
     let hi = finite.fold(1f32, f32::max);
-    PatchGrid { down: "layers", across, rows: (0..layers).map(|l| format!("layer {l}")).collect(), cols, values, lo, hi }
+    PatchGrid {
+        down: "layers",
+        across,
+        rows: (0..layers).map(|l| format!("layer {l}")).collect(),
+        cols,
+        values,
+        lo,
+        hi,
+    }
 }
 
 #[cfg(test)]

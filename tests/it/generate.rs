@@ -90,7 +90,8 @@ fn compare_step(args: &[&str], trace: &Trace, full: &Trace, at: usize, gap: &mut
 
 #[test]
 fn the_toy_decoder_with_a_cache_equals_a_full_pass() {
-    let args = ["my shoes are small, my feet are big.", "--causal", "--lm-head", "tied", "--heads", "2", "--max-len", "16"];
+    let args =
+        ["my shoes are small, my feet are big.", "--causal", "--lm-head", "tied", "--heads", "2", "--max-len", "16"];
     let gap = cache_equals_full_pass(&args, 6);
     assert!(gap.compared > 500, "{gap:?}");
 }
@@ -108,7 +109,11 @@ fn every_decoder_family_with_a_cache_equals_a_full_pass() {
         // LongRoPE switches to its long factors for every position once the input is longer
         // than the original context (8 in both LongRoPE fixtures): a full pass then differs from the cached keys of
         // the shorter prompt, in transformers too, so its generation stays within 8 tokens.
-        let (prompt, new) = if matches!(name.as_str(), "phi3-longrope" | "phi3-partial") { ("The capital", 3) } else { ("The capital of France is", 5) };
+        let (prompt, new) = if matches!(name.as_str(), "phi3-longrope" | "phi3-partial") {
+            ("The capital", 3)
+        } else {
+            ("The capital of France is", 5)
+        };
         let gap = cache_equals_full_pass(&[prompt, "--model", model], new);
         eprintln!("{name}: {gap:?}");
         assert!(gap.compared > 100, "{name}: {gap:?}");

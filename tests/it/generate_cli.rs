@@ -84,7 +84,8 @@ fn the_end_of_sequence_token_stops_a_generation_unless_ignored() {
         let f = f.unwrap();
         std::fs::copy(f.path(), dir.path().join(f.file_name())).unwrap();
     }
-    std::fs::write(dir.path().join("generation_config.json"), format!("{{\"eos_token_id\": [999, {second}]}}")).unwrap();
+    std::fs::write(dir.path().join("generation_config.json"), format!("{{\"eos_token_id\": [999, {second}]}}"))
+        .unwrap();
     let d = dir.path().to_str().unwrap();
     let (_, stopped) = run(&["The capital of France is", "--model", d, "--generate", "6"]);
     assert_eq!(stopped["generation"]["stop"], "eos");
@@ -132,7 +133,8 @@ fn diff_compares_two_generations_token_by_token() {
 #[test]
 fn steps_layer_and_head_select_decode_steps_too() {
     let m = llama();
-    let (_, doc) = run(&["The capital", "--model", &m, "--generate", "3", "--steps", "q", "--layer", "1", "--head", "2"]);
+    let (_, doc) =
+        run(&["The capital", "--model", &m, "--generate", "3", "--steps", "q", "--layer", "1", "--head", "2"]);
     for d in doc["generation"]["steps"].as_array().unwrap() {
         let got: Vec<&str> = d["steps"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
         assert_eq!(got, [format!("gen.{}.layers.1.attn.q", d["step"])]);
