@@ -45,6 +45,8 @@ pub struct Views {
     /// each layer's map of generated tokens over every position.
     pub generation: Option<Vec<generation::TokenSources>>,
     pub generation_maps: Vec<generation::GenerationMap>,
+    /// `--generate` with `--html`: every head's row of the steps that chose the tokens.
+    pub generation_rows: Option<generation::GenerationRows>,
     /// The run's notes (also on stderr): JSON's `notes`, so that a document says how its
     /// numbers were defined where the arithmetic alone does not (attached by `run`).
     pub notes: Vec<String>,
@@ -83,6 +85,7 @@ pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
     // What each generated token looked at reads the prompt's weights, shown or not.
     let generation = generation::sources(&trace, 3);
     let generation_maps = if draws_maps(out) { generation::maps(&trace) } else { Vec::new() };
+    let generation_rows = o.html.is_some().then(|| generation::rows(&trace)).flatten();
     let maps = (draws_maps(out) || o.derived()).then(|| maps::maps(&trace, o.merge_pieces, o.average_heads));
     let show = &plan.show;
     trace.steps.retain(|s| show.wants(&s.id, s.layer, &s.name));
@@ -102,6 +105,16 @@ pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
         other => other,
     };
     let summary = (out.summary && out.format == Format::Table).then(|| summary::summarize(&trace));
-    let views = Views { focus, maps, summary, stats, rollout, generation, generation_maps, ..Default::default() };
+    let views = Views {
+        focus,
+        maps,
+        summary,
+        stats,
+        rollout,
+        generation,
+        generation_maps,
+        generation_rows,
+        ..Default::default()
+    };
     Ok((trace, views))
 }
