@@ -8,6 +8,7 @@ pub mod focus;
 pub mod generation;
 pub mod heatmap;
 pub mod html;
+pub mod html_generation;
 pub mod json;
 pub mod jsonl;
 pub mod maps;
