@@ -18,6 +18,7 @@ mod gemma;
 mod gemma3;
 mod generate;
 mod generate_cli;
+mod generate_html;
 mod gguf;
 mod gguf_tokenize;
 mod golden;
