@@ -46,14 +46,7 @@ impl Trace {
         let maps = self.done.maps.as_ref().filter(|m| !m.maps.is_empty())?;
         let mut out = Vec::new();
         let views = &self.done.views;
-        attn_trace::render::html::write(
-            &self.done.trace,
-            maps,
-            (views.focus.as_ref(), views.patch_grid.as_ref()),
-            &self.output,
-            &mut out,
-        )
-        .ok()?;
+        attn_trace::render::html::write(&self.done.trace, maps, views, &self.output, &mut out).ok()?;
         Some(out)
     }
 }

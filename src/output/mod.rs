@@ -62,7 +62,7 @@ pub fn save_trace(trace: &Trace, settings: &Settings) -> Result<()> {
 pub fn view_files(trace: &Trace, views: &Views, out: &Output) -> Result<()> {
     if let (Some(path), Some(maps)) = (&out.views.html, &views.maps) {
         let mut buf = Vec::new();
-        render::html::write(trace, maps, (views.focus.as_ref(), views.patch_grid.as_ref()), out, &mut buf)?;
+        render::html::write(trace, maps, views, out, &mut buf)?;
         write_file("--html", path, &buf)?;
     }
     if let (Some(path), Some(maps)) = (&out.views.svg, &views.maps) {
@@ -96,8 +96,7 @@ impl BatchViews {
     pub fn add(&mut self, trace: &Trace, views: &Views, s: &Settings, (index, count): (usize, usize)) -> Result<()> {
         let (Some(maps), out) = (&views.maps, &s.output) else { return Ok(()) };
         if out.views.html.is_some() {
-            let parts = (views.focus.as_ref(), views.patch_grid.as_ref());
-            let section = render::html::section(trace, maps, parts, out, &format!("-s{}", index + 1))?;
+            let section = render::html::section(trace, maps, views, out, &format!("-s{}", index + 1))?;
             self.bytes += section.len();
             self.html.push((render::html::sentence(trace), section));
         }

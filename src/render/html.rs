@@ -1,5 +1,7 @@
 //! `--html FILE`: the trace as one self-contained page (inline CSS and JavaScript, no network
-//! fetches; it works from disk). At the top, every layer × head as a small map (one pixel per
+//! fetches; it works from disk). With `--generate`, first the generation view
+//! (html_generation.rs: the text as tokens, each generated one showing what its step attended
+//! to). Then every layer × head as a small map (one pixel per
 //! weight; a click opens it in the large view); then the attention maps: a layer menu and a
 //! head menu ("all heads" shows every head of the layer side by side), each weight a cell
 //! coloured on the heatmap's viridis scale, its value shown on hover. The scale runs from 0 to
@@ -15,7 +17,8 @@
 //! once. With `--pad-to`, pads' labels are grey and their keys hatched.
 //!
 //! The maps travel as JSON in a `<script type="application/json">` block per section (f32s as
-//! shortest round-trip decimals, `<` escaped) and html.js draws every block it finds;
+//! shortest round-trip decimals, `<` escaped) and html.js draws every block it finds (and
+//! html_generation.js every generation block);
 //! everything else is static HTML. Nothing depends on the clock or the machine: the same
 //! trace gives the same bytes.
 
@@ -25,26 +28,23 @@ use super::text::{cut, esc};
 use super::{focus, table};
 use crate::settings::Output;
 use crate::trace::{Step, Trace, Values};
-use crate::views::focus::Focus;
 use crate::views::maps::Maps;
 use crate::views::patching::PatchGrid;
+use crate::views::Views;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
 const CSS: &str = include_str!("html.css");
 const JS: &str = include_str!("html.js");
+const GEN_JS: &str = include_str!("html_generation.js");
 
-pub fn write(
-    trace: &Trace,
-    maps: &Maps,
-    (focus, patch): (Option<&Focus>, Option<&PatchGrid>),
-    out: &Output,
-    w: &mut dyn Write,
-) -> io::Result<()> {
+/// The page of one trace: `maps` drawn, and `views`' focus walkthrough, patching grid and
+/// generation rows when present.
+pub fn write(trace: &Trace, maps: &Maps, views: &Views, out: &Output, w: &mut dyn Write) -> io::Result<()> {
     let sentence = sentence(trace);
     let mut s = head(&sentence);
     let _ = writeln!(s, "<h1>attn-trace</h1>\n<p class=\"sentence\">{}</p>", esc(&sentence));
-    s.push_str(&section(trace, maps, (focus, patch), out, "")?);
+    s.push_str(&section(trace, maps, views, out, "")?);
     tail(&mut s);
     w.write_all(s.as_bytes())
 }
@@ -92,24 +92,23 @@ pub fn head(title: &str) -> String {
     s
 }
 
-/// The script, once per page: it draws every section's maps.
+/// The script, once per page: it draws every section's maps and generation view.
 fn tail(s: &mut String) {
-    let _ = writeln!(s, "<script>\n{JS}</script>\n</body>\n</html>");
+    let _ = writeln!(s, "<script>\n{JS}{GEN_JS}</script>\n</body>\n</html>");
 }
 
-/// One trace's part of a page: its summary line, the maps (every head, then the large view
-/// with its menus), `--patch`'s effects, the `--focus` walkthrough, the step tables, and the
-/// maps' data. Every element id ends in `sfx` ("" on a single page), so that sections of one
-/// page do not share ids; the script finds each section by its data block, `data{sfx}`.
-pub fn section(
-    trace: &Trace,
-    maps: &Maps,
-    (focus, patch): (Option<&Focus>, Option<&PatchGrid>),
-    out: &Output,
-    sfx: &str,
-) -> io::Result<String> {
+/// One trace's part of a page: its summary line, `--generate`'s view, the maps (every head,
+/// then the large view with its menus), `--patch`'s effects, the `--focus` walkthrough, the
+/// step tables, and the maps' data. Every element id ends in `sfx` ("" on a single page), so
+/// that sections of one page do not share ids; the script finds each section by its data
+/// blocks, `data{sfx}` and `gen-data{sfx}`.
+pub fn section(trace: &Trace, maps: &Maps, views: &Views, out: &Output, sfx: &str) -> io::Result<String> {
+    let (focus, patch) = (views.focus.as_ref(), views.patch_grid.as_ref());
     let mut s = String::new();
     let _ = writeln!(s, "<p class=\"summary\">{}</p>", esc(&table::summary(trace)));
+    if let Some(rows) = &views.generation_rows {
+        s.push_str(&super::html_generation::section(trace, rows, out.precision, sfx));
+    }
     let _ = writeln!(s, "<section id=\"overview{sfx}\">\n<h2>Every head</h2>");
     s.push_str(
         "<p class=\"rule\">Layers down, heads across, one pixel per weight; click a map to open it below.</p>\n",

@@ -9,6 +9,7 @@ pub mod focus;
 pub mod generation;
 pub mod heatmap;
 pub mod html;
+pub mod html_generation;
 pub mod json;
 pub mod jsonl;
 pub mod maps;

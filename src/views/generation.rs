@@ -2,7 +2,8 @@
 //! position for the first, decode step i's one position for token i + 1), the attention row
 //! of that position in every recorded layer, averaged over the recorded heads, and its
 //! strongest earlier positions. Also the generated tokens × every position map of each layer
-//! that the heatmap, SVG and HTML draw.
+//! that the heatmap and SVG draw, and every head's row of every layer ([`rows`]) that the HTML
+//! page's generation view draws.
 
 use super::grid::Grid;
 use crate::trace::generation::{prefix, Generation};
@@ -38,6 +39,48 @@ pub struct GenerationMap {
     pub grid: Grid,
 }
 
+/// The attention rows of the steps that chose the generated tokens, each head's and their
+/// means: what the HTML page's generation view colours the earlier tokens by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerationRows {
+    /// The recorded layers, in order.
+    pub layers: Vec<usize>,
+    /// The recorded heads' numbers (all of them, or those `--head` kept).
+    pub heads: Vec<usize>,
+    /// One entry per generated token, None when a layer's weights of its step are missing.
+    pub tokens: Vec<Option<TokenRows>>,
+}
+
+/// The rows of the step that chose one generated token (index i): every row has `prompt + i`
+/// weights, one per earlier position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenRows {
+    /// `[layer][head]`: each recorded head's row, as recorded.
+    pub heads: Vec<Vec<Vec<f32>>>,
+    /// `[layer]`: the mean over the recorded heads (as the table's sources and the maps).
+    pub mean_heads: Vec<Vec<f32>>,
+    /// The mean of those over the recorded layers.
+    pub mean: Vec<f32>,
+}
+
+/// Every generated token's rows in every recorded layer; None without a generation or
+/// without recorded weights.
+pub fn rows(trace: &Trace) -> Option<GenerationRows> {
+    let g = trace.generation.as_ref()?;
+    let layers = layers_of(trace);
+    let heads = head_rows(trace, g, 0, *layers.first()?)?.0;
+    let tokens = (0..g.tokens.len())
+        .map(|i| {
+            let heads: Vec<Vec<Vec<f32>>> =
+                layers.iter().map(|&l| Some(head_rows(trace, g, i, l)?.1)).collect::<Option<_>>()?;
+            let mean_heads: Vec<Vec<f32>> = heads.iter().map(|h| mean(h)).collect();
+            let mean = mean(&mean_heads);
+            Some(TokenRows { heads, mean_heads, mean })
+        })
+        .collect();
+    Some(GenerationRows { layers, heads, tokens })
+}
+
 /// Every generated token's strongest `top` sources per recorded layer; None without a
 /// generation or without the weights of the steps that chose its tokens.
 pub fn sources(trace: &Trace, top: usize) -> Option<Vec<TokenSources>> {
@@ -47,12 +90,7 @@ pub fn sources(trace: &Trace, top: usize) -> Option<Vec<TokenSources>> {
             let rows: Vec<(usize, Vec<f32>)> =
                 layers_of(trace).into_iter().filter_map(|l| Some((l, mean_row(trace, g, i, l)?))).collect();
             let layers = rows.iter().map(|(l, row)| LayerSources { layer: *l, top: strongest(row, top) }).collect();
-            let mut all = vec![0f32; rows.first().map_or(0, |r| r.1.len())];
-            for (_, row) in &rows {
-                for (a, x) in all.iter_mut().zip(row) {
-                    *a += x / rows.len() as f32;
-                }
-            }
+            let all = mean(&rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>());
             let skip = usize::from(all.len() > 1);
             let overall = strongest(&all[skip..], top).into_iter().map(|(k, v)| (k + skip, v)).collect();
             TokenSources { token: i, layers, overall }
@@ -113,6 +151,13 @@ fn layers_of(trace: &Trace) -> Vec<usize> {
 /// Layer `l`'s attention row of the step that chose generated token `i`, averaged over the
 /// recorded heads: `[prompt + i]`.
 fn mean_row(trace: &Trace, g: &Generation, i: usize, l: usize) -> Option<Vec<f32>> {
+    Some(mean(&head_rows(trace, g, i, l)?.1))
+}
+
+/// Layer `l`'s step that chose generated token `i` (the prompt's for the first, decode step
+/// `i`'s for the others) and the row of it that did: `[head, prompt + i]`, with the
+/// recorded heads' numbers.
+fn head_rows(trace: &Trace, g: &Generation, i: usize, l: usize) -> Option<(Vec<usize>, Vec<Vec<f32>>)> {
     let (step, row): (&Step, usize) = if i == 0 {
         let s = trace.steps.iter().find(|s| s.name == "attn.weights" && s.layer == Some(l))?;
         (s, g.prompt_tokens - 1)
@@ -120,16 +165,21 @@ fn mean_row(trace: &Trace, g: &Generation, i: usize, l: usize) -> Option<Vec<f32
         let id = format!("{}layers.{l}.attn.weights", prefix(i));
         (g.steps.get(i - 1)?.steps.iter().find(|s| s.id == id)?, 0)
     };
-    let (heads, queries, keys) = (step.shape[0], step.shape[1], step.shape[2]);
+    let [heads, queries, keys] = step.shape[..] else { return None };
     let v = step.f32s()?;
-    let mut out = vec![0f32; keys];
-    for h in 0..heads {
-        let at = (h * queries + row) * keys;
-        for (o, x) in out.iter_mut().zip(&v[at..at + keys]) {
-            *o += x / heads as f32;
+    let rows = (0..heads).map(|h| v[(h * queries + row) * keys..][..keys].to_vec()).collect();
+    Some((step.heads.clone().unwrap_or_else(|| (0..heads).collect()), rows))
+}
+
+/// The mean of rows of one length, each divided by their count and summed in order.
+fn mean(rows: &[Vec<f32>]) -> Vec<f32> {
+    let mut out = vec![0f32; rows.first().map_or(0, Vec::len)];
+    for row in rows {
+        for (o, x) in out.iter_mut().zip(row) {
+            *o += x / rows.len() as f32;
         }
     }
-    Some(out)
+    out
 }
 
 /// The label of every position of the generated sequence: the prompt's, then the generated

@@ -49,6 +49,8 @@ pub struct Views {
     /// `--attribute`: the terms and sources ranked, and the heads' grid (signed).
     pub attribution: Option<attribution::Ranked>,
     pub attribution_grid: Option<grid::Grid>,
+    /// `--generate` with `--html`: every head's row of the steps that chose the tokens.
+    pub generation_rows: Option<generation::GenerationRows>,
     /// The run's notes (also on stderr): JSON's `notes`, so that a document says how its
     /// numbers were defined where the arithmetic alone does not (attached by `run`).
     pub notes: Vec<String>,
@@ -87,6 +89,7 @@ pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
     // What each generated token looked at reads the prompt's weights, shown or not.
     let generation = generation::sources(&trace, 3);
     let generation_maps = if draws_maps(out) { generation::maps(&trace) } else { Vec::new() };
+    let generation_rows = o.html.is_some().then(|| generation::rows(&trace)).flatten();
     let maps = (draws_maps(out) || o.derived()).then(|| maps::maps(&trace, o.merge_pieces, o.average_heads));
     let show = &plan.show;
     trace.steps.retain(|s| show.wants(&s.id, s.layer, &s.name));
@@ -118,6 +121,7 @@ pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
         generation_maps,
         attribution,
         attribution_grid,
+        generation_rows,
         ..Default::default()
     };
     Ok((trace, views))

@@ -94,8 +94,7 @@ fn seed000(c: &mut Criterion) {
     view(&mut group, "render_heatmap", &[sentence, "--heads", "2", "--format", "heatmap", "--color", "always"], all);
     view(&mut group, "render_focus_explain", &[sentence, "--heads", "2", "--focus", "shoes", "--explain"], all);
     let html = |t: &Trace, v: &views::Views, s: &Settings, w: &mut dyn std::io::Write| {
-        render::html::write(t, v.maps.as_ref().unwrap(), (v.focus.as_ref(), v.patch_grid.as_ref()), &s.output, w)
-            .unwrap()
+        render::html::write(t, v.maps.as_ref().unwrap(), v, &s.output, w).unwrap()
     };
     view(&mut group, "render_html", &[sentence, "--heads", "2", "--html", "/dev/null"], html);
     let svg = |t: &Trace, v: &views::Views, s: &Settings, w: &mut dyn std::io::Write| {

@@ -3,6 +3,7 @@
 # chromium-driver if they are missing (apt-get; run as root, as CI does), builds a venv with
 # the pinned selenium under .cache/, writes a page and its JSON trace with the debug binary,
 # then tests/browser/check_html.py checks the page, and a batch's page of two sentences;
+# tests/browser/check_generation.py a --generate page's generation view, and a batch's;
 # tests/browser/check_glyphs.py checks that a SmolLM2 page's tokens read as text (`·café`, 中文)
 # and that the CJK glyphs are drawn (Debian's fonts-droid-fallback is installed for them). The
 # pages, the JSON and screenshots are left in .cache/artifacts/ (CI uploads them; ARTIFACTS=DIR
@@ -49,6 +50,18 @@ EXPECT_FOCUS=1 "$venv/bin/python" tests/browser/check_html.py "$art/batch.html" 
 target/debug/attn-trace --batch "$art/batch.txt" --heads 2 --layers 2 --pad-to 10 --padding left \
   --html "$art/padded.html" --format json >"$art/padded.json"
 "$venv/bin/python" tests/browser/check_html.py "$art/padded.html" "$art/padded.json" "$art/padded.png"
+# A generation (issue 31): the prompt and the generated tokens as a line, each generated one's
+# step colouring the tokens before it, per layer and head, as the same run's JSON says; the
+# prompt's markup stays text. Then a batch of two prompts, a section each.
+hostile='France: </script><img src=x onerror="document.title='\''pwned'\''"> it'\''s'
+target/debug/attn-trace "$hostile" --model fixtures/decoders/llama-gqa --generate 6 \
+  --html "$art/generation.html" --format json >"$art/generation.json"
+"$venv/bin/python" tests/browser/check_generation.py "$art/generation.html" "$art/generation.json" "$art/generation.png"
+printf '%s\n' "The capital of France is" "the <b>cat</b> \"sat\" on it's mat" >"$art/generation-batch.txt"
+target/debug/attn-trace --batch "$art/generation-batch.txt" --model fixtures/decoders/llama-gqa --generate 5 \
+  --html "$art/generation-batch.html" --format json >"$art/generation-batch.json"
+"$venv/bin/python" tests/browser/check_generation.py "$art/generation-batch.html" "$art/generation-batch.json" \
+  "$art/generation-batch.png"
 # A real vocabulary's tokens as text (issue 28): SmolLM2 spells café ĠcafÃ© and 中 ä¸Ń, and
 # has no token for 巴黎 (six bytes, drawn <0xE5> …). One layer is enough; --steps adds the
 # tokens table, --focus the walkthrough, each of which shows the labels too.

@@ -20,6 +20,7 @@ mod gemma;
 mod gemma3;
 mod generate;
 mod generate_cli;
+mod generate_html;
 mod generate_oracle;
 mod gguf;
 mod gguf_tokenize;

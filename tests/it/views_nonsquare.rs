@@ -133,7 +133,8 @@ fn svg_has_one_cell_per_weight_and_the_key_labels_across() {
 /// The page's embedded maps: its `<script id="data" type="application/json">` block.
 fn page_data(t: &Trace) -> Value {
     let mut out = Vec::new();
-    render::html::write(t, &maps(t, false, false), (None, None), &output(Format::Table, false), &mut out).unwrap();
+    let none = attn_trace::views::Views::default();
+    render::html::write(t, &maps(t, false, false), &none, &output(Format::Table, false), &mut out).unwrap();
     let page = String::from_utf8(out).unwrap();
     let open = "<script id=\"data\" type=\"application/json\">";
     let start = page.find(open).expect("the data block") + open.len();
