@@ -89,6 +89,23 @@ impl Layers {
         })
     }
 
+    /// Every layer made now: lazy layers read and converted once, for a caller that runs them
+    /// many times (a generation's decode steps), where reading each per pass would cost a
+    /// whole model's conversion per token.
+    pub fn made(&self) -> anyhow::Result<Layers> {
+        match self {
+            Layers::Ready(_) => Ok(self.clone()),
+            Layers::Lazy { count, .. } => {
+                let mut all = Vec::with_capacity(*count);
+                self.each(|_, p| {
+                    all.push(p.clone());
+                    Ok(())
+                })?;
+                Ok(Layers::Ready(all))
+            }
+        }
+    }
+
     /// Layer `i`: borrowed when made already, read now when lazy.
     pub fn get(&self, i: usize) -> anyhow::Result<std::borrow::Cow<'_, LayerParams>> {
         match self {
