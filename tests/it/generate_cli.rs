@@ -167,3 +167,31 @@ fn bad_generation_input_is_one_line() {
         refused(&cmd().args(*args).output().unwrap(), fragment);
     }
 }
+
+#[test]
+fn a_generation_stops_at_the_last_position_with_a_note() {
+    let out = cmd()
+        .args(["my shoes are small", "--causal", "--lm-head", "tied", "--max-len", "10", "--generate", "20"])
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let g = &doc["generation"];
+    assert_eq!(g["stop"], "positions");
+    // 4 prompt tokens: tokens at positions 4..=10, the last never run (decode steps 1..=6).
+    assert_eq!(g["tokens"].as_array().unwrap().len(), 7);
+    assert_eq!(g["steps"].as_array().unwrap().len(), 6);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--generate stopped after 7 tokens") && err.contains("last position (10)"), "{err}");
+}
+
+#[test]
+fn a_batch_generates_each_prompt_as_its_own_run() {
+    let m = llama();
+    let (_, batch) = run(&["The capital of France is", "my shoes are", "--model", &m, "--generate", "4"]);
+    for (i, p) in ["The capital of France is", "my shoes are"].iter().enumerate() {
+        let (_, one) = run(&[p, "--model", &m, "--generate", "4"]);
+        assert_eq!(batch[i]["generation"], one["generation"], "{p}");
+    }
+}
