@@ -92,10 +92,27 @@ pub fn trace(settings: &Settings) -> Result<Traced> {
         output::save_weights(&params, &loaded, path)?;
     }
     let mut rec = recorder(&loaded, plan.show.clone(), settings).with_attribution(plan.attribution.clone());
-    let output = model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
+    let (output, generation) = run_model(settings, (&loaded, &params, &plan), &mut rec)?;
     let (mut trace, _) = rec.finish();
+    trace.generation = generation;
     name_predictions(&mut trace, &loaded, own_vocab(settings));
     Ok(Traced { trace, output, loaded, plan })
+}
+
+/// The forward pass into `rec`, or with `--generate` a generation whose prompt pass it is;
+/// returns the last hidden state and the generation's record.
+fn run_model(
+    settings: &Settings,
+    (loaded, params, plan): (&Loaded, &params::Params, &Plan),
+    rec: &mut Recorder,
+) -> Result<(candle_core::Tensor, Option<trace::generation::Generation>)> {
+    Ok(match &settings.generate {
+        Some(asked) => {
+            let (last, generation) = generating::run(settings, (loaded, params, plan), rec, asked)?;
+            (last, Some(generation))
+        }
+        None => (model::forward(&loaded.cfg, params, &loaded.input, rec).context("computing the trace")?, None),
+    })
 }
 
 /// Gives each predicted id its token string, from the model's tokenizer.
@@ -312,13 +329,7 @@ pub(crate) fn computed(
     let reduced = plan
         .reduce_summary
         .then(|| views::summary::reduce_as_recorded(&mut rec, &loaded.tokens, loaded.cfg.parts.lm_head.is_some()));
-    let (last, generation) = match &settings.generate {
-        Some(asked) => {
-            let (last, generation) = generating::run(settings, (&loaded, &params, &plan), &mut rec, asked)?;
-            (last, Some(generation))
-        }
-        None => (model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?, None),
-    };
+    let (last, generation) = run_model(settings, (&loaded, &params, &plan), &mut rec)?;
     clock.lap(if generation.is_some() { "generation" } else { "forward pass" });
     let (mut trace, _) = rec.finish();
     trace.generation = generation;
