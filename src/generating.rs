@@ -9,9 +9,10 @@ use crate::error::usage;
 use crate::model::generate::{self, Chosen, Generated, Stop};
 use crate::params::{Input, Params};
 use crate::settings::{self, plan::Plan, Settings};
+use crate::sources::namer::Namer;
 use crate::sources::Loaded;
 use crate::trace::generation::{prefix, Baseline, DecodeStep, GenToken, Generation};
-use crate::trace::{Prediction, Recorder, Selection};
+use crate::trace::{Recorder, Selection};
 use anyhow::{Context, Result};
 
 /// Generates from the loaded prompt, recording its pass into `rec`; returns the prompt's
@@ -47,8 +48,8 @@ pub(crate) fn run(
     let mut step_rec = |_t: usize, id: u32| {
         let (token, text) = name.name(id);
         let mut r = Recorder::new(vec![token.unwrap_or_else(|| format!("#{id}"))], cfg.clone(), plan.record.clone())
-            .with_top_k(settings.output.top_k)
-            .with_lens(settings.analysis.lens);
+            // The lens reads the prompt's layers; per decode step it would cost a head per layer.
+            .with_top_k(settings.output.top_k);
         r.set_input(None, Some(vec![id]), None);
         r.set_texts(text.map(|t| vec![t]));
         r
@@ -154,52 +155,4 @@ fn compare(base: &Generated, done: &Generated, name: &Namer) -> Baseline {
 
 fn ids(chosen: &[Chosen]) -> Vec<u32> {
     chosen.iter().map(|c| c.id).collect()
-}
-
-/// Names token ids: the tokenizer's string and the text it spells, or, for the toy model's
-/// own vocabulary, the sentence's word that has the id.
-struct Namer<'a> {
-    loaded: &'a Loaded,
-    toy: std::collections::BTreeMap<u32, String>,
-    decode: Option<crate::sources::token_text::TokenText>,
-}
-
-impl<'a> Namer<'a> {
-    fn new(loaded: &'a Loaded, own_vocab: bool) -> Self {
-        let toy = match (&loaded.tokenizer, &loaded.input) {
-            (None, Input::Ids { ids, .. }) if own_vocab => {
-                ids.iter().copied().zip(loaded.tokens.iter().cloned()).collect()
-            }
-            _ => Default::default(),
-        };
-        let decode = loaded.tokenizer.as_ref().and_then(crate::sources::token_text::TokenText::of);
-        Namer { loaded, toy, decode }
-    }
-
-    /// The id's token string and what it spells.
-    fn name(&self, id: u32) -> (Option<String>, Option<String>) {
-        let token = match &self.loaded.tokenizer {
-            Some(tok) => tok.id_to_token(id),
-            None => self.toy.get(&id).cloned(),
-        };
-        let text = self.decode.as_ref().zip(token.as_deref()).map(|(d, t)| d.text(t));
-        (token, text)
-    }
-
-    fn prediction(&self, id: u32, prob: f32) -> Prediction {
-        let (token, text) = self.name(id);
-        Prediction { id, token, text, prob }
-    }
-
-    /// The ids decoded together by the tokenizer (special tokens kept); the toy model's words
-    /// joined by spaces.
-    fn decode(&self, ids: &[u32]) -> String {
-        if let Some(tok) = &self.loaded.tokenizer {
-            if let Ok(text) = tok.decode(ids, false) {
-                return text;
-            }
-        }
-        let words: Vec<String> = ids.iter().map(|&id| self.name(id).0.unwrap_or_else(|| format!("#{id}"))).collect();
-        words.join(" ")
-    }
 }

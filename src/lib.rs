@@ -122,25 +122,14 @@ pub(crate) fn own_vocab(settings: &Settings) -> bool {
 }
 
 pub(crate) fn name_predictions(trace: &mut Trace, loaded: &Loaded, own_vocab: bool) {
-    // A sentence's own vocabulary is its words: name an id by the token that has it (with a
-    // --vocab file an unknown word shares the unknown token's id, so ids stay numbers).
-    let toy: std::collections::BTreeMap<u32, String> = match (&loaded.tokenizer, &trace.token_ids) {
-        (None, Some(ids)) if own_vocab => ids.iter().copied().zip(trace.tokens.iter().cloned()).collect(),
-        _ => Default::default(),
-    };
+    let name = sources::namer::Namer::new(loaded, own_vocab);
     let lens = trace.lens.iter_mut().flatten().flatten();
-    let decode = loaded.tokenizer.as_ref().and_then(sources::token_text::TokenText::of);
     for p in trace.predictions.iter_mut().flatten().flatten().chain(lens.flatten()) {
-        p.token = match &loaded.tokenizer {
-            Some(tok) => tok.id_to_token(p.id),
-            None => toy.get(&p.id).cloned(),
-        };
-        p.text = decode.as_ref().zip(p.token.as_deref()).map(|(d, t)| d.text(t));
+        (p.token, p.text) = name.name(p.id);
     }
-    if let (Some(a), Some(tok)) = (trace.attribution.as_mut(), &loaded.tokenizer) {
+    if let (Some(a), Some(_)) = (trace.attribution.as_mut(), &loaded.tokenizer) {
         for x in std::iter::once(&mut a.answer).chain(a.foil.as_mut()) {
-            x.token = tok.id_to_token(x.id);
-            x.text = decode.as_ref().zip(x.token.as_deref()).map(|(d, t)| d.text(t));
+            (x.token, x.text) = name.name(x.id);
         }
     }
 }

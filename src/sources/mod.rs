@@ -25,6 +25,7 @@ pub mod given;
 pub mod hf;
 pub mod memo;
 pub mod meta;
+pub mod namer;
 pub mod seeded;
 pub mod store;
 pub mod text;
