@@ -76,6 +76,7 @@ pub fn main(args: Vec<OsString>) -> u8 {
         Some("diff") => return diff(&args[2..]),
         Some("compare") => return compare(&args[2..]),
         Some("schema") => return schema(&args[2..]),
+        Some("serve") => return serve(&args[2..]),
         _ => {}
     }
     let cli = match crate::cli::Cli::try_parse_from(&args) {
@@ -136,6 +137,116 @@ fn compare(rest: &[OsString]) -> u8 {
     };
     let env = crate::cli::Env::read();
     report(crate::compare::run(parsed, &env, &mut std::io::stdout().lock()))
+}
+
+/// Flags a request to `attn-trace serve` may not give: the model (and its memory cap) is fixed
+/// at start, no request names a file to read or write, and the answer is always JSON.
+const NOT_IN_A_REQUEST: &[&str] = &[
+    "--model",
+    "--weights",
+    "--vocab",
+    "--input",
+    "--chat-template",
+    "--file",
+    "--batch",
+    "--html",
+    "--svg",
+    "--save-trace",
+    "--save-weights",
+    "--check",
+    "--format",
+    "--max-memory",
+    "--timings",
+    "--completions",
+    "--man",
+    "--help",
+    "-h",
+    "--version",
+    "-V",
+];
+
+/// `attn-trace serve [--host H] [--port N] [--allow-remote] [--queue N] MODEL-FLAGS…`: the
+/// model flags are the main command's, fixed for every request (docs/SERVE.md).
+fn serve(rest: &[OsString]) -> u8 {
+    let args: Option<Vec<String>> = rest.iter().map(|a| a.to_str().map(String::from)).collect();
+    let Some(args) = args else {
+        eprintln!("attn-trace: serve: an argument is not UTF-8");
+        return exit::USAGE;
+    };
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{SERVE_HELP}");
+        return exit::OK;
+    }
+    report(serve_args(args).map(|()| true))
+}
+
+const SERVE_HELP: &str = "attn-trace serve: the model loaded once behind a local page and API (docs/SERVE.md)
+
+Usage: attn-trace serve [--port N] [--host ADDR --allow-remote] [--queue N] [MODEL FLAGS]...
+
+  --port N        the port (default 8080; 0 picks a free one)
+  --host ADDR     the address to listen on (default 127.0.0.1; another needs --allow-remote)
+  --allow-remote  listen on another address than 127.0.0.1 (anyone reaching it can run the model)
+  --queue N       most traces waiting for the model while one runs (default 4; past it: 503 busy)
+  MODEL FLAGS     the main command's model flags (--model M, or the toy model's), fixed for every request";
+
+fn serve_args(args: Vec<String>) -> anyhow::Result<()> {
+    use crate::error::usage;
+    let mut opts = (String::from("127.0.0.1"), 8080u16, false, 4usize);
+    let mut model = Vec::new();
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (a.clone(), None),
+        };
+        let mut value = |name: &str| {
+            inline.clone().or_else(|| it.next()).ok_or_else(|| usage(name, "needs a value", format!("{name} VALUE")))
+        };
+        match flag.as_str() {
+            "--host" => opts.0 = value("--host")?,
+            "--port" => {
+                opts.1 = value("--port")?
+                    .parse()
+                    .map_err(|_| usage("--port", "is a number from 0 to 65535", "--port 8080"))?
+            }
+            "--allow-remote" => opts.2 = true,
+            "--queue" => opts.3 = value("--queue")?.parse().map_err(|_| usage("--queue", "is a count", "--queue 4"))?,
+            _ => model.push(a),
+        }
+    }
+    let env = crate::cli::Env { stdout_is_terminal: false, terminal_width: None, ..crate::cli::Env::read() };
+    let warm = request_settings(&["Hello".to_string()], &model, &env, &[])
+        .map_err(|line| usage("serve", line, "see attn-trace serve --help"))?;
+    let base = model.clone();
+    let parse = Box::new(move |request: &[String]| {
+        let env = crate::cli::Env { stdout_is_terminal: false, terminal_width: None, ..crate::cli::Env::read() };
+        request_settings(request, &base, &env, NOT_IN_A_REQUEST)
+    });
+    let (host, port, allow_remote, queue) = opts;
+    let hooks = crate::serve::Hooks { parse, error_line, model_args: model };
+    crate::serve::run(crate::serve::Options { host, port, allow_remote, queue, warm }, hooks)
+}
+
+/// A request's options as settings: `model` (the server's flags) and `--format json` added,
+/// parsed by the command's own clap definition; `Err` is the command's one-line message.
+fn request_settings(
+    request: &[String],
+    model: &[String],
+    env: &crate::cli::Env,
+    refused: &[&str],
+) -> Result<crate::settings::Settings, String> {
+    let named = |a: &String| refused.iter().any(|f| a == f || a.starts_with(&format!("{f}=")));
+    if let Some(bad) = request.iter().find(|a| named(a) || (!refused.is_empty() && a.as_str() == "-")) {
+        let bad = crate::render::text::printable(bad).into_owned();
+        return Err(format!(
+            "{bad}: not in a request to the server (the model is fixed at start, a request names no file and gets JSON; see docs/SERVE.md)"
+        ));
+    }
+    let fixed = ["attn-trace"].into_iter().map(String::from).chain(model.iter().cloned());
+    let full: Vec<String> = fixed.chain(["--format".into(), "json".into()]).chain(request.iter().cloned()).collect();
+    let cli = crate::cli::Cli::try_parse_from(full).map_err(|e| clap_line(&e, "attn-trace --help"))?;
+    crate::settings::Settings::from_cli(cli, env).map_err(|e| error_line(&e))
 }
 
 /// `attn-trace schema`: the JSON Schema of the trace document.

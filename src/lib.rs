@@ -28,6 +28,7 @@ pub mod model;
 pub mod output;
 pub mod params;
 pub mod render;
+mod serve;
 pub mod settings;
 pub mod sources;
 pub mod strict_json;

@@ -3,6 +3,7 @@
 # chromium-driver if they are missing (apt-get; run as root, as CI does), builds a venv with
 # the pinned selenium under .cache/, writes a page and its JSON trace with the debug binary,
 # then tests/browser/check_html.py checks the page, and a batch's page of two sentences;
+# tests/browser/check_serve.py drives `attn-trace serve`'s page;
 # tests/browser/check_generation.py a --generate page's generation view, and a batch's;
 # tests/browser/check_glyphs.py checks that a SmolLM2 page's tokens read as text (`·café`, 中文)
 # and that the CJK glyphs are drawn (Debian's fonts-droid-fallback is installed for them). The
@@ -62,6 +63,9 @@ target/debug/attn-trace --batch "$art/generation-batch.txt" --model fixtures/dec
   --html "$art/generation-batch.html" --format json >"$art/generation-batch.json"
 "$venv/bin/python" tests/browser/check_generation.py "$art/generation-batch.html" "$art/generation-batch.json" \
   "$art/generation-batch.png"
+# `attn-trace serve`'s page (issue 35): type a prompt, the grid redraws; click a head, it is
+# ablated and the predictions are the command line's with that --ablate; SIGTERM stops it.
+"$venv/bin/python" tests/browser/check_serve.py target/debug/attn-trace fixtures/decoders/llama-gqa "$art/serve.png"
 # A real vocabulary's tokens as text (issue 28): SmolLM2 spells café ĠcafÃ© and 中 ä¸Ń, and
 # has no token for 巴黎 (six bytes, drawn <0xE5> …). One layer is enough; --steps adds the
 # tokens table, --focus the walkthrough, each of which shows the labels too.

@@ -28,7 +28,8 @@ const STAGES: &[(&str, u8)] = &[
     ("compare", 9),
     ("batch", 10),
     ("generating", 10),
-    ("command", 10),
+    ("serve", 10),
+    ("command", 11),
 ];
 
 /// Within the vocabulary, the order in which its modules may import each other.

@@ -40,6 +40,7 @@ mod props;
 mod reference;
 mod refusals;
 mod seeds;
+mod serve;
 mod students;
 mod textbook;
 mod token_text;

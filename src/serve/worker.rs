@@ -1,0 +1,119 @@
+//! The model's thread: one trace at a time, taken from a bounded queue. It holds a
+//! `sources::memo` scope for its whole life, so a decoder's parameters and a model's
+//! tokenizer are made once (by the warm-up trace) and shared by every request, as a batch's
+//! sentences share them. A panic in one trace is caught and answered as an error; the thread
+//! goes on with the next.
+
+use crate::settings::Settings;
+use crate::{output, render, sources};
+use anyhow::{anyhow, Result};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+
+/// What a request asks for: the JSON document (`--format json`'s bytes) or the HTML page.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Json,
+    Page,
+}
+
+/// A reply: HTTP status, body, and whether it is an HTML page (else JSON).
+pub struct Answer {
+    pub status: u16,
+    pub body: Vec<u8>,
+    pub html: bool,
+}
+
+impl Answer {
+    /// `{"error": line, "code": code}`.
+    pub fn error(status: u16, line: &str, code: u8) -> Answer {
+        let body = serde_json::json!({ "error": line, "code": code }).to_string().into_bytes();
+        Answer { status, body, html: false }
+    }
+}
+
+struct Job {
+    settings: Settings,
+    kind: Kind,
+    reply: mpsc::Sender<Answer>,
+}
+
+/// The sending end of the model's queue.
+pub struct Queue {
+    tx: SyncSender<Job>,
+}
+
+impl Queue {
+    /// The answer to one trace, or `None` when the queue is full (busy).
+    pub fn submit(&self, settings: Settings, kind: Kind) -> Option<Answer> {
+        let (reply, answer) = mpsc::channel();
+        match self.tx.try_send(Job { settings, kind, reply }) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => return None,
+            Err(TrySendError::Disconnected(_)) => return Some(Answer::error(503, "the model thread has stopped", 1)),
+        }
+        Some(answer.recv().unwrap_or_else(|_| Answer::error(500, "the trace was dropped", 1)))
+    }
+}
+
+/// Starts the model's thread and runs `warm` on it (loading the model); its error is the
+/// server's, before it listens.
+pub fn start(warm: Settings, queue: usize, error_line: fn(&anyhow::Error) -> String) -> Result<Queue> {
+    let (tx, rx) = mpsc::sync_channel::<Job>(queue);
+    let (ready_tx, ready) = mpsc::channel::<std::result::Result<(), anyhow::Error>>();
+    std::thread::Builder::new().name("attn-trace model".into()).spawn(move || {
+        let _once = sources::memo::Scope::new();
+        let warmed = caught(|| trace(&warm, Kind::Json)).map(|_| ());
+        let ok = warmed.is_ok();
+        let _ = ready_tx.send(warmed);
+        if ok {
+            model_loop(&rx, error_line);
+        }
+    })?;
+    ready.recv().map_err(|_| anyhow!("the model thread stopped while loading"))??;
+    Ok(Queue { tx })
+}
+
+fn model_loop(rx: &Receiver<Job>, error_line: fn(&anyhow::Error) -> String) {
+    while let Ok(job) = rx.recv() {
+        let answer = match caught(|| trace(&job.settings, job.kind)) {
+            Ok(body) => Answer { status: 200, body, html: job.kind == Kind::Page },
+            Err(e) => {
+                let code = crate::error::exit_code(&e);
+                Answer::error(if code == crate::error::exit::USAGE { 400 } else { 500 }, &error_line(&e), code)
+            }
+        };
+        // A client that left has nobody to answer.
+        let _ = job.reply.send(answer);
+    }
+}
+
+/// `work`, with a panic made an error.
+fn caught(work: impl FnOnce() -> Result<Vec<u8>>) -> Result<Vec<u8>> {
+    match catch_unwind(AssertUnwindSafe(work)) {
+        Ok(r) => r,
+        Err(_) => Err(anyhow!("internal error: this trace panicked (the server goes on)")),
+    }
+}
+
+/// One trace's bytes: what `attn-trace … --format json` prints, or the `--html` page.
+fn trace(settings: &Settings, kind: Kind) -> Result<Vec<u8>> {
+    if sources::batch::sentences(settings)?.is_some() {
+        return Err(crate::error::usage("a request", "traces one sentence", "send one sentence per request"));
+    }
+    let mut settings = settings.clone();
+    if kind == Kind::Page {
+        // Drawn in memory: nothing is written to this path.
+        settings.output.views.html = Some("serve.html".into());
+    }
+    let (done, _, _) = crate::computed(&settings, &|_| {}, false, &mut output::Clock::new(false))?;
+    let mut buf = Vec::new();
+    match kind {
+        Kind::Json => output::stdout(&done.trace, &done.views, &settings.output, None, &mut buf)?,
+        Kind::Page => {
+            let maps = done.views.maps.as_ref().ok_or_else(|| anyhow!("this trace has no attention maps to draw"))?;
+            render::html::write(&done.trace, maps, &done.views, &settings.output, &mut buf)?;
+        }
+    }
+    Ok(buf)
+}

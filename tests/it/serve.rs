@@ -1,0 +1,215 @@
+//! `attn-trace serve` (docs/SERVE.md): the API answers the command line's bytes, refuses what a
+//! request may not do (files, other models, other websites, oversized bodies), stays up under
+//! concurrent requests and stops on SIGTERM with exit 0.
+
+use crate::common::{cmd, root};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+fn model() -> String {
+    root().join("fixtures/decoders/llama-gqa").to_string_lossy().into_owned()
+}
+
+/// A running server, killed if the test fails before it stops it.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    fn start(extra: &[&str], dir: &Path) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_attn-trace"))
+            .args(["serve", "--port", "0", "--model", &model()])
+            .args(extra)
+            .current_dir(dir)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut server = Server { child, port: 0 };
+        let first = lines.next().expect("a line on stderr").unwrap();
+        let port =
+            first.strip_prefix("attn-trace serve: listening on http://127.0.0.1:").and_then(|p| p.strip_suffix('/'));
+        server.port = port.unwrap_or_else(|| panic!("not the start line: {first}")).parse().unwrap();
+        // Keep reading stderr so that the server never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        server
+    }
+
+    /// One request on its own connection: (status, body).
+    fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Vec<u8>) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+        let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+        if !headers.iter().any(|(k, _)| *k == "Host") {
+            head += &format!("Host: 127.0.0.1:{}\r\n", self.port);
+        }
+        for (k, v) in headers {
+            head += &format!("{k}: {v}\r\n");
+        }
+        head += "\r\n";
+        s.write_all(head.as_bytes()).unwrap();
+        // A server may answer (413) before reading the whole body, and close.
+        let _ = s.write_all(body);
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).unwrap();
+        let split = out.windows(4).position(|w| w == b"\r\n\r\n").expect("a response head");
+        let status = String::from_utf8_lossy(&out[9..12]).parse().unwrap();
+        (status, out[split + 4..].to_vec())
+    }
+
+    fn trace(&self, args: &[&str]) -> (u16, Vec<u8>) {
+        let body = serde_json::json!({ "args": args }).to_string();
+        self.send("POST", "/api/trace", &[("Content-Type", "application/json")], body.as_bytes())
+    }
+
+    /// SIGTERM, and the exit status.
+    fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        for _ in 0..100 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("the server did not stop within 10 s of SIGTERM");
+    }
+}
+
+fn error_of(body: &[u8]) -> String {
+    let v: serde_json::Value = serde_json::from_slice(body).expect("a JSON error");
+    v["error"].as_str().expect("an error line").to_string()
+}
+
+#[test]
+fn the_api_answers_the_command_lines_json_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&[], dir.path());
+    let cases: [&[&str]; 3] = [
+        &["The capital of France is"],
+        &["The capital of France is", "--ablate", "0.1,1.0"],
+        &["Hello world", "--steps", "weights", "--top-k", "3"],
+    ];
+    for args in cases {
+        let (status, body) = server.trace(args);
+        assert_eq!(status, 200, "{args:?}: {}", String::from_utf8_lossy(&body));
+        let cli = cmd().args(args).args(["--model", &model(), "--format", "json"]).output().unwrap();
+        assert!(cli.status.success());
+        if body != cli.stdout {
+            std::fs::write("/tmp/serve-api.json", &body).unwrap();
+            std::fs::write("/tmp/serve-cli.json", &cli.stdout).unwrap();
+        }
+        assert!(body == cli.stdout, "{args:?}: the API's bytes differ from the command line's");
+    }
+    let (status, page) = server.send("GET", "/", &[], b"");
+    assert_eq!(status, 200);
+    let page = String::from_utf8(page).unwrap();
+    assert!(page.contains("attn-trace serve") && !page.contains("https://") && !page.contains("src=\"http"));
+    assert!(page.contains(&format!("{:?}", model())), "the page knows the server's model flags");
+    let (status, html) = server.send("POST", "/api/page", &[], br#"{"args": ["The capital"]}"#);
+    assert_eq!(status, 200);
+    assert!(String::from_utf8_lossy(&html).contains("overview-grid"));
+    assert!(server.stop().success());
+}
+
+#[test]
+fn bad_options_get_the_commands_message_and_nothing_names_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&[], dir.path());
+    for args in [&["The capital", "--layer", "99"][..], &["The capital", "--no-such-flag"], &["x", "--top-k", "NaN"]] {
+        let (status, body) = server.trace(args);
+        assert_eq!(status, 400, "{args:?}");
+        let cli = cmd().args(args).args(["--model", &model(), "--format", "json"]).output().unwrap();
+        assert_eq!(cli.status.code(), Some(2));
+        let line = String::from_utf8(cli.stderr).unwrap();
+        assert_eq!(format!("attn-trace: {}\n", error_of(&body)), line, "{args:?}");
+    }
+    let named: [&[&str]; 7] = [
+        &["x", "--save-trace", "x.npz"],
+        &["x", "--save-weights=w.safetensors"],
+        &["x", "--html", "x.html"],
+        &["x", "--model", "other"],
+        &["--file", "/etc/passwd"],
+        &["-"],
+        &["x", "--format", "table"],
+    ];
+    for args in named {
+        let (status, body) = server.trace(args);
+        assert_eq!(status, 400, "{args:?}");
+        assert!(error_of(&body).contains("not in a request"), "{args:?}: {}", error_of(&body));
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "a request wrote a file");
+    let (status, body) = server.send("POST", "/api/trace", &[], b"{\"args\": [1]}");
+    assert_eq!((status, error_of(&body).starts_with("the body must be")), (400, true));
+    assert!(server.stop().success());
+}
+
+#[test]
+fn other_sites_and_oversized_bodies_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&[], dir.path());
+    let ok = br#"{"args": ["x"]}"#;
+    let (status, _) = server.send("GET", "/", &[("Host", "evil.example")], b"");
+    assert_eq!(status, 403, "DNS rebinding: a foreign Host");
+    let (status, _) = server.send("POST", "/api/trace", &[("Host", "attacker.test:80")], ok);
+    assert_eq!(status, 403);
+    let (status, _) = server.send("POST", "/api/trace", &[("Origin", "http://evil.example")], ok);
+    assert_eq!(status, 403, "a cross-site POST");
+    let same = format!("http://localhost:{}", server.port);
+    let host = format!("localhost:{}", server.port);
+    let (status, _) = server.send("POST", "/api/trace", &[("Host", &host), ("Origin", &same)], ok);
+    assert_eq!(status, 200, "the page's own origin");
+    let big = format!("{{\"args\": [\"{}\"]}}", "a ".repeat(40_000));
+    let (status, _) = server.send("POST", "/api/trace", &[], big.as_bytes());
+    assert_eq!(status, 413);
+    let (status, _) = server.send("GET", "/etc/passwd", &[], b"");
+    assert_eq!(status, 404);
+    assert!(server.stop().success());
+}
+
+#[test]
+fn another_address_needs_allow_remote() {
+    let out = cmd().args(["serve", "--host", "0.0.0.0", "--port", "0", "--model", &model()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-remote"));
+}
+
+#[test]
+fn twenty_concurrent_requests_are_all_answered_and_sigterm_stops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&["--queue", "2"], dir.path());
+    let want =
+        cmd().args(["The capital of France is", "--model", &model(), "--format", "json"]).output().unwrap().stdout;
+    let statuses: Vec<u16> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..20)
+            .map(|_| {
+                s.spawn(|| {
+                    let (status, body) = server.trace(&["The capital of France is"]);
+                    match status {
+                        200 => assert!(body == want, "a concurrent answer differs"),
+                        503 => assert_eq!(error_of(&body), "busy"),
+                        other => panic!("status {other}"),
+                    }
+                    status
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(statuses.contains(&200), "{statuses:?}");
+    let (status, _) = server.trace(&["after the rush"]);
+    assert_eq!(status, 200, "the server still answers");
+    assert!(server.stop().success());
+}
