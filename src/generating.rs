@@ -37,8 +37,10 @@ pub(crate) fn run(
     let watch: Vec<u32> = baseline.iter().flat_map(|b| b.chosen.iter().map(|c| c.id)).collect();
     let cfg = &loaded.cfg;
     let made;
-    let params = match whole_fits(settings, (loaded, plan), asked.max_new) {
-        // Each decode step runs every layer: read and convert them once, not once per token.
+    // Each decode step runs every layer: read and convert them once, not once per token, when
+    // the whole model fits --max-memory (else a 7 B model still generates in 3 GiB, slowly).
+    let n = loaded.tokens.len() + asked.max_new;
+    let params = match settings::limits::whole_model_fits(&loaded.cfg, n, (&plan.record, plan.streamed), settings) {
         true => {
             made = Params { layers: params.layers.made()?, ..params.clone() };
             &made
@@ -60,16 +62,6 @@ pub(crate) fn run(
     let record = assemble(&done, (n, &how), &name);
     let baseline = baseline.map(|b| compare(&b, &done, &name));
     Ok((done.output, Generation { baseline, ..record }))
-}
-
-/// Whether the run fits `--max-memory` (and the memory available) with every layer's
-/// parameters in f32 at once rather than a layer at a time; if not, each decode step reads and
-/// converts the layers again (slow, but a 7 B model still generates in 3 GiB).
-fn whole_fits(settings: &Settings, (loaded, plan): (&Loaded, &Plan), max_new: usize) -> bool {
-    let mut whole = loaded.cfg.clone();
-    whole.parts.layer_at_a_time = false;
-    let n = loaded.tokens.len() + max_new;
-    settings::limits::check_run(&whole, n, (&plan.record, plan.streamed), settings).is_ok()
 }
 
 /// Refuses a model that cannot generate: one without a language-model head (an encoder, or

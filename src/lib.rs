@@ -309,7 +309,15 @@ pub(crate) fn computed(
         keep_for_maps(settings, &loaded, &mut plan)?;
     }
     clock.lap("open");
-    let params = source.params_once(&loaded)?;
+    // A server converts a model's layers once for all its requests, when they fit.
+    let made = sources::memo::makes_layers()
+        && settings::limits::whole_model_fits(
+            &loaded.cfg,
+            loaded.tokens.len(),
+            (&plan.record, plan.streamed),
+            settings,
+        );
+    let params = source.params_once(&loaded, made)?;
     notes_now(&loaded.notes);
     if let Some(path) = &settings.outputs.save_weights {
         output::save_weights(&params, &loaded, path)?;

@@ -62,7 +62,7 @@ pub fn start(warm: Settings, queue: usize, error_line: fn(&anyhow::Error) -> Str
     let (tx, rx) = mpsc::sync_channel::<Job>(queue);
     let (ready_tx, ready) = mpsc::channel::<std::result::Result<(), anyhow::Error>>();
     std::thread::Builder::new().name("attn-trace model".into()).spawn(move || {
-        let _once = sources::memo::Scope::new();
+        let _once = sources::memo::Scope::making_layers();
         let warmed = caught(|| trace(&warm, Kind::Json)).map(|_| ());
         let ok = warmed.is_ok();
         let _ = ready_tx.send(warmed);

@@ -232,6 +232,15 @@ fn attribution_bytes(cfg: &ModelConfig, n: usize, s: &super::Settings) -> f64 {
 }
 
 /// Refuses `need` bytes (what they hold: `what`) above the cap or the available memory.
+/// Whether a run of `n` positions fits both caps with every layer's parameters in f32 at
+/// once rather than a layer at a time (a generation, or a server answering many requests,
+/// then converts the layers once instead of once per pass).
+pub fn whole_model_fits(cfg: &ModelConfig, n: usize, record: (&Selection, bool), s: &super::Settings) -> bool {
+    let mut whole = cfg.clone();
+    whole.parts.layer_at_a_time = false;
+    check_run(&whole, n, record, s).is_ok()
+}
+
 pub fn check_bytes(need: f64, what: &str, cap: u128, available: Option<u128>) -> Result<()> {
     if need > cap as f64 {
         return Err(usage(

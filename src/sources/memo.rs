@@ -20,8 +20,26 @@ pub struct Scope(());
 impl Scope {
     pub fn new() -> Scope {
         KEPT.with(|k| *k.borrow_mut() = Some(BTreeMap::new()));
+        MAKE_LAYERS.with(|m| m.set(false));
         Scope(())
     }
+
+    /// A scope whose kept parameters have every layer converted once, where the whole model
+    /// fits the run's memory caps (`attn-trace serve`: every request runs every layer).
+    pub fn making_layers() -> Scope {
+        let scope = Scope::new();
+        MAKE_LAYERS.with(|m| m.set(true));
+        scope
+    }
+}
+
+thread_local! {
+    static MAKE_LAYERS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the open scope keeps parameters with their layers made ([`Scope::making_layers`]).
+pub fn makes_layers() -> bool {
+    KEPT.with(|k| k.borrow().is_some()) && MAKE_LAYERS.with(|m| m.get())
 }
 
 impl Default for Scope {
@@ -33,6 +51,7 @@ impl Default for Scope {
 impl Drop for Scope {
     fn drop(&mut self) {
         KEPT.with(|k| *k.borrow_mut() = None);
+        MAKE_LAYERS.with(|m| m.set(false));
     }
 }
 

@@ -124,12 +124,18 @@ impl Source {
     /// are read as the pass reaches them), so a batch's sentences share them. An encoder's
     /// gather this sentence's token rows, and the toy draws for its own vocabulary: those are
     /// made anew, as is everything outside a batch.
-    pub fn params_once(self, loaded: &Loaded) -> Result<Params> {
+    /// With `made`, the kept parameters have every layer converted once (`Layers::made`).
+    pub fn params_once(self, loaded: &Loaded, made: bool) -> Result<Params> {
         let key = match (&self, &loaded.cfg.model) {
-            (Source::Decoder(_), Some(m)) => format!("parameters {}", m.path),
+            (Source::Decoder(_), Some(m)) => {
+                format!("parameters {}{}", m.path, if made { " (layers made)" } else { "" })
+            }
             _ => return self.params(loaded),
         };
-        memo::kept(&key, move || self.params(loaded))
+        memo::kept(&key, move || {
+            let params = self.params(loaded)?;
+            Ok(if made { Params { layers: params.layers.made()?, ..params } } else { params })
+        })
     }
 
     /// Makes every parameter the trace of `loaded` needs.
