@@ -5,8 +5,10 @@
 
 use serde::Serialize;
 
+pub mod flops;
 mod moe;
 mod parts;
+pub use flops::{forward_flops, Flops};
 pub use moe::Experts;
 pub use parts::{LmHead, LongRope, Padding, Parts, Rope};
 
