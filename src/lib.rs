@@ -79,6 +79,14 @@ pub(crate) fn recorder(loaded: &Loaded, selection: Selection, settings: &Setting
     rec
 }
 
+/// The floating-point operations of the forward pass `rec` is about to record, for
+/// `--timings`: every position against every key (`config::flops`), the head as many times as
+/// the pass applies it.
+fn forward_flops(loaded: &Loaded, params: &params::Params, rec: &Recorder) -> u64 {
+    let n = loaded.tokens.len();
+    config::forward_flops(&loaded.cfg, n, n).with_heads(model::unembed::head_runs(&loaded.cfg, params, rec))
+}
+
 /// Computes the trace the settings describe, keeping the steps they show: the library's
 /// pipeline in one call, without views or rendering (`--save-weights` is still honoured).
 pub fn trace(settings: &Settings) -> Result<Traced> {
@@ -218,11 +226,12 @@ fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut output::Clock) -
     }
     clock.lap("parameters");
     let rec = recorder(&loaded, plan.record.clone(), settings);
+    let flops = forward_flops(&loaded, &params, &rec);
     let forward =
         |rec: &mut Recorder| model::forward(&loaded.cfg, &params, &loaded.input, rec).context("computing the trace");
     let keep = settings.outputs.save_trace.is_some();
     let (trace, last) = output::stream(rec, keep, forward, out)?;
-    clock.lap("forward pass and streaming");
+    clock.lap_computing("forward pass and streaming", flops);
     let checked = testing(settings, &loaded, &last, &trace)?.1;
     clock.report();
     checked
@@ -286,8 +295,9 @@ pub(crate) fn computed(
     let reduced = plan
         .reduce_summary
         .then(|| views::summary::reduce_as_recorded(&mut rec, &loaded.tokens, loaded.cfg.parts.lm_head.is_some()));
+    let flops = forward_flops(&loaded, &params, &rec);
     let last = model::forward(&loaded.cfg, &params, &loaded.input, &mut rec).context("computing the trace")?;
-    clock.lap("forward pass");
+    clock.lap_computing("forward pass", flops);
     let (mut trace, _) = rec.finish();
     name_predictions(&mut trace, &loaded, own_vocab(settings));
     let o = &settings.output.views;
