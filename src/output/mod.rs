@@ -237,9 +237,9 @@ pub struct Clock {
 }
 
 /// The f32 product `--timings` measures the peak with, after the run: [1024 × 1024]² (2.1
-/// GFLOP, about 15 ms on this project's 2 cores), the best of 5 after a warm-up, within
-/// 0.25 s. `cargo bench --bench peak` finds this size within 3% of the largest rate the
-/// machine reaches with candle (BENCHMARKS.md, "Share of the peak").
+/// GFLOP, about 10 ms on this project's 2 cores), the best of 5 after a warm-up, within
+/// 0.25 s. On those cores, quiet, it reads 202–217 GFLOP/s, and `cargo bench --bench peak`'s
+/// best (2048³) is 211.7 (BENCHMARKS.md, "Share of the peak").
 const PEAK_SIZE: usize = 1024;
 const PEAK_RUNS: usize = 5;
 const PEAK_BUDGET: std::time::Duration = std::time::Duration::from_millis(250);

@@ -1,7 +1,8 @@
 """The forward pass's GFLOP/s and share of the f32 peak for the benchmark models, next to
 llama.cpp's prompt processing of the same GGUF files (BENCHMARKS.md, "Share of the peak").
 
-    python3 tests/bench/bench_peak.py [--peak GFLOPS] [--runs 3] [--only NAME,…]
+    python3 tests/bench/bench_peak.py [--peak GFLOPS] [--runs 3] [--only "NAME, N tokens|…"]
+    python3 tests/bench/bench_peak.py --table A.json,B.json [--peak GFLOPS]   (rows of earlier runs)
 
 attn-trace's side is `--timings`: each run prints the forward pass's operations (every matrix
 product, `config::flops`), its time, and the f32 peak measured after the run; the row takes
@@ -113,6 +114,7 @@ def llama(model, ids, logits, runs):
 
 
 def case(name, model, n, extra, gguf, runs):
+    before = loadavg().split()[0]
     text, ids = cut(model, n, gguf)
     mine = attn_ids(model, text)
     assert mine == ids, f"{name}: llama.cpp's ids differ from attn-trace's"
@@ -130,6 +132,7 @@ def case(name, model, n, extra, gguf, runs):
         row["flops_last"] = bare + (flops - bare) // len(ids)
         row["llama_all"] = llama(model, ids, "all", max(runs, 3))
         row["llama_last"] = llama(model, ids, "last", max(runs, 3))
+    row["load"] = f"{before} → {loadavg().split()[0]}"
     return row
 
 
@@ -140,8 +143,8 @@ def table(rows, peak):
 
     print("| case | tokens | GFLOP | attn-trace forward pass, best (median) | its rate, share of peak |"
           " llama.cpp, logits at every position: best (median), tokens/s | its rate, share |"
-          " llama.cpp, last logit only: best, tokens/s | its rate (its GFLOP), share |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          " llama.cpp, last logit only: best, tokens/s | its rate (its GFLOP), share | load (1 min) before → after |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         cells = [r["name"], str(r["tokens"]), f"{r['flops'] / 1e9:.2f}",
                  f"{r['best_ms']:.0f} ms ({r['median_ms']:.0f} ms)", rate(r["flops"], r["best_ms"] / 1e3)]
@@ -153,6 +156,7 @@ def table(rows, peak):
                       rate(r["flops_last"], l["best"]).replace(" GFLOP/s,", f" GFLOP/s ({r['flops_last'] / 1e9:.2f}),")]
         else:
             cells += ["", "", "", ""]
+        cells.append(r["load"])
         print("| " + " | ".join(cells) + " |")
 
 
@@ -160,14 +164,19 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--peak", type=float, help="the f32 peak in GFLOP/s (cargo bench --bench peak)")
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--only", help='comma-separated substrings of "NAME, N tokens"')
+    p.add_argument("--only", help='substrings of "NAME, N tokens", separated by |')
+    p.add_argument("--table", help="comma-separated OUT_JSON files of earlier runs: print their rows as one table")
     args = p.parse_args()
+    if args.table:
+        rows = [r for f in args.table.split(",") for r in json.load(open(f))]
+        table(rows, args.peak or max(p for r in rows for p in r["timings_peaks"]))
+        return
     cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
     print(f"machine: {os.cpu_count()} cores, {cpu}; load average before: {loadavg()}")
     print(f"binary: {BIN}, {run([BIN, '--version']).stdout.strip()}; commit {run(['git', 'log', '--oneline', '-1']).stdout.strip()}")
     rows = []
     for name, model, n, extra, gguf in CASES:
-        if args.only and not any(s in f"{name}, {n} tokens" for s in args.only.split(",")):
+        if args.only and not any(s in f"{name}, {n} tokens" for s in args.only.split("|")):
             continue
         if not os.path.exists(os.path.join(ROOT, model)):
             print(f"skipped (no {model}): {name}", file=sys.stderr)
@@ -189,6 +198,7 @@ def main():
     for r in rows:
         print(f"    {r['command']}")
     json.dump(rows, open(os.environ.get("OUT_JSON", "/tmp/bench_peak.json"), "w"), indent=1)
+    print("(rows also as JSON in OUT_JSON, default /tmp/bench_peak.json)")
 
 
 if __name__ == "__main__":
