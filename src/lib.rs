@@ -84,6 +84,24 @@ pub(crate) fn recorder(loaded: &Loaded, selection: Selection, settings: &Setting
     rec
 }
 
+/// The floating-point operations of the forward pass `rec` is about to record, for
+/// `--timings`: every position against every key (`config::flops`), the head as many times as
+/// the pass applies it.
+fn forward_flops(loaded: &Loaded, params: &params::Params, rec: &Recorder) -> u64 {
+    let n = loaded.tokens.len();
+    config::forward_flops(&loaded.cfg, n, n).with_heads(model::unembed::head_runs(&loaded.cfg, params, rec))
+}
+
+/// The floating-point operations of a generation, for `--timings`: the prompt's pass with the
+/// head over every position, then each decode step's one position against every key so far
+/// with the head once.
+fn generation_flops(loaded: &Loaded, g: &trace::generation::Generation) -> u64 {
+    let n = loaded.tokens.len();
+    let prompt = config::forward_flops(&loaded.cfg, n, n).with_heads(1);
+    let steps = (1..=g.steps.len()).map(|t| config::forward_flops(&loaded.cfg, 1, n + t).with_heads(1));
+    prompt + steps.sum::<u64>()
+}
+
 /// Computes the trace the settings describe, keeping the steps they show: the library's
 /// pipeline in one call, without views or rendering (`--save-weights` is still honoured).
 pub fn trace(settings: &Settings) -> Result<Traced> {
@@ -251,11 +269,12 @@ fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut output::Clock) -
     }
     clock.lap("parameters");
     let rec = recorder(&loaded, plan.record.clone(), settings);
+    let flops = forward_flops(&loaded, &params, &rec);
     let forward =
         |rec: &mut Recorder| model::forward(&loaded.cfg, &params, &loaded.input, rec).context("computing the trace");
     let keep = settings.outputs.save_trace.is_some();
     let (trace, last) = output::stream(rec, keep, forward, out)?;
-    clock.lap("forward pass and streaming");
+    clock.lap_computing("forward pass and streaming", flops);
     let checked = testing(settings, &loaded, &last, &trace)?.1;
     clock.report();
     checked
@@ -328,7 +347,11 @@ pub(crate) fn computed(
         .reduce_summary
         .then(|| views::summary::reduce_as_recorded(&mut rec, &loaded.tokens, loaded.cfg.parts.lm_head.is_some()));
     let (last, generation) = run_model(settings, (&loaded, &params, &plan), &mut rec)?;
-    clock.lap(if generation.is_some() { "generation" } else { "forward pass" });
+    let flops = match &generation {
+        Some(g) => generation_flops(&loaded, g),
+        None => forward_flops(&loaded, &params, &rec),
+    };
+    clock.lap_computing(if generation.is_some() { "generation" } else { "forward pass" }, flops);
     let (mut trace, _) = rec.finish();
     trace.generation = generation;
     name_predictions(&mut trace, &loaded, own_vocab(settings));

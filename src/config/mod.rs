@@ -5,9 +5,11 @@
 
 use serde::Serialize;
 
+pub mod flops;
 mod generate;
 mod moe;
 mod parts;
+pub use flops::{forward_flops, Flops};
 pub use generate::{Generate, Strategy};
 pub use moe::Experts;
 pub use parts::{LmHead, LongRope, Padding, Parts, Rope};

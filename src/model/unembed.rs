@@ -79,8 +79,7 @@ pub fn unembed_with_logits(
         rec.tensor("final_norm.out", cfg, &x)?;
     }
     rec.tensor("output", cfg, &x)?;
-    let wanted =
-        logits || params.mlm.is_some() || rec.wants("logits") || rec.wants("logits_uncapped") || rec.top_k() > 0;
+    let wanted = logits || logits_wanted(params, rec);
     let raw = if wanted { uncapped_logits(cfg, params, head, &x)? } else { None }; // [pos, vocab]
     let mut returned = None;
     if let Some(raw) = &raw {
@@ -98,4 +97,19 @@ pub fn unembed_with_logits(
     }
     super::attribute::readout::close(cfg, params, head, (&resid, &x, raw.as_ref()), rec)?;
     Ok((x, returned))
+}
+
+/// Whether [`unembed`] computes logits: always for a masked-LM head, for a language-model
+/// head only when the logits or the predictions are asked for.
+pub fn logits_wanted(params: &Params, rec: &Recorder) -> bool {
+    params.mlm.is_some() || rec.wants("logits") || rec.wants("logits_uncapped") || rec.top_k() > 0
+}
+
+/// How many times [`super::forward`] with `rec` applies the head: once for the final logits
+/// when they are computed, and once per layer for the logit lens (`config::Flops::with_heads`).
+pub fn head_runs(cfg: &ModelConfig, params: &Params, rec: &Recorder) -> usize {
+    let lm_head = Unembed::of(cfg, params).is_some();
+    let last = usize::from(logits_wanted(params, rec) && (lm_head || params.mlm.is_some()));
+    let lens = if rec.lens() && lm_head { cfg.layers } else { 0 };
+    last + lens
 }

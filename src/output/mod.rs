@@ -36,6 +36,7 @@ pub fn line(text: &str, quiet: bool) {
 }
 
 mod file;
+pub mod peak;
 pub use file::write_file;
 
 /// `--save-weights`: the parameters as safetensors, with the settings and input of `loaded`'s
@@ -227,13 +228,24 @@ pub fn stream(
 }
 
 /// `--timings`: the time each stage of a run took, printed on stderr at the end with the
-/// process's peak resident memory. Off, it measures nothing and prints nothing.
+/// process's peak resident memory; for a stage whose arithmetic is counted (the forward pass,
+/// `config::flops`), a line more with its GFLOP/s and their share of the machine's f32 peak,
+/// which is measured then ([`peak`]). Off, it measures nothing and prints nothing.
 pub struct Clock {
     on: bool,
     start: std::time::Instant,
     last: std::time::Instant,
-    laps: Vec<(&'static str, std::time::Duration)>,
+    /// Each stage's name, time and counted floating-point operations.
+    laps: Vec<(&'static str, std::time::Duration, Option<u64>)>,
 }
+
+/// The f32 product `--timings` measures the peak with, after the run: [1024 × 1024]² (2.1
+/// GFLOP, about 10 ms on this project's 2 cores), the best of 5 after a warm-up, within
+/// 0.25 s. On those cores, quiet, it reads 202–217 GFLOP/s, and `cargo bench --bench peak`'s
+/// best (2048³) is 211.7 (BENCHMARKS.md, "Share of the peak").
+const PEAK_SIZE: usize = 1024;
+const PEAK_RUNS: usize = 5;
+const PEAK_BUDGET: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl Clock {
     pub fn new(on: bool) -> Self {
@@ -243,26 +255,68 @@ impl Clock {
 
     /// Ends the stage `name`: the time since the previous lap is its time.
     pub fn lap(&mut self, name: &'static str) {
+        self.lap_counted(name, None);
+    }
+
+    /// Ends the stage `name`, whose matrix products took `flops` floating-point operations.
+    pub fn lap_computing(&mut self, name: &'static str, flops: u64) {
+        self.lap_counted(name, Some(flops));
+    }
+
+    fn lap_counted(&mut self, name: &'static str, flops: Option<u64>) {
         if self.on {
             let now = std::time::Instant::now();
-            self.laps.push((name, now - self.last));
+            self.laps.push((name, now - self.last, flops));
             self.last = now;
         }
     }
 
-    /// Prints the stages on one stderr line (even with `--quiet`: it was asked for).
+    /// Prints the stages on one stderr line (even with `--quiet`: it was asked for); then, if
+    /// a stage's operations were counted, measures the f32 peak and prints it on a line, and
+    /// one line per counted stage:
+    ///
+    /// ```text
+    /// attn-trace: f32 peak: 183.2 GFLOP/s (candle matmul 1024×1024×1024, 2 threads, best of 5, 0.09 s)
+    /// attn-trace: flops: forward pass: 155826782208 FLOP in 4012.3 ms, 38.84 GFLOP/s, 0.212 of the f32 peak
+    /// ```
+    ///
+    /// The peak is measured after the peak memory is read and the stages are timed, so it
+    /// changes neither.
     pub fn report(&self) {
         if !self.on {
             return;
         }
         let ms = |d: std::time::Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
-        let stages: Vec<String> = self.laps.iter().map(|(n, d)| format!("{n} {}", ms(*d))).collect();
+        let stages: Vec<String> = self.laps.iter().map(|(n, d, _)| format!("{n} {}", ms(*d))).collect();
         let peak = peak_resident().map_or("unknown".to_string(), |b| format!("{:.1} MiB", b as f64 / 1048576.0));
         eprintln!(
             "attn-trace: timings: {}; total {}; peak resident memory {peak}",
             stages.join(", "),
             ms(self.start.elapsed())
         );
+        let counted: Vec<_> = self.laps.iter().filter_map(|&(n, d, f)| f.map(|f| (n, d, f))).collect();
+        if counted.is_empty() {
+            return;
+        }
+        let rate = peak::f32_matmul(PEAK_SIZE, PEAK_RUNS, PEAK_BUDGET).ok();
+        if let Some(r) = &rate {
+            let (m, k, n) = r.mkn;
+            eprintln!(
+                "attn-trace: f32 peak: {:.1} GFLOP/s (candle matmul {m}×{k}×{n}, {} threads, best of {}, {:.2} s)",
+                r.giga_per_s,
+                r.threads,
+                r.runs,
+                r.took.as_secs_f64()
+            );
+        }
+        for (name, d, flops) in counted {
+            let gflops = flops as f64 / 1e9 / d.as_secs_f64().max(1e-9);
+            let share = rate.map_or("unknown".to_string(), |r| format!("{:.3}", gflops / r.giga_per_s));
+            eprintln!(
+                "attn-trace: flops: {name}: {flops} FLOP in {}, {gflops:.2} GFLOP/s, {share} of the f32 peak",
+                ms(d)
+            );
+        }
     }
 }
 

@@ -458,6 +458,51 @@ fn timings_go_to_stderr_and_leave_stdout_alone() {
     assert!(String::from_utf8(jsonl.stderr).unwrap().contains("forward pass and streaming"));
 }
 
+/// `--timings` counts the forward pass's floating-point operations (`config::flops`) and
+/// prints them with their rate and share of the f32 peak it measures after the run, one line
+/// per counted stage, on stderr only. The counts are checked against the fixture's shape by
+/// hand; the times are not checked.
+#[test]
+fn timings_count_the_forward_pass_and_its_share_of_the_peak() {
+    let moe = root().join("fixtures/decoders/qwen2_moe");
+    let model = moe.to_str().unwrap();
+    // Qwen2-MoE fixture: d_model 64, 4 heads over 2 of width 16, 2 layers, 4 experts of 8
+    // (top 2), a shared expert of 24, a tied head over 416 tokens. Per position and layer:
+    // projections 64·(64 + 32 + 32) + 64·64 = 12288, router 256, two experts 2·3·64·8 = 3072,
+    // shared 3·64·24 + its gate 64 = 4672, scores and context 4·n·32; the head 64·416.
+    let flops = |n: u64, heads: u64| 2 * 2 * n * (12288 + 256 + 3072 + 4672 + 128 * n) + heads * 2 * n * 64 * 416;
+    let counted = |args: &[&str]| -> (Vec<u8>, u64, String) {
+        let plain = cmd().args(args).output().unwrap();
+        let timed = cmd().args(args).arg("--timings").output().unwrap();
+        assert!(timed.status.success(), "{}", String::from_utf8_lossy(&timed.stderr));
+        assert_eq!(plain.stdout, timed.stdout, "--timings changed stdout: {args:?}");
+        assert!(!String::from_utf8_lossy(&plain.stderr).contains("peak"), "no --timings, no lines");
+        let err = String::from_utf8(timed.stderr).unwrap();
+        let peak = err.lines().find(|l| l.starts_with("attn-trace: f32 peak: ")).expect("a peak line").to_string();
+        assert!(peak.contains(" GFLOP/s (candle matmul 1024×1024×1024, "), "{peak}");
+        let line = err.lines().find(|l| l.starts_with("attn-trace: flops: forward pass")).expect("a flops line");
+        let count = line.split(": ").nth(3).and_then(|c| c.split(" FLOP in ").next());
+        assert!(line.contains(" GFLOP/s, ") && line.ends_with(" of the f32 peak"), "{line}");
+        assert_eq!(err.lines().filter(|l| l.starts_with("attn-trace: flops: ")).count(), 1, "{err}");
+        (timed.stdout, count.unwrap().parse().unwrap(), line.to_string())
+    };
+    let sentence = "my shoes are small";
+    let (json, all, _) = counted(&[sentence, "--model", model, "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let n = doc["input"]["tokens"].as_array().unwrap().len() as u64;
+    assert_eq!(all, flops(n, 1), "the default run computes the logits for its predictions");
+    let (_, bare, _) = counted(&[sentence, "--model", model, "--steps", "output", "--top-k", "0", "--format", "json"]);
+    assert_eq!(bare, flops(n, 0), "no logits asked for, no head");
+    let (_, lens, _) = counted(&[sentence, "--model", model, "--lens"]);
+    assert_eq!(lens, flops(n, 3), "the logit lens reads every layer through the head");
+    let (_, _, streamed) = counted(&[sentence, "--model", model, "--format", "jsonl"]);
+    assert!(streamed.starts_with("attn-trace: flops: forward pass and streaming: "), "{streamed}");
+    // The seed toy encoder (d_model 4, 2 heads of 2, ReLU FFN of 8, one layer), 4 tokens:
+    // projections 2·4·64, scores and context 2·4·2·4·4, FFN 2·4·64.
+    let (_, toy, _) = counted(&[sentence, "--heads", "2"]);
+    assert_eq!(toy, 512 + 256 + 512);
+}
+
 /// The memory estimate follows what is recorded: a long input whose every step would exceed
 /// the cap runs when only the output is recorded, and streams as jsonl.
 #[test]
