@@ -148,3 +148,13 @@ fn compare(base: &Generated, done: &Generated, name: &Namer) -> Baseline {
 fn ids(chosen: &[Chosen]) -> Vec<u32> {
     chosen.iter().map(|c| c.id).collect()
 }
+
+/// The floating-point operations of a generation, for `--timings`: the prompt's pass with the
+/// head over every position, then each decode step's one position against every key so far
+/// with the head once.
+pub(crate) fn flops(loaded: &Loaded, g: &Generation) -> u64 {
+    let n = loaded.tokens.len();
+    let prompt = crate::config::forward_flops(&loaded.cfg, n, n).with_heads(1);
+    let steps = (1..=g.steps.len()).map(|t| crate::config::forward_flops(&loaded.cfg, 1, n + t).with_heads(1));
+    prompt + steps.sum::<u64>()
+}

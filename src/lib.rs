@@ -92,16 +92,6 @@ fn forward_flops(loaded: &Loaded, params: &params::Params, rec: &Recorder) -> u6
     config::forward_flops(&loaded.cfg, n, n).with_heads(model::unembed::head_runs(&loaded.cfg, params, rec))
 }
 
-/// The floating-point operations of a generation, for `--timings`: the prompt's pass with the
-/// head over every position, then each decode step's one position against every key so far
-/// with the head once.
-fn generation_flops(loaded: &Loaded, g: &trace::generation::Generation) -> u64 {
-    let n = loaded.tokens.len();
-    let prompt = config::forward_flops(&loaded.cfg, n, n).with_heads(1);
-    let steps = (1..=g.steps.len()).map(|t| config::forward_flops(&loaded.cfg, 1, n + t).with_heads(1));
-    prompt + steps.sum::<u64>()
-}
-
 /// Computes the trace the settings describe, keeping the steps they show: the library's
 /// pipeline in one call, without views or rendering (`--save-weights` is still honoured).
 pub fn trace(settings: &Settings) -> Result<Traced> {
@@ -348,7 +338,7 @@ pub(crate) fn computed(
         .then(|| views::summary::reduce_as_recorded(&mut rec, &loaded.tokens, loaded.cfg.parts.lm_head.is_some()));
     let (last, generation) = run_model(settings, (&loaded, &params, &plan), &mut rec)?;
     let flops = match &generation {
-        Some(g) => generation_flops(&loaded, g),
+        Some(g) => generating::flops(&loaded, g),
         None => forward_flops(&loaded, &params, &rec),
     };
     clock.lap_computing(if generation.is_some() { "generation" } else { "forward pass" }, flops);
