@@ -357,8 +357,9 @@ pub struct Cli {
     /// stdout is unchanged.
     #[arg(long, help_heading = "Output")]
     pub timings: bool,
-    /// Refuse runs whose tensors would need more than this many bytes (e.g. 512MiB, 8GiB).
-    #[arg(long, value_name = "SIZE", default_value = "2GiB", help_heading = "Output")]
+    /// Refuse runs whose tensors would need more than this many bytes (e.g. 512MiB, 8GiB);
+    /// auto: three quarters of the memory available to this process (2GiB where unknown).
+    #[arg(long, value_name = "SIZE|auto", default_value = "auto", help_heading = "Output")]
     pub max_memory: String,
 
     // ---- views ----

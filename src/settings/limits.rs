@@ -7,6 +7,18 @@ use crate::trace::{steps, Selection};
 use anyhow::Result;
 
 /// Parses sizes such as `2GiB`, `512MiB`, `100MB`, `65536` (bytes).
+/// `--max-memory`: a size, or `auto` (the default): three quarters of the memory available to
+/// this process (what the machine, its cgroup and `ulimit -v` leave; `cli::Env`), so a 7 B
+/// checkpoint that runs in 2.4 GiB is not refused on a 24 GiB machine, while a quarter stays
+/// for everything else; 2 GiB where the available memory is unknown. The available memory
+/// stays a second cap either way ([`check_bytes`]).
+pub fn max_memory(arg: &str, available: Option<u128>) -> Result<u128> {
+    if arg.trim().eq_ignore_ascii_case("auto") {
+        return Ok(available.map_or(2 << 30, |free| free / 4 * 3));
+    }
+    parse_size(arg)
+}
+
 pub fn parse_size(s: &str) -> Result<u128> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
@@ -31,7 +43,7 @@ fn bad_size(s: &str) -> anyhow::Error {
     usage(
         "--max-memory",
         format!("{} is not a size", crate::error::quote(s)),
-        "write e.g. 512MiB, 8GiB or a number of bytes",
+        "write e.g. 512MiB, 8GiB, a number of bytes, or auto",
     )
 }
 
@@ -321,6 +333,14 @@ mod tests {
             assert_eq!((layer_copies(6, &sel, "attn.weights"), asked), (want, want), "{sel:?}");
         }
         assert_eq!(layer_copies(4_000_000_000, &Selection::default(), "attn.weights"), 4_000_000_000);
+    }
+
+    #[test]
+    fn auto_is_three_quarters_of_what_is_available() {
+        assert_eq!(max_memory("auto", Some(8 << 30)).unwrap(), 6 << 30);
+        assert_eq!(max_memory(" AUTO ", None).unwrap(), 2 << 30);
+        assert_eq!(max_memory("512MiB", Some(8 << 30)).unwrap(), 512 << 20);
+        assert!(max_memory("lots", None).is_err());
     }
 
     #[test]

@@ -218,7 +218,7 @@ impl Settings {
             None => toy(&cli)?,
         };
         let shape = shape::shape(&cli)?;
-        let max_memory = limits::parse_size(&cli.max_memory)?;
+        let max_memory = limits::max_memory(&cli.max_memory, env.memory_available)?;
         let padding = outputs::padding(&cli)?;
         if let Some((n, _)) = padding {
             limits::check_positions("--pad-to", n, max_memory, env.memory_available)?;

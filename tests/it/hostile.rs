@@ -174,7 +174,8 @@ fn a_drawing_too_big_for_memory_is_refused_and_leaves_no_file() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("big.svg");
     let words: Vec<String> = (0..3000).map(|i| format!("w{i}")).collect();
-    let out = run(&[&words.join(" "), "--max-len", "3000", "--svg", svg.to_str().unwrap()], None);
+    let out =
+        run(&[&words.join(" "), "--max-len", "3000", "--max-memory", "2GiB", "--svg", svg.to_str().unwrap()], None);
     refused(&out, "--svg/--html");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "a file was left behind");
 }

@@ -200,6 +200,8 @@ fn pad_to_is_refused_before_anything_sized_by_it_exists() {
     // The other size flags reach the estimate before anything they size, and the estimate
     // itself does not loop over 4·10⁹ layers.
     for flag in ["--layers", "--d-model", "--d-ff", "--d-k", "--max-len"] {
-        refused(&run(&["my shoes", flag, "4000000000"]), "above the cap of 2.0 GiB");
+        refused(&run(&["my shoes", flag, "4000000000", "--max-memory", "2GiB"]), "above the cap of 2.0 GiB");
+        // The default cap (auto: three quarters of what is available) refuses them too.
+        refused(&run(&["my shoes", flag, "4000000000"]), "sizes: this run needs about");
     }
 }
