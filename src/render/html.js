@@ -5,6 +5,23 @@
 // data block is `data` + a suffix that ends every element id of that section ("" on a page
 // of one trace), so the sections share this script and nothing else.
 "use strict";
+
+// The viridis anchors `c` interpolated linearly at t in [0, 1]: the terminal heatmap's scale
+// (html_generation.js, in the same script, uses it too).
+function viridisAt(c, t) {
+    t = Math.min(1, Math.max(0, isFinite(t) ? t : 0)) * (c.length - 1);
+    const i = Math.min(c.length - 2, Math.floor(t));
+    const f = t - i;
+    return [0, 1, 2].map((k) => Math.round(c[i][k] + (c[i + 1][k] - c[i][k]) * f));
+}
+
+function option(sel, value, text) {
+  const o = document.createElement("option");
+  o.value = value;
+  o.textContent = text;
+  sel.appendChild(o);
+}
+
 function drawSection(sfx) {
   const byId = (id) => document.getElementById(id + sfx);
   const data = JSON.parse(byId("data").textContent);
@@ -27,11 +44,7 @@ function drawSection(sfx) {
 
   // The viridis anchors, interpolated linearly: the same scale as the terminal heatmap.
   function rgbOf(t) {
-    const c = data.colors;
-    t = Math.min(1, Math.max(0, isFinite(t) ? t : 0)) * (c.length - 1);
-    const i = Math.min(c.length - 2, Math.floor(t));
-    const f = t - i;
-    return [0, 1, 2].map((k) => Math.round(c[i][k] + (c[i + 1][k] - c[i][k]) * f));
+    return viridisAt(data.colors, t);
   }
 
   function colour(t) {
@@ -49,13 +62,6 @@ function drawSection(sfx) {
   function scaleOf(v, max) {
     if (shared.checked) return v;
     return max > 0 ? v / max : 0;
-  }
-
-  function option(sel, value, text) {
-    const o = document.createElement("option");
-    o.value = value;
-    o.textContent = text;
-    sel.appendChild(o);
   }
 
   function layerData() {

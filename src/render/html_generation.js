@@ -21,22 +21,11 @@ function drawGeneration(sfx) {
 
   // The page's viridis scale (as html.js draws the maps), and dark or light text on it.
   function rgbOf(t) {
-    const c = data.colors;
-    t = Math.min(1, Math.max(0, isFinite(t) ? t : 0)) * (c.length - 1);
-    const i = Math.min(c.length - 2, Math.floor(t));
-    const f = t - i;
-    return [0, 1, 2].map((k) => Math.round(c[i][k] + (c[i + 1][k] - c[i][k]) * f));
+    return viridisAt(data.colors, t);
   }
   function darkText(rgb) {
     const lin = (c) => { const s = c / 255; return s <= 0.04045 ? s / 12.92 : Math.pow((s + 0.055) / 1.055, 2.4); };
     return 0.2126 * lin(rgb[0]) + 0.7152 * lin(rgb[1]) + 0.0722 * lin(rgb[2]) > 0.179;
-  }
-
-  function option(sel, value, text) {
-    const o = document.createElement("option");
-    o.value = value;
-    o.textContent = text;
-    sel.appendChild(o);
   }
 
   // The row of token `t` for a layer ("mean": over layers and heads) and a head ("mean").
