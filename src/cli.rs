@@ -102,8 +102,20 @@ pub enum VocabOrderArg {
     Sorted,
 }
 
-/// Trace transformer encoders and decoders step by step: BERT, GPT-2, Llama, Qwen2, Mistral, GGUF
-/// and Ollama files, toy models.
+/// `--stack`: which of an encoder–decoder's attentions the views draw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum ViewStack {
+    /// The decoder's cross-attention: decoder tokens × source tokens.
+    #[default]
+    Cross,
+    /// The encoder's self-attention over the source tokens.
+    Encoder,
+    /// The decoder's (causal) self-attention over its own tokens.
+    Decoder,
+}
+
+/// Trace transformer encoders and decoders step by step: BERT, GPT-2, Llama, Qwen2, Mistral,
+/// Gemma, Phi-3, T5, BART, GGUF and Ollama files, toy models.
 ///
 /// Every intermediate tensor, named and labelled by token: tables, heatmaps, an HTML page and SVG
 /// maps for people, one JSON document for jq and CI.
@@ -123,6 +135,10 @@ pub struct Cli {
     /// with the toy model or a decoder, the next sentence of a batch (each traced on its own).
     #[arg(value_name = "PAIR")]
     pub pair: Option<String>,
+    /// An encoder–decoder (T5, BART): the decoder's text, traced by teacher forcing (its
+    /// tokens shifted right after the decoder's start token, as in training).
+    #[arg(long, value_name = "TEXT", help_heading = "Tokens")]
+    pub target: Option<String>,
     /// More sentences of a batch (not with BERT, whose two sentences are a pair: use --batch).
     #[arg(value_name = "MORE")]
     pub more: Vec<String>,
@@ -379,6 +395,10 @@ pub struct Cli {
     /// word's key pieces, mean over its query pieces).
     #[arg(long, help_heading = "Views")]
     pub merge_pieces: bool,
+    /// An encoder–decoder's attention the views draw: the cross-attention (decoder tokens ×
+    /// source tokens), the encoder's self-attention or the decoder's [default: cross].
+    #[arg(long, value_enum, help_heading = "Views")]
+    pub stack: Option<ViewStack>,
     /// Attention averaged over heads (mean over heads).
     #[arg(long, help_heading = "Views")]
     pub average_heads: bool,

@@ -58,17 +58,24 @@ pub(crate) fn run(
     };
     let done =
         generate::generate(cfg, params, (&loaded.input, &how), (rec, &mut step_rec), &watch).context("generating")?;
-    let n = loaded.tokens.len();
+    let n = prompt_len(loaded);
     let record = assemble(&done, (n, &how), &name);
     let baseline = baseline.map(|b| compare(&b, &done, &name));
     Ok((done.output, Generation { baseline, ..record }))
+}
+
+/// The positions of the prompt a generation continues: an encoder–decoder's decoder input
+/// (its start token, and `--target`'s tokens), else the tokens.
+fn prompt_len(loaded: &Loaded) -> usize {
+    loaded.cfg.parts.seq2seq.as_ref().map_or(loaded.tokens.len(), |s| s.decoder_ids.len())
 }
 
 /// Refuses a model that cannot generate: one without a language-model head (an encoder, or
 /// BERT's masked-LM head, which fills in a `[MASK]` rather than continuing), or an input
 /// matrix instead of token ids.
 fn check_model(loaded: &Loaded, params: &Params) -> Result<()> {
-    let lm = loaded.cfg.causal && loaded.cfg.parts.lm_head.is_some() && params.mlm.is_none();
+    let lm = (loaded.cfg.causal && loaded.cfg.parts.lm_head.is_some() && params.mlm.is_none())
+        || loaded.cfg.parts.seq2seq.is_some();
     if !lm {
         return Err(usage(
             "--generate",

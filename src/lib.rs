@@ -346,7 +346,8 @@ pub(crate) fn computed(
     trace.generation = generation;
     name_predictions(&mut trace, &loaded, own_vocab(settings));
     let o = &settings.output.views;
-    let all_maps = maps.then(|| views::maps::maps(&trace, o.merge_pieces, o.average_heads));
+    let seen = views::stacks::seen_as(&trace, o.stack); // an encoder–decoder's attention `--stack` names
+    let all_maps = maps.then(|| views::maps::maps(seen.as_ref().unwrap_or(&trace), o.merge_pieces, o.average_heads));
     let (trace, mut views) = views::derive(trace, &plan, &settings.output)?;
     if let Some(links) = reduced {
         views.summary = Some(std::mem::take(&mut *links.lock().map_err(|_| anyhow::anyhow!("summary lock"))?));

@@ -9,10 +9,12 @@ pub mod flops;
 mod generate;
 mod moe;
 mod parts;
+mod seq2seq;
 pub use flops::{forward_flops, Flops};
 pub use generate::{Generate, Strategy};
 pub use moe::Experts;
 pub use parts::{LmHead, LongRope, Padding, Parts, Rope};
+pub use seq2seq::{RelBias, Seq2Seq};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -112,6 +112,20 @@ pub struct Parts {
     /// A mixture of experts in every layer's FFN (`config/moe.rs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub experts: Option<super::Experts>,
+    /// T5's relative position bias, added to every layer's scores (`position_bias`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relative_bias: Option<super::RelBias>,
+    /// The final norm's output is multiplied by this before the head (T5 with a tied head:
+    /// d_model^−0.5).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub head_scale: Option<f64>,
+    /// Every layer has a cross-attention sublayer after its self-attention (an
+    /// encoder–decoder's decoder): `cross_attn.*`, reading the encoder's output.
+    #[serde(skip_serializing_if = "is_false")]
+    pub cross_attention: bool,
+    /// An encoder–decoder: this configuration is the encoder's, and this the decoder's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq2seq: Option<super::Seq2Seq>,
 }
 
 /// Rotary position embedding as Hugging Face computes it: each pair (i, i + d/2) of a head's

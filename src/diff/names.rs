@@ -65,8 +65,8 @@ fn single(name: &str) -> Option<String> {
     if CATALOGUE.iter().any(|d| d.name == name) {
         return Some(name.to_string());
     }
-    // steps::parse is the one list of aliases; `qkv` or `ffn` name several and do not count.
-    let set = crate::trace::steps::parse(name, usize::MAX).ok()?;
+    // aliases::parse is the one list of aliases; `qkv` or `ffn` name several and do not count.
+    let set = crate::trace::aliases::parse(name, usize::MAX).ok()?;
     (set.len() == 1).then(|| set.into_iter().next().unwrap_or_default())
 }
 

@@ -27,7 +27,7 @@ impl Selector {
         for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             if let Some(r) = resolve(item) {
                 names.insert(r.id);
-            } else if let Ok(set) = steps::parse(item, usize::MAX) {
+            } else if let Ok(set) = crate::trace::aliases::parse(item, usize::MAX) {
                 names.extend(set);
             } else {
                 let near = suggest(item, known_names()).map(|s| format!("did you mean {s}? ")).unwrap_or_default();

@@ -51,6 +51,10 @@ pub fn attention(
     let raw_scores = q.matmul(&k.t()?)?; // [head, query_pos, key_pos]
     rec.tensor(&format!("layers.{l}.attn.raw_scores"), cfg, &raw_scores)?;
     let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, query_pos, key_pos]
+    let scaled = match &pass.bias {
+        Some(bias) => scaled.broadcast_add(bias)?, // [head, query_pos, key_pos]: T5's position bias
+        None => scaled,
+    };
     let hidden = super::mask::hidden_keys(cfg, l, (offset, n));
     let scores = capped_and_masked(cfg, scaled, hidden.as_deref(), l, rec)?; // [head, query_pos, key_pos]
     let scores = super::intervene::knockout(cfg, (l, offset), scores)?; // [head, query_pos, key_pos]
@@ -195,6 +199,7 @@ mod tests {
                 post_ffn_norm: None,
             }),
             qk_norm: None,
+            cross: None,
         };
         let cfg = ModelConfig {
             d_model: 2,

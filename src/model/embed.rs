@@ -57,6 +57,16 @@ pub fn embed_at(
     if let Some(token_type) = &token_type {
         rec.tensor("embed.token_type", cfg, token_type)?;
     }
+    // BART scales the token rows before adding positions (`scale_embedding`); Gemma, without
+    // positions, scales the sum below (the same numbers, recorded as `embed.out`).
+    let rows = match (&position, cfg.parts.embed_scale) {
+        (Some(_), Some(scale)) => {
+            let scaled = rows.affine(scale, 0.0)?; // [pos, d_model]
+            rec.tensor("embed.token_scaled", cfg, &scaled)?;
+            scaled
+        }
+        _ => rows,
+    };
     let with_position = match &position {
         Some(position) => (&rows + position)?,
         None => rows.clone(),
@@ -78,8 +88,8 @@ pub fn embed_at(
             super::attribute::through_norm(cfg, norm, &sum, (None, "embed.norm.bias"), rec)?;
             super::norm::layer_norm(&sum, norm, cfg.eps)?
         }
-        (None, Some(scale)) => sum.affine(scale, 0.0)?,
-        (None, None) => sum,
+        (None, Some(scale)) if position.is_none() => sum.affine(scale, 0.0)?,
+        (None, _) => sum,
     }; // [pos, d_model]
     rec.tensor("embed.out", cfg, &out)?;
     Ok(out)

@@ -11,7 +11,7 @@ use super::pass::{KvCache, Pass};
 use super::sample::Sampler;
 use crate::config::{Generate, ModelConfig};
 use crate::params::{Input, Params};
-use crate::trace::{Recorder, Trace};
+use crate::trace::{steps::Stack, Recorder, Trace};
 use anyhow::{Context, Result};
 use candle_core::Tensor;
 
@@ -51,6 +51,9 @@ pub struct Generated {
 /// Generates from `input` as `how` says, recording the prompt's pass into `rec` and decode
 /// step t's into `step_rec(t, token)`'s recorder; `watch[i]`, where given, is a token whose
 /// probability the step choosing token i + 1 reports (`--baseline`'s comparison).
+/// An encoder–decoder (`seq2seq.rs`) runs its encoder once, into `rec`, and generates with its
+/// decoder from the decoder's input (its start token, and `--target`'s tokens as a prefix),
+/// every pass's cross-attention reading the encoder's output.
 pub fn generate(
     cfg: &ModelConfig,
     params: &Params,
@@ -58,12 +61,39 @@ pub fn generate(
     (rec, step_rec): (&mut Recorder, &mut dyn FnMut(usize, u32) -> Recorder),
     watch: &[u32],
 ) -> Result<Generated> {
+    if cfg.parts.seq2seq.is_none() {
+        return decode(cfg, params, (input, how), (rec, step_rec), (watch, None));
+    }
+    let (s, dec) = super::seq2seq::parts(cfg, params)?;
+    let memory = super::seq2seq::encode(cfg, params, input, rec)?; // [enc_pos, d_model]
+    rec.to_decoder(s.decoder_tokens.clone(), s.decoder_texts.clone(), s.decoder_ids.clone());
+    rec.set_stack(Stack::Decoder);
+    let ids = Input::Ids { ids: s.decoder_ids.clone(), type_ids: None };
+    let mut step_rec = |t: usize, id: u32| {
+        let mut r = step_rec(t, id);
+        r.set_stack(Stack::Decoder);
+        r
+    };
+    let done = decode(&s.decoder, dec, (&ids, how), (rec, &mut step_rec), (watch, Some(&memory)));
+    rec.set_stack(Stack::Only);
+    done
+}
+
+/// [`generate`] with one stack; `memory` is an encoder–decoder's encoder output.
+fn decode(
+    cfg: &ModelConfig,
+    params: &Params,
+    (input, how): (&Input, &Generate),
+    (rec, step_rec): (&mut Recorder, &mut dyn FnMut(usize, u32) -> Recorder),
+    (watch, memory): (&[u32], Option<&Tensor>),
+) -> Result<Generated> {
     let head = Unembed::of(cfg, params).map(Unembed::dense).transpose()?;
     let head = head.as_ref();
     let mut cache = KvCache::new(params.layers.len());
     let mut sampler = Sampler::new(how.strategy);
     let k = rec.top_k();
-    let (output, logits) = super::forward_pass(cfg, params, head, (input, &mut Pass::cached(&mut cache)), rec, true)?;
+    let mut pass = Pass { memory, ..Pass::cached(&mut cache) };
+    let (output, logits) = super::forward_pass(cfg, params, head, (input, &mut pass), rec, true)?;
     let n = output.dim(0)?;
     cache.advance(n);
     let logits = logits.context("internal: a generation needs the model's logits")?; // [pos, vocab]
@@ -87,7 +117,7 @@ pub fn generate(
         }
         let mut rec_t = step_rec(t, last);
         let one = Input::Ids { ids: vec![last], type_ids: None };
-        let mut pass = Pass::cached(&mut cache);
+        let mut pass = Pass { memory, ..Pass::cached(&mut cache) };
         let (_, logits) = super::forward_pass(&step_cfg, params, head, (&one, &mut pass), &mut rec_t, true)?;
         cache.advance(1);
         let logits = logits.context("internal: a decode step needs the model's logits")?; // [1, vocab]

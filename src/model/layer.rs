@@ -8,6 +8,8 @@
 //! Gemma's sandwich norms add a norm of each sublayer's output before its sum:
 //! `norm1_post.out = RMS(attn.out)`, `add_norm1.sum = x + norm1_post.out`, and likewise
 //! `norm2_post.out` of `ffn.out`.
+//! A decoder layer of an encoder–decoder has a cross-attention sublayer after its
+//! self-attention's (`cross.rs`): `add_norm_cross.sum` (and `.out` post-norm).
 //! An attention-only layer (a textbook's `MultiHeadAttention` module) is the attention
 //! alone: its output is `attn.out`. A parallel layer (GPT-NeoX, `config.parallel`) is
 //! pre-norm with both sublayers reading the layer input: `add_norm2.sum = x + attn(norm1(x))
@@ -15,7 +17,7 @@
 
 use super::norm::norm;
 use super::pass::Pass;
-use super::{attention::attention, attribute, ffn::ffn};
+use super::{attention::attention, attribute, cross, ffn::ffn};
 use crate::config::{ModelConfig, Norm};
 use crate::params::{Block, LayerNorm, LayerParams};
 use crate::trace::Recorder;
@@ -43,6 +45,7 @@ pub fn layer(
             let out1 = norm(&sum1, &b.norm1, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm1.out"), cfg, &out1)?;
             attribute::through_norm(cfg, &b.norm1, &sum1, (Some(l), "add_norm1.bias"), rec)?;
+            let out1 = cross::sublayer(cfg, p, out1, (l, pass.memory), rec)?; // [pos, d_model]
             let ffn_out = ffn(cfg, b, &out1, l, rec)?; // [pos, d_model]
             let sum2 = (&out1 + &ffn_out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm2.sum"), cfg, &sum2)?;
@@ -60,6 +63,7 @@ pub fn layer(
                 post_norm(cfg, b.post_attn_norm.as_ref(), attn_out, &format!("layers.{l}.norm1_post.out"), rec)?; // [pos, d_model]
             let sum1 = (x + &attn_out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm1.sum"), cfg, &sum1)?;
+            let sum1 = cross::sublayer(cfg, p, sum1, (l, pass.memory), rec)?; // [pos, d_model]
             let normed2 = norm(&sum1, &b.norm2, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.norm2.out"), cfg, &normed2)?;
             let ffn_out = ffn(cfg, b, &normed2, l, rec)?; // [pos, d_model]

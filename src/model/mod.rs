@@ -6,6 +6,7 @@
 
 pub mod attention;
 pub mod attribute;
+pub mod cross;
 pub mod embed;
 pub mod ffn;
 pub mod generate;
@@ -17,8 +18,10 @@ pub mod mask;
 pub mod norm;
 pub mod pass;
 pub mod patch;
+pub mod relative;
 pub mod rope;
 pub mod sample;
+pub mod seq2seq;
 pub mod softmax;
 pub mod stack;
 pub mod unembed;
@@ -33,6 +36,9 @@ use candle_core::Tensor;
 /// Runs the whole model in three parts, embed → stack → unembed, recording every step into
 /// `rec`; returns the last hidden state.
 pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Recorder) -> Result<Tensor> {
+    if cfg.parts.seq2seq.is_some() {
+        return seq2seq::forward(cfg, params, input, rec);
+    }
     let head = head::Unembed::of(cfg, params);
     let done = forward_pass(cfg, params, head.as_ref(), (input, &mut pass::Pass::default()), rec, false)?;
     Ok(done.0)
@@ -52,6 +58,7 @@ pub fn forward_pass(
 ) -> Result<(Tensor, Option<Tensor>)> {
     attribute::readout::open(cfg, params, head, rec)?;
     let x = embed::embed_at(cfg, params, input, pass.offset(), rec)?; // [pos, d_model]
+    pass.bias = relative::position_bias(cfg, params, (pass.offset(), x.dim(0)?), rec)?; // [head, pos, key_pos]
     let x = stack::stack(cfg, &params.layers, (0, pass), x, rec, |_, _, out, rec| {
         if let (true, Some(head)) = (rec.lens(), head) {
             // The logit lens: this layer's residual stream read out as if it were the last.

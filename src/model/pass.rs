@@ -15,17 +15,23 @@ pub struct Pass<'a> {
     /// A generation's cache: the keys and values of every position before this pass's, which
     /// the pass's queries also read and to which its own are appended.
     pub cache: Option<&'a mut KvCache>,
+    /// T5's relative position bias for this pass's queries, `[head, query_pos, key_pos]`,
+    /// added to every layer's scores (`relative.rs`).
+    pub bias: Option<Tensor>,
+    /// An encoder–decoder's decoder pass: the encoder's output, `[enc_pos, d_model]`, which
+    /// every layer's cross-attention reads.
+    pub memory: Option<&'a Tensor>,
 }
 
 impl<'a> Pass<'a> {
     /// A pass of a patching sweep's run with `patch` copied in.
     pub fn patched(patch: Option<&'a Patch>) -> Self {
-        Pass { patch, cache: None }
+        Pass { patch, ..Default::default() }
     }
 
     /// A pass that reads and extends `cache`.
     pub fn cached(cache: &'a mut KvCache) -> Self {
-        Pass { patch: None, cache: Some(cache) }
+        Pass { cache: Some(cache), ..Default::default() }
     }
 
     /// The position of this pass's first token: how many positions the cache holds.

@@ -36,7 +36,12 @@ pub(crate) fn uncapped_logits(
         let h = norm::layer_norm(&ffn::activation(cfg.activation, &h)?, &mlm.norm, cfg.eps)?; // [pos, d_model]
         return Ok(Some(linear(&h, &mlm.decoder)?)); // [pos, vocab]
     }
-    head.map(|head| head.logits(x)).transpose() // [pos, vocab]
+    let Some(head) = head else { return Ok(None) };
+    Ok(Some(match cfg.parts.head_scale {
+        // T5 with a tied head scales the final norm's output by d_model^−0.5 first.
+        Some(s) => head.logits(&x.affine(s, 0.0)?)?, // [pos, vocab]
+        None => head.logits(x)?,                     // [pos, vocab]
+    }))
 }
 
 /// Logits as the model returns them: `cap · tanh(logits / cap)` where it caps them (Gemma 2).

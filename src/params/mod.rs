@@ -67,6 +67,19 @@ pub struct LayerParams {
     pub block: Option<Block>,
     /// Per-head RMSNorms of q and k before the rotation (Qwen3, Gemma 3), each [d_k].
     pub qk_norm: Option<QkNorm>,
+    /// An encoder–decoder's decoder layer: its cross-attention sublayer.
+    pub cross: Option<Box<Cross>>,
+}
+
+/// A cross-attention sublayer: queries from the decoder, keys and values from the encoder's
+/// output, and its norm (before it in a pre-norm block, after its sum in a post-norm one).
+#[derive(Debug, Clone)]
+pub struct Cross {
+    pub q_proj: Linear,
+    pub k_proj: Linear,
+    pub v_proj: Linear,
+    pub out_proj: Linear,
+    pub norm: LayerNorm,
 }
 
 /// The q and k norms of one layer.
@@ -141,6 +154,11 @@ pub struct Params {
     /// A checkpoint's vocabulary-wide tables kept in their stored form (then `token` and
     /// `lm_head` are None): only the rows a step needs are ever made f32.
     pub stored: Option<Stored>,
+    /// T5's relative position bias table, [buckets, heads] (`config.relative_bias`).
+    pub relative_bias: Option<Tensor>,
+    /// An encoder–decoder: these parameters are the encoder's, and these the decoder's
+    /// (`config.seq2seq`).
+    pub decoder: Option<Box<Params>>,
 }
 
 /// BertForMaskedLM's head: logits = LayerNorm(act(h·W_denseᵀ + b))·W_wordᵀ + bias.
@@ -259,6 +277,7 @@ mod tests {
             out_proj: None,
             block: None,
             qk_norm: None,
+            cross: None,
         }
     }
 

@@ -27,6 +27,9 @@ pub fn write(trace: &Trace, w: &mut dyn Write) -> io::Result<()> {
 /// its tokens and ids, a real model's token types, the tokens' decoded texts and `--chat`'s
 /// conversation.
 pub fn input_object(trace: &Trace) -> serde_json::Value {
+    if let Some(doc) = seq2seq_input(trace) {
+        return doc;
+    }
     let mut input = serde_json::json!({
         "sentence": trace.sentence,
         "tokens": trace.tokens,
@@ -44,6 +47,24 @@ pub fn input_object(trace: &Trace) -> serde_json::Value {
         input["chat"] = serde_json::json!({"system": c.system, "user": c.user, "rendered": c.rendered});
     }
     input
+}
+
+/// An encoder–decoder's `input`: the sentence's (the encoder's) tokens, ids and texts as a
+/// one-stack model's, and `target`, the decoder's: `--target` as given and the tokens the
+/// decoder ran on (its start token, then the target's shifted right).
+fn seq2seq_input(trace: &Trace) -> Option<serde_json::Value> {
+    let s = trace.config.parts.seq2seq.as_ref()?;
+    let source = trace.keys.as_ref()?;
+    let mut input = serde_json::json!({
+        "sentence": trace.sentence,
+        "tokens": source.tokens,
+        "token_ids": source.ids,
+        "target": {"text": s.target, "tokens": trace.tokens, "token_ids": trace.token_ids},
+    });
+    if let (Some(a), Some(b)) = (&source.texts, &trace.texts) {
+        (input["texts"], input["target"]["texts"]) = (serde_json::json!(a), serde_json::json!(b));
+    }
+    Some(input)
 }
 
 /// The document with optional top-level objects after `steps` (the views' `"focus"` and

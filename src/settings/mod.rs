@@ -151,10 +151,9 @@ pub struct Output {
     pub views: views::ViewOptions,
     /// A language model's next-token predictions per position (`--top-k`; 0: none).
     pub top_k: usize,
-    /// `--stats` and `--rollout`: derived views to show.
+    /// `--stats` and `--rollout`: derived views to show; `--params`: the parameters as tables.
     pub stats: bool,
     pub rollout: bool,
-    /// `--params`: the parameters as tables after the trace.
     pub params: bool,
 }
 
@@ -162,8 +161,10 @@ pub struct Output {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub text: Text,
-    /// A second sentence: a BERT model's sentence pair, or the second sentence of a batch.
+    /// A second sentence: a BERT model's sentence pair, or the second sentence of a batch;
+    /// `--target`: an encoder–decoder's decoder text (teacher forcing).
     pub pair: Option<String>,
+    pub target: Option<String>,
     /// Third and later sentences: a batch (`sources::batch` decides).
     pub more: Vec<String>,
     pub model: ModelChoice,
@@ -172,12 +173,10 @@ pub struct Settings {
     pub output: Output,
     /// Files written besides stdout (`--save-weights`, `--save-trace`) and `--check`.
     pub outputs: outputs::Outputs,
-    /// `--max-memory` in bytes.
+    /// `--max-memory` in bytes, and the machine's available memory if known (a second cap).
     pub max_memory: u128,
-    /// The machine's available memory, if known (a second cap).
     pub memory_available: Option<u128>,
-    /// Bytes a batch already holds for the sentences before this one (their rendered
-    /// output and page parts), counted against both caps with this run's estimate; 0 alone.
+    /// Bytes a batch holds for earlier sentences (output, page parts), counted against the caps.
     pub held: u128,
     /// `--quiet`: no notes on stderr.
     pub quiet: bool,
@@ -235,6 +234,7 @@ impl Settings {
         Ok(Settings {
             text,
             pair: cli.pair.clone(),
+            target: cli.target.clone(),
             more: cli.more.clone(),
             model,
             shape,

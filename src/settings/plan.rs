@@ -8,7 +8,6 @@ use super::views::{resolve, resolve_for};
 use super::{Format, Settings};
 use crate::config::{Interventions, Knockout, ModelConfig};
 use crate::error::{quote, usage};
-use crate::trace::steps;
 use crate::trace::Selection;
 use anyhow::Result;
 
@@ -77,7 +76,9 @@ impl Plan {
             && !(a.stats || a.rollout || v.derived() || v.html.is_some() || v.svg.is_some())
             && settings.outputs.save_trace.is_none()
             // What each generated token looked at reads the prompt's weights after the pass.
-            && settings.generate.is_none();
+            && settings.generate.is_none()
+            // An encoder–decoder's summary reads the attention `--stack` names (`views::stacks`).
+            && cfg.parts.seq2seq.is_none();
         let mut record = widen(settings, &show, focus.is_some());
         if reduce_summary {
             // The weights, and a mixture's routing (which experts each token went to).
@@ -138,7 +139,7 @@ fn selection(settings: &Settings, layers: usize, heads: usize) -> Result<Selecti
         ));
     }
     Ok(Selection {
-        steps: s.steps.as_deref().map(|list| steps::parse(list, layers)).transpose()?,
+        steps: s.steps.as_deref().map(|list| crate::trace::aliases::parse(list, layers)).transpose()?,
         layer: s.layer.clone(),
         head: s.head.clone(),
     })
@@ -152,7 +153,7 @@ fn widen(settings: &Settings, shown: &Selection, focus: bool) -> Selection {
     // The heatmap shows nothing but the weights (and the focus): copying out every other
     // step of a real model would only cost time and memory.
     if format == Format::Heatmap && v.html.is_none() && record.steps.is_none() {
-        record.steps = Some(std::iter::once("attn.weights".to_string()).collect());
+        record.steps = Some(["attn.weights", "cross_attn.weights"].map(String::from).into());
     }
     if let Some(steps) = record.steps.as_mut() {
         if focus {
@@ -161,7 +162,8 @@ fn widen(settings: &Settings, shown: &Selection, focus: bool) -> Selection {
         // The drawn maps need the weights whatever --steps says; derived tables and JSON
         // views only derive the weights that are shown.
         if format == Format::Heatmap || v.html.is_some() || v.svg.is_some() {
-            steps.insert("attn.weights".to_string());
+            // An encoder–decoder's maps may be its cross-attention's (`--stack`).
+            steps.extend(["attn.weights", "cross_attn.weights"].map(String::from));
         }
     }
     record

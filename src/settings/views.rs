@@ -21,6 +21,8 @@ pub struct ViewOptions {
     pub strongest_head: bool,
     pub merge_pieces: bool,
     pub average_heads: bool,
+    /// `--stack`: an encoder–decoder's attention the views draw.
+    pub stack: StackView,
     pub html: Option<PathBuf>,
     pub svg: Option<PathBuf>,
     /// Whether the HTML page holds a table per step: not for a real model unless `--steps`
@@ -29,6 +31,18 @@ pub struct ViewOptions {
     /// Whether the terminal takes 24-bit colour (COLORTERM truecolor or 24bit); otherwise the
     /// heatmap uses the 256-colour palette, which every colour terminal has.
     pub truecolor: bool,
+}
+
+/// Which of an encoder–decoder's attentions the views draw (`--stack`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StackView {
+    /// The decoder's cross-attention: decoder tokens × source tokens.
+    #[default]
+    Cross,
+    /// The encoder's self-attention.
+    Encoder,
+    /// The decoder's self-attention.
+    Decoder,
 }
 
 impl ViewOptions {
@@ -77,6 +91,11 @@ pub fn options(cli: &Cli, env: &Env) -> Result<ViewOptions> {
         ));
     }
     Ok(ViewOptions {
+        stack: match cli.stack.unwrap_or_default() {
+            cli::ViewStack::Cross => StackView::Cross,
+            cli::ViewStack::Encoder => StackView::Encoder,
+            cli::ViewStack::Decoder => StackView::Decoder,
+        },
         focus: cli.focus.clone(),
         layer: layers[0],
         explain: cli.explain,

@@ -303,7 +303,7 @@ pub fn params(mut named: NamedTensors, cfg: &ModelConfig, what: &str) -> Result<
                 post_ffn_norm: None,
             })
         };
-        layers.push(LayerParams { q_proj, k_proj, v_proj, out_proj, block, qk_norm: None });
+        layers.push(LayerParams { q_proj, k_proj, v_proj, out_proj, block, qk_norm: None, cross: None });
     }
     let final_norm = if cfg.parts.final_norm { Some(final_norm(n, cfg, what)?) } else { None };
     let lm_head = match &cfg.parts.lm_head {
@@ -332,6 +332,8 @@ pub fn params(mut named: NamedTensors, cfg: &ModelConfig, what: &str) -> Result<
         lm_head,
         mlm: None,
         stored: None,
+        relative_bias: None,
+        decoder: None,
     })
 }
 

@@ -93,6 +93,8 @@ pub enum Source {
     /// A decoder's config and its tensors: a Hugging Face checkpoint, or a GGUF file under
     /// the same names.
     Decoder(Box<(family::DecoderConfig, Box<dyn store::TensorStore>)>),
+    /// An encoder–decoder's config and checkpoint (T5, BART).
+    Seq2Seq(Box<(family::seq2seq::Seq2SeqConfig, Box<dyn store::TensorStore>)>),
 }
 
 /// Reads the inputs the settings name and fixes the model's configuration.
@@ -109,6 +111,13 @@ pub fn open(settings: &Settings) -> Result<(Loaded, Source)> {
             None => hf::open(settings, spec, (*truncate, *special), sentence)?,
         },
     };
+    if settings.target.is_some() && loaded.cfg.parts.seq2seq.is_none() {
+        return Err(crate::error::usage(
+            "--target",
+            "it is the decoder's text of an encoder–decoder (T5, BART), and this model has one stack",
+            "drop --target; a language model continues the sentence itself with --generate N",
+        ));
+    }
     if lines > 1 {
         // A file of sentences is easily mistaken for a batch.
         loaded
@@ -169,6 +178,7 @@ impl Source {
                 let (c, store) = *both;
                 family::decoder::params(c, store)
             }
+            Source::Seq2Seq(both) => hf::seq2seq::params(&both.0, cfg, both.1.as_ref()),
         }
     }
 }

@@ -65,7 +65,7 @@ pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
             Some(linear(&mut g, recipe, cfg.v_width(), cfg.out_width(), cfg.out_bias())?)
         };
         let block = if cfg.parts.attention_only { None } else { Some(block(&mut g, recipe, cfg)?) };
-        layers.push(LayerParams { q_proj, k_proj, v_proj, out_proj, block, qk_norm: None });
+        layers.push(LayerParams { q_proj, k_proj, v_proj, out_proj, block, qk_norm: None, cross: None });
     }
     // The final norm draws nothing; an own LM head is nn.Linear(d_model, vocab, bias=False),
     // constructed after the blocks (a tied head reuses the token table: see model/mod.rs).
@@ -85,6 +85,8 @@ pub fn draw(cfg: &ModelConfig, recipe: &Recipe) -> Result<Params> {
         lm_head,
         mlm: None,
         stored: None,
+        relative_bias: None,
+        decoder: None,
     })
 }
 
@@ -111,6 +113,7 @@ fn encoder_layer(g: &mut TorchGenerator, recipe: &Recipe, cfg: &ModelConfig) -> 
         out_proj: Some(out_proj),
         block: Some(block(g, recipe, cfg)?),
         qk_norm: None,
+        cross: None,
     })
 }
 

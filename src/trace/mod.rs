@@ -7,6 +7,7 @@
 //! are API (see docs/TRACE.md and the step table of docs/OUTPUT.md): `layers.0.attn.weights`,
 //! with the layer and the in-layer name also kept apart so nobody parses strings.
 
+pub mod aliases;
 pub mod attribution;
 pub mod generation;
 mod ids;
@@ -131,6 +132,8 @@ pub struct KeyTokens {
     pub texts: Option<Vec<String>>,
     /// Its `attention_mask` (0 for pads) when it was padded, as `config.padding`'s.
     pub attention_mask: Option<Vec<u8>>,
+    /// Their vocabulary ids (an encoder–decoder's source tokens).
+    pub ids: Option<Vec<u32>>,
 }
 
 /// One predicted next token.
@@ -152,13 +155,27 @@ impl Prediction {
     }
 }
 
-/// Splits `layers.3.attn.q` into (Some(3), "attn.q"); other ids (and a second stack's,
-/// which no model read today has) have no layer.
+/// Splits `layers.3.attn.q` into (Some(3), "attn.q"), and a second stack's ids as well
+/// (`decoder.layers.3.cross_attn.q` into (Some(3), "cross_attn.q"), `decoder.embed.out` into
+/// (None, "embed.out")): the stack stays in the id ([`stack_of`]); other ids have no layer.
 pub fn split_id(id: &str) -> (Option<usize>, &str) {
     match steps::parse_layer_id(id) {
-        Some((steps::Stack::Only, l, name)) => (Some(l), name),
-        _ => (None, id),
+        Some((_, l, name)) => (Some(l), name),
+        None => (None, unstacked(id)),
     }
+}
+
+/// The stack a step id belongs to: `encoder.…`, `decoder.…`, else the one stack.
+pub fn stack_of(id: &str) -> steps::Stack {
+    [steps::Stack::Encoder, steps::Stack::Decoder]
+        .into_iter()
+        .find(|s| id.starts_with(s.prefix()))
+        .unwrap_or(steps::Stack::Only)
+}
+
+/// `id` without its stack's prefix.
+fn unstacked(id: &str) -> &str {
+    id.strip_prefix(stack_of(id).prefix()).unwrap_or(id)
 }
 
 impl Trace {

@@ -61,6 +61,9 @@ pub struct Recorder {
     attribute: Option<super::attribution::Request>,
     /// `--attribute`: the terms so far (model/attribute.rs fills it).
     ledger: Option<super::attribution::Ledger>,
+    /// The stack whose steps are being recorded: its prefix goes before every id
+    /// (`encoder.`, `decoder.`; none in a one-stack model).
+    stack: steps::Stack,
 }
 
 impl Recorder {
@@ -74,6 +77,20 @@ impl Recorder {
             lens: false,
             attribute: None,
             ledger: None,
+            stack: steps::Stack::Only,
+        }
+    }
+
+    /// Records the next steps as `stack`'s (an encoder–decoder runs one stack, then the other).
+    pub fn set_stack(&mut self, stack: steps::Stack) {
+        self.stack = stack;
+    }
+
+    /// `id` with the current stack's prefix.
+    fn full<'a>(&self, id: &'a str) -> std::borrow::Cow<'a, str> {
+        match self.stack {
+            steps::Stack::Only => std::borrow::Cow::Borrowed(id),
+            s => std::borrow::Cow::Owned(format!("{}{id}", s.prefix())),
         }
     }
 
@@ -157,6 +174,20 @@ impl Recorder {
         self.trace.token_type_ids = type_ids;
     }
 
+    /// An encoder–decoder's turn to its decoder: the positions from here on are the decoder's
+    /// `tokens` (as spelled, with their texts and ids), and the encoder's become the keys of
+    /// the cross-attention maps ([`Trace::keys`]).
+    pub fn to_decoder(&mut self, tokens: Vec<String>, texts: Option<Vec<String>>, ids: Vec<u32>) {
+        let t = &mut self.trace;
+        let source = super::KeyTokens {
+            tokens: std::mem::replace(&mut t.tokens, tokens),
+            texts: std::mem::replace(&mut t.texts, texts),
+            attention_mask: None,
+            ids: t.token_ids.replace(ids),
+        };
+        t.keys = Some(source);
+    }
+
     /// Sets the conversation a chat template rendered into the input (`--chat`).
     pub fn set_chat(&mut self, chat: Option<super::Chat>) {
         self.trace.chat = chat;
@@ -181,6 +212,7 @@ impl Recorder {
 
     /// Whether a step with this id would be kept; lets callers skip copying tensors out.
     pub fn wants(&self, id: &str) -> bool {
+        let id = &*self.full(id);
         // A stream whose reader left needs no more steps.
         if self.sink.failed.is_some() && !self.sink.keep {
             return false;
@@ -209,6 +241,7 @@ impl Recorder {
         if !self.wants(id) {
             return;
         }
+        let id = &*self.full(id);
         debug_assert_eq!(dims.len(), shape.len(), "{id}: dims and shape disagree");
         debug_assert_eq!(shape.iter().product::<usize>(), values.len(), "{id}: shape and values disagree");
         let (layer, name) = split_id(id);

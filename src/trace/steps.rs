@@ -6,9 +6,6 @@
 pub use super::ids::{layer_id, parse_layer_id, stack_layer_id, Stack};
 use super::Dim;
 use crate::config::ModelConfig;
-use crate::error::usage;
-use anyhow::Result;
-use std::collections::BTreeSet;
 
 /// One step of the catalogue.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -55,6 +52,8 @@ const MAP: &[Dim] = &["head", "query_pos", "key_pos"];
 const FF: &[Dim] = &["pos", "d_ff"];
 const EXPERTS: &[Dim] = &["pos", "expert"];
 const RANKS: &[Dim] = &["pos", "rank"];
+const CROSS_K: &[Dim] = &["head", "key_pos", "d_k"];
+const CROSS_V: &[Dim] = &["head", "key_pos", "d_v"];
 
 /// Every step, in trace order: the embeddings, one layer's steps (repeated per layer), then
 /// `output`. The one list of step names: the model records by these names (with these dims),
@@ -67,6 +66,12 @@ pub const CATALOGUE: &[StepDef] = &[
     global("token_ids", POS, &[], "vocabulary ids"),
     global("embed.token", ROWS, &["hook_embed", "embed.hook_embed"], "token-embedding rows"),
     global(
+        "embed.token_scaled",
+        ROWS,
+        &[],
+        "token rows × embed_scale, before positions are added (BART's scale_embedding)",
+    ),
+    global(
         "embed.position",
         ROWS,
         &["hook_pos_embed", "embed.hook_pos_embed"],
@@ -75,6 +80,12 @@ pub const CATALOGUE: &[StepDef] = &[
     global("embed.token_type", ROWS, &["hook_token_type_embed", "embed.hook_token_type_embed"], "segment rows (BERT)"),
     global("embed.sum", ROWS, &[], "token + position (+ token type)"),
     global("embed.out", ROWS, &["hook_full_embed"], "the first layer's input (BERT: LayerNorm of the sum)"),
+    global(
+        "position_bias",
+        MAP,
+        &[],
+        "T5: the relative position bias added to every layer's scores (the first layer's table)",
+    ),
     layer("norm1.out", ROWS, &[], "pre-norm: the norm of the layer input"),
     layer("attn.q", QK, &["attn.hook_q"], "x·W_Qᵀ (+ b), split into heads"),
     layer("attn.k", QK, &["attn.hook_k"], "x·W_Kᵀ (+ b), split into heads"),
@@ -104,6 +115,19 @@ pub const CATALOGUE: &[StepDef] = &[
     layer("norm1_post.out", ROWS, &[], "sandwich norms (Gemma): the norm of attn.out, before the residual sum"),
     layer("add_norm1.sum", ROWS, &["hook_resid_mid"], "layer input + attn.out (norm1_post.out with sandwich norms)"),
     layer("add_norm1.out", ROWS, &["hook_normalized_resid_mid"], "post-norm: the norm of add_norm1.sum"),
+    // An encoder–decoder's decoder layers attend to the encoder's output after their own tokens.
+    layer("norm_cross.out", ROWS, &[], "pre-norm: the norm of add_norm1.sum, the cross-attention's input"),
+    layer("cross_attn.q", QK, &[], "cross-attention: the decoder's x·W_Qᵀ (+ b), split into heads"),
+    layer("cross_attn.k", CROSS_K, &[], "cross-attention: the encoder output·W_Kᵀ (+ b), split into heads"),
+    layer("cross_attn.v", CROSS_V, &[], "cross-attention: the encoder output·W_Vᵀ (+ b), split into heads"),
+    layer("cross_attn.raw_scores", MAP, &[], "cross-attention: q·kᵀ, before scaling (decoder pos × encoder pos)"),
+    layer("cross_attn.scores", MAP, &[], "cross-attention: raw_scores × scale, −inf where masked"),
+    layer("cross_attn.weights", MAP, &[], "cross-attention: softmax over the encoder's positions"),
+    layer("cross_attn.context", VS, &[], "cross-attention: weights · v"),
+    layer("cross_attn.concat", &["pos", "heads·d_v"], &[], "cross-attention: heads side by side"),
+    layer("cross_attn.out", ROWS, &[], "cross-attention: concat·W_Oᵀ (+ b_O)"),
+    layer("add_norm_cross.sum", ROWS, &[], "the self-attention's sum (post-norm: its norm) + cross_attn.out"),
+    layer("add_norm_cross.out", ROWS, &[], "post-norm: the norm of add_norm_cross.sum"),
     layer("norm2.out", ROWS, &[], "pre-norm: the norm of add_norm1.sum (parallel: of the layer input)"),
     layer("ffn.hidden", FF, &["mlp.hook_pre"], "x·W1ᵀ + b1"),
     // TransformerLens calls the gate's output `mlp.hook_pre` too; diff maps that name to
@@ -177,11 +201,11 @@ pub fn layer_names() -> impl Iterator<Item = &'static str> {
     CATALOGUE.iter().filter(|d| d.in_layer).map(|d| d.name)
 }
 
-fn is_global(name: &str) -> bool {
+pub(super) fn is_global(name: &str) -> bool {
     CATALOGUE.iter().any(|d| !d.in_layer && d.name == name)
 }
 
-fn is_layer(name: &str) -> bool {
+pub(super) fn is_layer(name: &str) -> bool {
     CATALOGUE.iter().any(|d| d.in_layer && d.name == name)
 }
 
@@ -219,161 +243,9 @@ pub fn focus_steps(layer: usize) -> Vec<String> {
         .collect()
 }
 
-/// Every FFN step, dense or mixture of experts.
-const FFN: &[&str] = &[
-    "ffn.hidden",
-    "ffn.gate",
-    "ffn.up",
-    "ffn.act",
-    "ffn.router.logits",
-    "ffn.router.probs",
-    "ffn.router.chosen",
-    "ffn.router.weights",
-    "ffn.experts.out",
-    "ffn.experts.mixed",
-    "ffn.shared.out",
-    "ffn.shared.gate",
-    "ffn.out",
-];
-
-/// Alias → canonical names. Several seed notebooks' and TransformerLens's words are accepted.
-const ALIASES: &[(&str, &[&str])] = &[
-    ("ids", &["token_ids"]),
-    ("embed", &["embed.token", "embed.position", "embed.token_type", "embed.sum", "embed.out"]),
-    ("input", &["embed.out"]),
-    ("q", &["attn.q"]),
-    ("k", &["attn.k"]),
-    ("v", &["attn.v"]),
-    ("qkv", &["attn.q", "attn.k", "attn.v"]),
-    ("raw_scores", &["attn.raw_scores"]),
-    ("omega", &["attn.raw_scores"]),
-    ("mask", &["attn.mask"]),
-    ("scores", &["attn.scores"]),
-    ("weights", &["attn.weights"]),
-    ("pattern", &["attn.weights"]),
-    ("probs", &["attn.weights"]),
-    ("context", &["attn.context"]),
-    ("z", &["attn.context"]),
-    ("concat", &["attn.concat"]),
-    ("attn_out", &["attn.out"]),
-    (
-        "attn",
-        &[
-            "attn.q",
-            "attn.k",
-            "attn.v",
-            "attn.q_rot",
-            "attn.k_rot",
-            "attn.raw_scores",
-            "attn.mask",
-            "attn.scores_uncapped",
-            "attn.scores",
-            "attn.weights",
-            "attn.context",
-            "attn.concat",
-            "attn.out",
-        ],
-    ),
-    ("add_norm1", &["add_norm1.sum", "add_norm1.out"]),
-    ("resid_mid", &["add_norm1.sum"]),
-    ("ffn", FFN),
-    ("mlp", FFN),
-    ("router", &["ffn.router.logits", "ffn.router.probs", "ffn.router.chosen", "ffn.router.weights"]),
-    ("experts", &["ffn.router.chosen", "ffn.router.weights", "ffn.experts.out", "ffn.experts.mixed"]),
-    ("rot", &["attn.q_rot", "attn.k_rot"]),
-    ("q_rot", &["attn.q_rot"]),
-    ("k_rot", &["attn.k_rot"]),
-    ("gate", &["ffn.gate"]),
-    ("up", &["ffn.up"]),
-    ("add_norm2", &["add_norm2.sum", "add_norm2.out"]),
-    ("resid_post", &["add_norm2.sum"]),
-    (
-        "norm",
-        &[
-            "norm1.out",
-            "norm1_post.out",
-            "add_norm1.out",
-            "norm2.out",
-            "norm2_post.out",
-            "add_norm2.out",
-            "final_norm.out",
-        ],
-    ),
-    ("unembed", &["logits_uncapped", "logits"]),
-    ("attribution", &["attribution.heads", "attribution.sources"]),
-];
-
-/// Parses `--steps a,b,…` into the set of canonical names and ids it selects.
-pub fn parse(list: &str, layers: usize) -> Result<BTreeSet<String>> {
-    let mut out = BTreeSet::new();
-    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        if item == "all" {
-            out.extend(CATALOGUE.iter().map(|d| d.name.to_string()));
-        } else if is_global(item) || is_layer(item) {
-            out.insert(item.to_string());
-        } else if let Some((_, names)) = ALIASES.iter().find(|(a, _)| *a == item) {
-            out.extend(names.iter().map(|n| n.to_string()));
-        } else if let (Some(l), name) = crate::trace::split_id(item) {
-            if !is_layer(name) {
-                return Err(unknown(item));
-            }
-            if l >= layers {
-                return Err(usage(
-                    "--steps",
-                    format!("{item} names layer {l}, but the model has {layers}"),
-                    format!("use a layer from 0 to {}", layers - 1),
-                ));
-            }
-            out.insert(item.to_string());
-        } else {
-            return Err(unknown(item));
-        }
-    }
-    if out.is_empty() {
-        return Err(usage("--steps", "the list is empty", "name at least one step, e.g. --steps weights"));
-    }
-    Ok(out)
-}
-
-fn unknown(item: &str) -> anyhow::Error {
-    let aliases: Vec<&str> = ALIASES.iter().map(|(a, _)| *a).collect();
-    usage(
-        "--steps",
-        format!("unknown step {}", crate::error::quote(item)),
-        format!(
-            "valid steps: all, {}; per layer (or as layers.N.name): {}; aliases: {}",
-            global_names().collect::<Vec<_>>().join(", "),
-            layer_names().collect::<Vec<_>>().join(", "),
-            aliases.join(", ")
-        ),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn aliases_expand_to_canonical_names() {
-        let s = parse("weights, layers.1.ffn.out,tokens", 2).unwrap();
-        assert!(s.contains("attn.weights") && s.contains("layers.1.ffn.out") && s.contains("tokens"));
-        assert!(parse("softmax", 1).is_err());
-        assert!(parse("layers.2.attn.q", 2).is_err());
-        assert!(parse(" , ", 1).is_err());
-    }
-
-    #[test]
-    fn aliases_name_catalogue_steps_and_names_are_unique() {
-        for (alias, names) in ALIASES {
-            for n in *names {
-                assert!(def(n).is_some(), "alias {alias} names {n}, which is not in the catalogue");
-            }
-        }
-        let mut names: Vec<&str> = CATALOGUE.iter().map(|d| d.name).collect();
-        names.sort();
-        names.dedup();
-        assert_eq!(names.len(), CATALOGUE.len());
-    }
 
     #[test]
     fn d_k_and_d_v_read_d_head_when_equal() {

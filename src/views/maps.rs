@@ -258,6 +258,7 @@ mod tests {
                 tokens: strs(&["the", "kit", "##ten", "[PAD]"]),
                 texts: None,
                 attention_mask: Some(vec![1, 1, 1, 0]),
+                ids: None,
             }),
             steps: vec![step(vec![1, 3, 4], w), step(vec![1, 3, 3], vec![0.0; 9])],
             ..Default::default()

@@ -11,6 +11,7 @@ pub mod grid;
 pub mod maps;
 pub mod params;
 pub mod patching;
+pub mod stacks;
 pub mod summary;
 
 use crate::settings::plan::Plan;
@@ -78,7 +79,17 @@ fn draws_maps(out: &Output) -> bool {
 
 /// Derives the views from the trace, then keeps only the steps the plan shows (the others
 /// were recorded only for the views).
-pub fn derive(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Views)> {
+pub fn derive(trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Views)> {
+    // An encoder–decoder's views are drawn from one of its attentions (`--stack`).
+    let Some(seen) = stacks::seen_as(&trace, out.views.stack) else { return derive_one(trace, plan, out) };
+    let (_, views) = derive_one(seen, plan, out)?;
+    let mut trace = trace;
+    trace.steps.retain(|s| plan.show.wants(&s.id, s.layer, &s.name));
+    Ok((trace, views))
+}
+
+/// [`derive`] for one stack's trace.
+fn derive_one(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Views)> {
     let o = &out.views;
     let focus = plan.focus.map(|p| focus::derive(&trace, p, o.layer)).transpose()?;
     let focus = focus.map(|f| if o.strongest_head && f.heads.len() > 1 { f.strongest() } else { f });

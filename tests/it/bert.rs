@@ -135,7 +135,7 @@ fn bad_model_folders() {
     std::fs::write(d.path().join("config.json"), cfg.replace("\"bert\"", "\"falcon\"")).unwrap();
     usage_error(
         &["a b", "--model", &p],
-        "architecture \"falcon\" (config.json's model_type) is not supported (use a model of a supported architecture: bert, gpt2, llama, qwen2, mistral, qwen3, gemma2, gemma3_text, gpt_neox, phi3, mixtral, qwen2_moe, qwen3_moe)",
+        "architecture \"falcon\" (config.json's model_type) is not supported (use a model of a supported architecture: bert, gpt2, llama, qwen2, mistral, qwen3, gemma2, gemma3_text, gpt_neox, phi3, mixtral, qwen2_moe, qwen3_moe, t5, bart)",
     );
     std::fs::write(d.path().join("config.json"), cfg.replace("\"vocab_size\": 80", "\"vocab_size\": 10")).unwrap();
     usage_error(&["a b", "--model", &p], "tokenizer.json has 80 tokens but config.json's vocab_size is 10");

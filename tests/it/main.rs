@@ -40,6 +40,7 @@ mod props;
 mod reference;
 mod refusals;
 mod seeds;
+mod seq2seq;
 mod serve;
 mod students;
 mod textbook;

@@ -44,7 +44,7 @@ fn an_unsupported_architecture_is_refused_alike_from_gguf_and_folder() {
         form(&gguf, "the GGUF's general.architecture", "llama, qwen2, gemma2, gemma3, gptneox, phi3, qwen2moe")
     );
     let list =
-        "bert, gpt2, llama, qwen2, mistral, qwen3, gemma2, gemma3_text, gpt_neox, phi3, mixtral, qwen2_moe, qwen3_moe";
+        "bert, gpt2, llama, qwen2, mistral, qwen3, gemma2, gemma3_text, gpt_neox, phi3, mixtral, qwen2_moe, qwen3_moe, t5, bart";
     assert_eq!(b, form(folder, "config.json's model_type", list));
 }
 

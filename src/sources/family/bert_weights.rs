@@ -172,6 +172,7 @@ impl Weights {
                     post_ffn_norm: None,
                 }),
                 qk_norm: None,
+                cross: None,
             });
         }
         let token = match self.whole_table {
@@ -189,6 +190,8 @@ impl Weights {
             lm_head: None,
             mlm: if self.has_mlm_head() { Some(self.mlm_head(c)?) } else { None },
             stored: None,
+            relative_bias: None,
+            decoder: None,
         })
     }
 }

@@ -245,6 +245,8 @@ pub fn params(c: DecoderConfig, store: Box<dyn TensorStore>) -> Result<Params> {
         lm_head: head.map(|weight| Linear { weight, bias: None }),
         mlm: None,
         stored,
+        relative_bias: None,
+        decoder: None,
     })
 }
 

@@ -301,6 +301,7 @@ impl Family for Gemma {
             } else {
                 None
             },
+            cross: None,
         })
     }
 }

@@ -100,6 +100,7 @@ impl Family for Gpt2 {
                 post_ffn_norm: None,
             }),
             qk_norm: None,
+            cross: None,
         })
     }
 }

@@ -141,6 +141,7 @@ impl Family for GptNeoX {
                 post_ffn_norm: None,
             }),
             qk_norm: None,
+            cross: None,
         })
     }
 }

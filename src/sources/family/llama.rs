@@ -172,6 +172,7 @@ impl Family for Llama {
             } else {
                 None
             },
+            cross: None,
         })
     }
 }

@@ -12,6 +12,8 @@
 //! | `gpt_neox.rs` | `gpt_neox` | parallel (or sequential) LayerNorm block, partial rotary, fused per-head q/k/v |
 //! | `phi3.rs` | `phi3` | the Llama block with fused `qkv_proj` and `gate_up_proj`, LongRoPE, partial rotary |
 //! | `llama.rs`, `moe.rs` | `mixtral`, `qwen2_moe`, `qwen3_moe` | as Mistral, Qwen2, Qwen3, with a mixture of experts for an FFN |
+//! | `t5.rs` | `t5` (v1.0, v1.1, Flan-T5) | encoder–decoder: pre-norm RMS, relative position bias, ReLU or gated GELU, cross-attention |
+//! | `bart.rs` | `bart` | encoder–decoder: post-norm LayerNorm, learned positions (offset 2), GELU, cross-attention |
 //! | `gemma.rs` | `gemma2`, `gemma3_text` | Llama's, with sandwich norms, (1 + w) norms, GeGLU, √d embeddings, local/global layers, soft-caps (2), q/k norms (3) |
 //!
 //! `decoder.rs` reads a decoder's `config.json` into [`DecoderConfig`] and builds its
@@ -19,6 +21,7 @@
 //! frequencies. [`DECODERS`] is the registry: `--model` dispatch, the GGUF architectures and
 //! the "not supported" messages all read it.
 
+pub mod bart;
 pub mod bert;
 pub mod bert_weights;
 pub mod decoder;
@@ -29,6 +32,8 @@ mod llama;
 mod moe;
 mod phi3;
 pub mod rope;
+pub mod seq2seq;
+pub mod t5;
 
 pub use decoder::DecoderConfig;
 
@@ -155,14 +160,24 @@ pub static DECODERS: &[&dyn Family] = &[
     &llama::QWEN3_MOE,
 ];
 
+/// The encoder–decoder families.
+pub static ENCODER_DECODERS: &[&dyn seq2seq::EncoderDecoder] = &[&t5::T5, &bart::Bart];
+
+/// The encoder–decoder family of `model_type`.
+pub fn encoder_decoder(model_type: &str) -> Option<&'static dyn seq2seq::EncoderDecoder> {
+    ENCODER_DECODERS.iter().copied().find(|f| f.model_type() == model_type)
+}
+
 /// The decoder family of `model_type`.
 pub fn decoder(model_type: &str) -> Option<&'static dyn Family> {
     DECODERS.iter().copied().find(|f| f.model_type() == model_type)
 }
 
-/// Every `model_type` a Hugging Face folder may name: BERT's and the decoders'.
+/// Every `model_type` a Hugging Face folder may name: BERT's, the decoders' and the
+/// encoder–decoders'.
 pub fn model_types() -> Vec<&'static str> {
-    bert::SUPPORTED.iter().copied().chain(DECODERS.iter().map(|f| f.model_type())).collect()
+    let seq2seq = ENCODER_DECODERS.iter().map(|f| f.model_type());
+    bert::SUPPORTED.iter().copied().chain(DECODERS.iter().map(|f| f.model_type())).chain(seq2seq).collect()
 }
 
 /// The family reading GGUF architecture `arch`, whose metadata says whether it has `experts`

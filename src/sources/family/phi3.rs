@@ -147,6 +147,7 @@ impl Family for Phi3 {
                 post_ffn_norm: None,
             }),
             qk_norm: None,
+            cross: None,
         })
     }
 }

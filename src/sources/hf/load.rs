@@ -29,6 +29,9 @@ pub fn open(settings: &Settings, spec: &str, how: (bool, bool), sentence: Option
     };
     match raw["model_type"].as_str() {
         Some(t) if family::decoder(t).is_some() => open_decoder(settings, &what, &dir, raw, how, sentence),
+        Some(t) if family::encoder_decoder(t).is_some() => {
+            super::seq2seq::open(settings, (&what, &dir), raw, how, sentence)
+        }
         _ => open_bert(settings, spec, &dir, how, sentence),
     }
 }
@@ -56,7 +59,7 @@ fn open_bert(
     let sentence = bert_text(sentence, pair)?;
     let mut enc = model.encode(&sentence, pair, truncate, special)?;
     let masked_lm = masked_lm(&model, &enc.tokens, &w)?;
-    let mut notes: Vec<String> = truncation_note(enc.truncated, max_len).into_iter().collect();
+    let mut notes: Vec<String> = super::truncation_note(enc.truncated, max_len).into_iter().collect();
     let stored_dtype = model.weights.stored_dtype();
     notes.extend(bert_notes(c, s.causal, stored_dtype.as_deref(), &w));
     // BertConfig's pad_token_id defaults to 0.
@@ -126,12 +129,6 @@ fn bert_dims(s: &Shape, c: &crate::sources::family::bert::BertConfig, w: &str) -
         agree("--layers", s.layers, c.num_hidden_layers, w)?,
         agree("--max-len", s.max_len, c.max_position_embeddings, w)?,
     ])
-}
-
-/// What `--truncate` dropped, if anything.
-fn truncation_note(truncated: usize, max_len: usize) -> Option<String> {
-    (truncated > 0)
-        .then(|| format!("--truncate dropped the last {truncated} tokens to fit max_position_embeddings {max_len}"))
 }
 
 /// Where a BERT trace cannot be what the user may think it is: a causal mask the model was
@@ -253,7 +250,7 @@ pub fn decoder_loaded(
     let chat = settings.chat.as_ref().zip(facts.chat.as_ref()).map(|(c, t)| t.turn(c, &sentence)).transpose()?;
     let (text, special) = chat.as_ref().map_or((sentence.as_str(), special), |c| (c.rendered.as_str(), false));
     let (mut enc, plain) = decoder_tokens(settings, (&tokenizer, text), c, (max_len, truncate, special), w)?;
-    let mut notes: Vec<String> = truncation_note(enc.truncated, max_len).into_iter().collect();
+    let mut notes: Vec<String> = super::truncation_note(enc.truncated, max_len).into_iter().collect();
     if let Some(dt) = &facts.stored_dtype {
         notes.push(crate::sources::stored_note(dt));
     }

@@ -10,6 +10,7 @@ pub(crate) mod fields;
 pub mod load;
 pub mod pickle;
 mod pickle_ops;
+pub mod seq2seq;
 
 pub use load::open;
 
@@ -305,4 +306,10 @@ pub(super) fn induction_input(
     }
     enc.type_ids = vec![0; enc.ids.len()];
     Ok(())
+}
+
+/// What `--truncate` dropped, if anything.
+pub fn truncation_note(truncated: usize, max_len: usize) -> Option<String> {
+    (truncated > 0)
+        .then(|| format!("--truncate dropped the last {truncated} tokens to fit max_position_embeddings {max_len}"))
 }

@@ -1,0 +1,73 @@
+//! Cross-attention (Vaswani et al. 2017, §3.2.3, "encoder–decoder attention"): an
+//! encoder–decoder's decoder layer reads the encoder's output after its own tokens. Queries
+//! come from the decoder's residual stream, keys and values from the encoder's output, so
+//! every map is decoder positions × encoder positions: `cross_attn.q/k/v`,
+//! `cross_attn.raw_scores`, `.scores`, `.weights`, `.context`, `.concat`, `.out`. No mask
+//! (every decoder token may read every source token) and no position bias (T5 gives its
+//! cross-attention none).
+
+use super::{linear, norm::norm};
+use crate::config::{ModelConfig, Norm};
+use crate::params::{Cross, LayerParams};
+use crate::trace::Recorder;
+use anyhow::Result;
+use candle_core::Tensor;
+
+/// The cross-attention sublayer on `x`, the residual stream after the self-attention's sum
+/// (post-norm: after its norm), `[pos, d_model]`, with its residual sum and norm; `x` itself
+/// where layer `l` has none or there is no `memory`.
+pub fn sublayer(
+    cfg: &ModelConfig,
+    p: &LayerParams,
+    x: Tensor,
+    (l, memory): (usize, Option<&Tensor>),
+    rec: &mut Recorder,
+) -> Result<Tensor> {
+    let (Some(c), Some(memory)) = (&p.cross, memory) else { return Ok(x) };
+    match cfg.norm {
+        Norm::Pre => {
+            let normed = norm(&x, &c.norm, cfg)?; // [pos, d_model]
+            rec.tensor(&format!("layers.{l}.norm_cross.out"), cfg, &normed)?;
+            let out = attend(cfg, c, &normed, memory, l, rec)?; // [pos, d_model]
+            let sum = (&x + &out)?; // [pos, d_model]
+            rec.tensor(&format!("layers.{l}.add_norm_cross.sum"), cfg, &sum)?;
+            Ok(sum)
+        }
+        Norm::Post => {
+            let out = attend(cfg, c, &x, memory, l, rec)?; // [pos, d_model]
+            let sum = (&x + &out)?; // [pos, d_model]
+            rec.tensor(&format!("layers.{l}.add_norm_cross.sum"), cfg, &sum)?;
+            let normed = norm(&sum, &c.norm, cfg)?; // [pos, d_model]
+            rec.tensor(&format!("layers.{l}.add_norm_cross.out"), cfg, &normed)?;
+            Ok(normed)
+        }
+    }
+}
+
+/// Queries of `x` [pos, d_model] read keys and values of `memory` [enc_pos, d_model].
+fn attend(cfg: &ModelConfig, c: &Cross, x: &Tensor, memory: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
+    let (n, m, h) = (x.dim(0)?, memory.dim(0)?, cfg.heads);
+    let split = |t: Tensor, rows: usize, d: usize| -> Result<Tensor> {
+        Ok(t.reshape((rows, h, d))?.transpose(0, 1)?.contiguous()?)
+    };
+    let id = |step: &str| format!("layers.{l}.cross_attn.{step}");
+    let q = split(linear(x, &c.q_proj)?, n, cfg.d_k)?; // [head, pos, d_k]
+    rec.tensor(&id("q"), cfg, &q)?;
+    let k = split(linear(memory, &c.k_proj)?, m, cfg.d_k)?; // [head, enc_pos, d_k]
+    rec.tensor(&id("k"), cfg, &k)?;
+    let v = split(linear(memory, &c.v_proj)?, m, cfg.d_v)?; // [head, enc_pos, d_v]
+    rec.tensor(&id("v"), cfg, &v)?;
+    let raw_scores = q.matmul(&k.t()?)?; // [head, pos, enc_pos]
+    rec.tensor(&id("raw_scores"), cfg, &raw_scores)?;
+    let scores = raw_scores.affine(cfg.scale, 0.0)?; // [head, pos, enc_pos]
+    rec.tensor(&id("scores"), cfg, &scores)?;
+    let weights = super::softmax::softmax_last_dim(&scores)?; // [head, pos, enc_pos]
+    rec.tensor(&id("weights"), cfg, &weights)?;
+    let context = weights.matmul(&v)?; // [head, pos, d_v]
+    rec.tensor(&id("context"), cfg, &context)?;
+    let concat = context.transpose(0, 1)?.contiguous()?.reshape((n, h * cfg.d_v))?; // [pos, heads·d_v]
+    rec.tensor(&id("concat"), cfg, &concat)?;
+    let out = linear(&concat, &c.out_proj)?; // [pos, d_model]
+    rec.tensor(&id("out"), cfg, &out)?;
+    Ok(out)
+}

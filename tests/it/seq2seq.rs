@@ -1,0 +1,197 @@
+//! Encoder–decoders (T5 v1.0, a gated T5 v1.1, BART) against transformers 4.46.3
+//! (fixtures/oracle/seq2seq, made by fixtures/oracle/seq2seq_oracle.py from the tiny random
+//! checkpoints in fixtures/seq2seq): every step of both stacks, teacher-forced over the
+//! target as transformers trains (labels shifted right after the decoder's start token), the
+//! tokens of both sides and the top-5 predictions at every decoder position.
+//!
+//! Tolerances as tests/it/families.rs: attention and cross-attention weights within 1e-5
+//! absolute, every other step within 1e-4 absolute plus 1e-4 relative.
+
+use crate::common::*;
+use serde_json::Value;
+
+const MODELS: &[&str] = &["t5", "t5-gated", "bart"];
+
+fn fixtures() -> Vec<(String, Value)> {
+    let dir = root().join("fixtures/oracle/seq2seq");
+    let mut out: Vec<(String, Value)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap())
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+fn tolerance(id: &str) -> (f64, f64) {
+    if id.ends_with("attn.weights") {
+        (1e-5, 0.0)
+    } else {
+        (1e-4, 1e-4)
+    }
+}
+
+#[test]
+fn every_step_of_both_stacks_matches_transformers() {
+    let cases = fixtures();
+    for m in MODELS {
+        assert!(cases.iter().any(|(n, _)| n.starts_with(&format!("{m}_"))), "no fixture for {m}");
+    }
+    let mut oracle = Oracle::new("transformers 4.46.3", tolerance("")).per_step(tolerance);
+    for (name, case) in &cases {
+        let dir = root().join(case["model_dir"].as_str().unwrap());
+        let (source, target) = (case["source"].as_str().unwrap(), case["target"].as_str().unwrap());
+        let doc = trace_json(&[source, "--model", dir.to_str().unwrap(), "--target", target, "--steps", "all,logits"]);
+        crate::export::assert_valid(name, &doc);
+        let input = &doc["input"];
+        assert_eq!(input["tokens"], case["encoder"]["tokens"], "{name}: source tokens");
+        assert_eq!(input["token_ids"], case["encoder"]["input_ids"], "{name}: source ids");
+        assert_eq!(input["target"]["token_ids"], case["decoder"]["input_ids"], "{name}: decoder ids");
+        assert_eq!(input["target"]["tokens"], case["decoder"]["tokens"], "{name}: decoder tokens");
+        // The token strings of each stack are compared above.
+        let mut numbers = doc.clone();
+        numbers["steps"].as_array_mut().unwrap().retain(|s| !s["id"].as_str().unwrap().ends_with(".tokens"));
+        let ours = steps(&numbers);
+        let want = Want::steps(&case["steps"]);
+        let compared = oracle.compare(name, &want, &ours);
+        assert!(compared.steps >= 60, "{name}: only {} steps compared", compared.steps);
+        for id in ["encoder.layers.1.attn.weights", "decoder.layers.1.cross_attn.weights", "decoder.logits"] {
+            assert!(want.iter().any(|w| w.id == id), "{name}: the fixture has no {id}");
+        }
+        let top = doc["predictions"].as_array().unwrap_or_else(|| panic!("{name}: no predictions"));
+        for (pos, want) in case["top_k"].as_array().unwrap().iter().enumerate() {
+            let got = &top[pos]["top"];
+            assert_eq!(got[0]["id"], want[0]["id"], "{name}: top-1 at decoder position {pos}");
+            for (g, w) in got.as_array().unwrap().iter().zip(want.as_array().unwrap()) {
+                let (a, b) = (g["prob"].as_f64().unwrap(), w["prob"].as_f64().unwrap());
+                assert!(close(a, b, 1e-5, 1e-4), "{name}: probability at {pos}: {a} vs {b}");
+            }
+        }
+    }
+    oracle.finish("seq2seq");
+}
+
+/// Greedy generation (`--generate 8`) writes transformers' `generate` tokens, and each
+/// decode step's cross-attention rows (the source words each new token read) are
+/// transformers' within 1e-5.
+#[test]
+fn greedy_generation_matches_transformers_generate() {
+    for (name, case) in fixtures().iter().filter(|(n, _)| n.ends_with("_short")) {
+        let dir = root().join(case["model_dir"].as_str().unwrap());
+        let g = &case["generate"];
+        let n = g["max_new_tokens"].as_u64().unwrap().to_string();
+        let source = case["source"].as_str().unwrap();
+        let args = [source, "--model", dir.to_str().unwrap(), "--generate", &n, "--steps", "cross_attn.weights"];
+        let doc = trace_json(&args);
+        crate::export::assert_valid(name, &doc);
+        let gen = &doc["generation"];
+        let ids: Vec<u64> = gen["tokens"].as_array().unwrap().iter().map(|t| t["id"].as_u64().unwrap()).collect();
+        let want: Vec<u64> = g["sequences"].as_array().unwrap()[1..].iter().map(|v| v.as_u64().unwrap()).collect();
+        assert_eq!(ids, want, "{name}: generated ids");
+        let rows = case["generate_steps"].as_array().unwrap();
+        let layers = rows[0].as_array().unwrap().len();
+        let mut compared = 0;
+        for (t, step) in rows.iter().enumerate() {
+            for l in 0..layers {
+                let got = match t {
+                    // Step 0 is the prompt's pass (the start token alone).
+                    0 => doc["steps"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|s| s["id"] == format!("decoder.layers.{l}.cross_attn.weights")),
+                    _ => gen["steps"][t - 1]["steps"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|s| s["id"] == format!("gen.{t}.decoder.layers.{l}.cross_attn.weights")),
+                };
+                let got =
+                    flat(&got.unwrap_or_else(|| panic!("{name}: no cross-attention at step {t}, layer {l}"))["values"]);
+                let want = flat(&step[l]);
+                assert_eq!(got.len(), want.len(), "{name}: step {t} layer {l}");
+                for (a, b) in got.iter().zip(&want) {
+                    assert!(close(*a, *b, 1e-5, 0.0), "{name}: step {t} layer {l}: {a} vs {b}");
+                }
+                compared += 1;
+            }
+        }
+        assert!(compared >= 16, "{name}: only {compared} rows compared");
+    }
+}
+
+/// One line on stderr naming the problem and the fix, exit 2, nothing on stdout.
+fn refused(args: &[&str], says: &str) {
+    let out = cmd().args(args).output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(out.stdout.is_empty() && err.lines().count() == 1, "{args:?}: {err}");
+    assert!(err.contains(says), "{args:?}: {err}");
+}
+
+/// A copy of fixtures/seq2seq/t5 whose config.json and tokenizer.json `edit` changes.
+fn broken_t5(edit: impl Fn(&mut Value, &mut Value)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(root().join("fixtures/seq2seq/t5")).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).unwrap();
+    }
+    let read = |f: &str| -> Value { serde_json::from_slice(&std::fs::read(dir.path().join(f)).unwrap()).unwrap() };
+    let (mut config, mut tokenizer) = (read("config.json"), read("tokenizer.json"));
+    edit(&mut config, &mut tokenizer);
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    std::fs::write(dir.path().join("tokenizer.json"), tokenizer.to_string()).unwrap();
+    dir
+}
+
+#[test]
+fn bad_encoder_decoder_input_is_refused_in_one_line() {
+    let t5 = root().join("fixtures/seq2seq/t5");
+    let t5 = t5.to_str().unwrap();
+    let no_buckets = broken_t5(|c, _| {
+        c.as_object_mut().unwrap().remove("relative_attention_num_buckets");
+    });
+    refused(&["my shoes", "--model", no_buckets.path().to_str().unwrap()], "no relative_attention_num_buckets");
+    // No decoder_start_token_id, and no <pad> in the tokenizer to fall back on.
+    let no_start = broken_t5(|c, t| {
+        c.as_object_mut().unwrap().remove("decoder_start_token_id");
+        for a in t["added_tokens"].as_array_mut().unwrap() {
+            if a["content"] == "<pad>" {
+                a["content"] = "<nothing>".into();
+            }
+        }
+        t["model"]["vocab"][0][0] = "<nothing>".into();
+    });
+    refused(&["my shoes", "--model", no_start.path().to_str().unwrap()], "no decoder_start_token_id");
+    let gpt2 = root().join("fixtures/decoders/gpt2");
+    refused(&["my shoes", "--model", gpt2.to_str().unwrap(), "--target", "x"], "--target: it is the decoder's text");
+    refused(&["my shoes", "--target", "x"], "--target: it is the decoder's text");
+    refused(&["my shoes", "are small", "--model", t5], "give the decoder's text with --target TEXT");
+    refused(&["my shoes", "--model", t5, "--target", " "], "--target: it is empty");
+    refused(&["my shoes", "--model", t5, "--chat"], "--chat");
+    refused(&["my shoes", "--model", t5, "--pad-to", "8"], "--pad-to");
+}
+
+/// Without `--target` the decoder runs on its start token alone: one position, whose
+/// predictions are the first token the model would write; `--stack` chooses the attention the
+/// views draw (the cross-attention by default: decoder tokens down, source tokens across).
+#[test]
+fn the_views_draw_the_attention_stack_names() {
+    let t5 = root().join("fixtures/seq2seq/t5");
+    let t5 = t5.to_str().unwrap();
+    let doc = trace_json(&["my shoes are small", "--model", t5, "--target", "the shoes", "--steps", "weights"]);
+    let (enc, dec) =
+        (doc["input"]["tokens"].as_array().unwrap().len(), doc["input"]["target"]["tokens"].as_array().unwrap().len());
+    assert_ne!(enc, dec, "a test of non-square maps needs two lengths");
+    for (stack, rows, cols) in [("cross", dec, enc), ("encoder", enc, enc), ("decoder", dec, dec)] {
+        let args =
+            ["my shoes are small", "--model", t5, "--target", "the shoes", "--format", "heatmap", "--stack", stack];
+        let out = String::from_utf8(cmd().args(args).output().unwrap().stdout).unwrap();
+        let title = format!("[query_pos × key_pos = {rows} × {cols}]");
+        assert!(out.contains(&title), "--stack {stack}: no {title} in\n{out}");
+    }
+}
