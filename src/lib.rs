@@ -64,6 +64,7 @@ pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
     settings::limits::check_run(&loaded.cfg, n, (&plan.record, plan.streamed), settings)?;
     // What the forward pass changes is part of the configuration the trace records.
     loaded.cfg.interventions = plan.interventions.clone();
+    settings::stacks::apply_decoder(&settings.analysis, &mut loaded.cfg)?;
     loaded.notes.extend(model::intervene::blind_note(&loaded.cfg, &loaded.tokens));
     Ok((loaded, source, plan))
 }

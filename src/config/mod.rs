@@ -180,7 +180,11 @@ pub struct Interventions {
     /// before the output projection.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ablate: Vec<(usize, usize)>,
-    /// `zero` or `mean` (with `ablate`).
+    /// An encoder–decoder's decoder: ablated cross-attention heads as (layer, head)
+    /// (`--ablate cross.L.H`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ablate_cross: Vec<(usize, usize)>,
+    /// `zero` or `mean` (with `ablate` or `ablate_cross`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ablate_mode: Option<AblateMode>,
     /// Hidden query→key edges: their score is −inf before the softmax.
@@ -227,7 +231,11 @@ pub struct Knockout {
 
 impl Interventions {
     pub fn is_empty(&self) -> bool {
-        self.ablate.is_empty() && self.knockout.is_empty() && self.induction.is_none() && self.ablate_expert.is_empty()
+        self.ablate.is_empty()
+            && self.ablate_cross.is_empty()
+            && self.knockout.is_empty()
+            && self.induction.is_none()
+            && self.ablate_expert.is_empty()
     }
 }
 

@@ -64,6 +64,9 @@ fn attend(cfg: &ModelConfig, c: &Cross, x: &Tensor, memory: &Tensor, l: usize, r
     let weights = super::softmax::softmax_last_dim(&scores)?; // [head, pos, enc_pos]
     rec.tensor(&id("weights"), cfg, &weights)?;
     let context = weights.matmul(&v)?; // [head, pos, d_v]
+    let ablated: Vec<usize> =
+        cfg.interventions.ablate_cross.iter().filter(|(at, _)| *at == l).map(|(_, h)| *h).collect();
+    let context = super::intervene::drop_heads(cfg, &ablated, context)?; // [head, pos, d_v]: `--ablate cross.L.H`
     rec.tensor(&id("context"), cfg, &context)?;
     let concat = context.transpose(0, 1)?.contiguous()?.reshape((n, h * cfg.d_v))?; // [pos, heads·d_v]
     rec.tensor(&id("concat"), cfg, &concat)?;

@@ -106,6 +106,13 @@ pub fn ablate(cfg: &ModelConfig, (layer, patch): (usize, Option<&Patch>), contex
         _ => context,
     };
     let heads: Vec<usize> = iv.ablate.iter().filter(|(l, _)| *l == layer).map(|(_, h)| *h).collect();
+    drop_heads(cfg, &heads, context)
+}
+
+/// `context` [head, pos, d_v] with `heads` zeroed, or replaced by their mean over positions
+/// (`--ablate-mode mean`); also an encoder–decoder's cross-attention heads (`cross.L.H`).
+pub fn drop_heads(cfg: &ModelConfig, heads: &[usize], context: Tensor) -> Result<Tensor> {
+    let iv = &cfg.interventions;
     if heads.is_empty() {
         return Ok(context);
     }

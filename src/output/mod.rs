@@ -63,7 +63,11 @@ pub fn save_trace(trace: &Trace, settings: &Settings) -> Result<()> {
 pub fn view_files(trace: &Trace, views: &Views, out: &Output) -> Result<()> {
     if let (Some(path), Some(maps)) = (&out.views.html, &views.maps) {
         let mut buf = Vec::new();
-        render::html::write(trace, maps, views, out, &mut buf)?;
+        match views.stacks.as_ref().filter(|s| !s.pages.is_empty()) {
+            // An encoder–decoder's page shows each of its three attentions.
+            Some(s) => render::html::write_stacks(trace, &s.pages, views, out, &mut buf)?,
+            None => render::html::write(trace, maps, views, out, &mut buf)?,
+        }
         write_file("--html", path, &buf)?;
     }
     if let (Some(path), Some(maps)) = (&out.views.svg, &views.maps) {

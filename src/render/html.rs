@@ -23,9 +23,9 @@
 //! trace gives the same bytes.
 
 use super::colour::{dark_text, grid_colour, hex, VIRIDIS};
+use super::focus;
 use super::numbers::f32_json;
 use super::text::{cut, esc};
-use super::{focus, table};
 use crate::settings::Output;
 use crate::trace::{Step, Trace, Values};
 use crate::views::maps::Maps;
@@ -45,6 +45,28 @@ pub fn write(trace: &Trace, maps: &Maps, views: &Views, out: &Output, w: &mut dy
     let mut s = head(&sentence);
     let _ = writeln!(s, "<h1>attn-trace</h1>\n<p class=\"sentence\">{}</p>", esc(&sentence));
     s.push_str(&section(trace, maps, views, out, "")?);
+    tail(&mut s);
+    w.write_all(s.as_bytes())
+}
+
+/// An encoder–decoder's page: its summary line, then the encoder's self-attention, the
+/// decoder's and the cross-attention, each a [`section`] of its own (suffixes `-enc`, `-dec`,
+/// `-cross`), as bertviz's three views in one page.
+pub fn write_stacks(
+    trace: &Trace,
+    pages: &[(String, Trace, Maps)],
+    views: &Views,
+    out: &Output,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let sentence = sentence(trace);
+    let mut s = head(&sentence);
+    let _ = writeln!(s, "<h1>attn-trace</h1>\n<p class=\"sentence\">{}</p>", esc(&sentence));
+    for ((title, seen, maps), sfx) in pages.iter().zip(["-enc", "-dec", "-cross"]) {
+        let _ = writeln!(s, "<article class=\"item\">\n<h2 class=\"item\" id=\"stack{sfx}\">{}</h2>", esc(title));
+        s.push_str(&section(seen, maps, views, out, sfx)?);
+        s.push_str("</article>\n");
+    }
     tail(&mut s);
     w.write_all(s.as_bytes())
 }
@@ -105,7 +127,7 @@ fn tail(s: &mut String) {
 pub fn section(trace: &Trace, maps: &Maps, views: &Views, out: &Output, sfx: &str) -> io::Result<String> {
     let (focus, patch) = (views.focus.as_ref(), views.patch_grid.as_ref());
     let mut s = String::new();
-    let _ = writeln!(s, "<p class=\"summary\">{}</p>", esc(&table::summary(trace)));
+    let _ = writeln!(s, "<p class=\"summary\">{}</p>", esc(&super::header::summary(trace)));
     if let Some(rows) = &views.generation_rows {
         s.push_str(&super::html_generation::section(trace, rows, out.precision, sfx));
     }

@@ -7,6 +7,7 @@ pub mod attribution;
 pub mod batch;
 pub mod focus;
 pub mod generation;
+pub mod header;
 pub mod heatmap;
 pub mod html;
 pub mod html_generation;
@@ -53,7 +54,7 @@ pub fn render(
                 None => trace,
             };
             if let Some(links) = &views.summary {
-                summary::write(trace, links, out.width, w)?;
+                summary::write((trace, views.stacks.as_ref()), links, out.width, w)?;
             } else {
                 table::write(shown, out.precision, out.width, w)?;
             }

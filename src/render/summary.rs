@@ -7,13 +7,23 @@
 use super::table;
 use super::text::{cut, wrap_parts};
 use crate::trace::Trace;
+use crate::views::stacks::{Aligned, Stacks};
 use crate::views::summary::{HeadLinks, LayerLinks, Routing};
 use comfy_table::CellAlignment;
 use std::io::{self, Write};
 
-pub fn write(trace: &Trace, summary: &[LayerLinks], width: usize, w: &mut dyn Write) -> io::Result<()> {
+/// An encoder–decoder's links are of the attention `--stack` names, labelled by its tokens
+/// (`stacks.seen`), and followed by the alignment table.
+pub fn write(
+    (trace, stacks): (&Trace, Option<&Stacks>),
+    summary: &[LayerLinks],
+    width: usize,
+    w: &mut dyn Write,
+) -> io::Result<()> {
     table::write_header(trace, width, w)?;
     table::write_tokens(trace, width, w)?;
+    let shown = trace;
+    let trace = stacks.map_or(trace, |s| &s.seen);
     // Positions disambiguate repeated words ("my(0)" and "my(4)").
     let label = |i: usize| format!("{}({i})", cut(&trace.label(i), 10));
     let key = |i: usize| format!("{}({i})", cut(&trace.key_label(i), 10));
@@ -54,12 +64,39 @@ pub fn write(trace: &Trace, summary: &[LayerLinks], width: usize, w: &mut dyn Wr
             write_routing(*layer, routing, &label, width, w)?;
         }
     }
+    if let Some(s) = stacks {
+        write_alignment(shown, &s.alignment, width, w)?;
+    }
     // Short lines, so the hint fits the narrowest --width (40).
     writeln!(
         w,
         "\nEvery number: --format json.\nFull tables: --steps all, or e.g.\n  --steps weights --layer 0 --head 1"
     )?;
     Ok(())
+}
+
+/// An encoder–decoder's alignment: each decoder token's strongest source tokens by the
+/// cross-attention's weights, averaged over layers and heads.
+fn write_alignment(trace: &Trace, rows: &[Aligned], width: usize, w: &mut dyn Write) -> io::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(w)?;
+    let title = [
+        "alignment".into(),
+        "each decoder token's strongest source tokens (cross-attention, mean over layers and heads)".to_string(),
+    ];
+    for line in wrap_parts(&title, width) {
+        writeln!(w, "{line}")?;
+    }
+    let mut t = table::new_table();
+    t.set_header(vec!["decoder token", "source tokens (mean weight)"]);
+    for a in rows {
+        let sources: Vec<String> =
+            a.sources.iter().map(|&(k, v)| format!("{}({k}) {v:.2}", cut(&trace.key_label(k), 10))).collect();
+        t.add_row(vec![format!("{}({})", cut(&trace.label(a.position), 10), a.position), sources.join("  ")]);
+    }
+    table::emit(&t, w)
 }
 
 /// One layer's routing: per position, `expert:weight` for each expert the token went to, most

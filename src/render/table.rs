@@ -3,7 +3,6 @@
 //! token. Tensors wider than `--width` are split into column blocks, never wrapped mid-row.
 
 use super::text::{cut, wrap, wrap_parts, wrap_words};
-use crate::config::{InitConfig, Interventions};
 use crate::trace::{Step, Trace, Values};
 use comfy_table::{presets, CellAlignment, Table, TableComponent};
 use std::io::{self, Write};
@@ -13,7 +12,7 @@ const MAX_LABEL: usize = 12;
 
 /// The first lines of every table view: what was traced, wrapped to `width`.
 pub fn write_header(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
-    for line in wrap(&summary(trace), width) {
+    for line in wrap(&super::header::summary(trace), width) {
         writeln!(w, "{line}")?;
     }
     // `--chat`: the text that was tokenized, its newlines shown as \n.
@@ -54,71 +53,6 @@ pub fn write_params(params: &[Step], precision: usize, width: usize, w: &mut dyn
     Ok(())
 }
 
-/// One line saying what was traced, from the config the JSON document also carries.
-pub fn summary(trace: &Trace) -> String {
-    let c = &trace.config;
-    let plural = |n: usize, w: &str| if n == 1 { format!("{n} {w}") } else { format!("{n} {w}s") };
-    let mut changed = if c.interventions.is_empty() {
-        String::new()
-    } else {
-        format!(", {}", describe_interventions(&c.interventions))
-    };
-    if let Some(p) = &c.parts.padding {
-        let pads = p.attention_mask.iter().filter(|m| **m == 0).count();
-        changed.push_str(&format!(", padded on the {} to {} ({pads} pads hidden)", p.side, p.length));
-    }
-    let init = match (&c.model, &c.init) {
-        // Stored in another type (bf16, a GGUF's quantizations): the arithmetic is still f32.
-        (Some(m), _) => match &m.stored_dtype {
-            Some(dt) => format!("{} model {} ({dt} weights, computed in f32)", m.model_type, m.path),
-            None => format!("{} model {}", m.model_type, m.path),
-        },
-        // Seeded weights are as a model is before training: say so, so that nobody reads
-        // meaning into which word attends to which.
-        (None, InitConfig::Torch { seed, .. }) => format!("random untrained weights, seed {seed}"),
-        (None, InitConfig::File { path, stored_dtype: Some(dt) }) => {
-            format!("weights {path} ({dt} weights, computed in f32)")
-        }
-        (None, InitConfig::File { path, .. }) => format!("weights {path}"),
-        (None, InitConfig::Given) => "weights given in memory".to_string(),
-    };
-    format!(
-        "attn-trace: {}, d_model {}, {} (d_k {} d_v {}), {}, {} positions{}, {}, {init}{changed}",
-        plural(trace.tokens.len(), "token"),
-        c.d_model,
-        plural(c.heads, "head"),
-        c.d_k,
-        c.d_v,
-        block(c).0,
-        c.positions.name(),
-        if c.causal { ", causal" } else { "" },
-        block(c).1,
-    )
-}
-
-/// The header's words for the layer's form: (size, parts), e.g. ("d_ff 8, 1 layer",
-/// "post-norm, relu"), or an attention-only module's output width and projection.
-fn block(c: &crate::config::ModelConfig) -> (String, String) {
-    let layers = if c.layers == 1 { "1 layer".to_string() } else { format!("{} layers", c.layers) };
-    let heads = if c.parts.separate_heads { ", separate head modules" } else { "" };
-    if let Some(x) = &c.parts.experts {
-        let shared = x.shared_d_ff.map(|d| format!(" + a shared expert of d_ff {d}")).unwrap_or_default();
-        return (
-            format!("{} experts of d_ff {} (top {} per token){shared}, {layers}", x.count, x.d_ff, x.top_k),
-            format!("{}-norm, {}{heads}", c.norm.name(), c.activation.name()),
-        );
-    }
-    if !c.parts.attention_only {
-        let parallel = if c.parts.parallel { ", parallel attention+FFN" } else { "" };
-        return (
-            format!("d_ff {}, {layers}", c.d_ff),
-            format!("{}-norm{parallel}, {}{heads}", c.norm.name(), c.activation.name()),
-        );
-    }
-    let proj = if c.parts.no_out_proj { "no output projection" } else { "output projection" };
-    (format!("d_out {}, {layers}", c.out_width()), format!("attention only, {proj}{heads}"))
-}
-
 /// A table with column rules but no outer frame: the frame would cost two columns, and
 /// an 8×8 attention matrix with 4 decimals should fit an 80-column terminal.
 pub fn new_table() -> Table {
@@ -144,7 +78,21 @@ pub fn new_table() -> Table {
 pub fn write_tokens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
     // pos and id columns take at most 16 columns; the token gets the rest (JSON has it whole).
     let max_token = width.saturating_sub(16).max(MAX_LABEL);
-    writeln!(w, "\ntokens [pos = {}]", trace.tokens.len())?;
+    // An encoder–decoder's source tokens (the encoder's) come first.
+    if let Some(source) = trace.keys.as_ref().filter(|_| trace.config.parts.seq2seq.is_some()) {
+        writeln!(w, "\nsource tokens (the encoder's) [pos = {}]", source.tokens.len())?;
+        let mut t = new_table();
+        t.set_header(vec!["pos", "token", "id"]);
+        for (i, label) in trace.key_labels().iter().enumerate() {
+            let id = source.ids.as_ref().and_then(|ids| ids.get(i)).map_or(String::new(), |d| d.to_string());
+            t.add_row(vec![i.to_string(), cut(label, max_token), id]);
+        }
+        emit(&t, w)?;
+        write!(w, "\ndecoder ")?;
+    } else {
+        writeln!(w)?;
+    }
+    writeln!(w, "tokens [pos = {}]", trace.tokens.len())?;
     let mut t = new_table();
     let mut header = vec!["pos", "token"];
     if trace.token_ids.is_some() {
@@ -326,34 +274,6 @@ fn fill_blocks(col_w: &[usize], label_w: usize, width: usize, most: usize) -> Ve
         start = end;
     }
     blocks
-}
-
-/// The interventions in one line for the table header, e.g. "ablated 0.1, 1.2 (zero); knocked out 0.1:5->2".
-fn describe_interventions(i: &Interventions) -> String {
-    let mut parts = Vec::new();
-    if !i.ablate.is_empty() {
-        let heads: Vec<String> = i.ablate.iter().map(|(l, h)| format!("{l}.{h}")).collect();
-        parts.push(format!("ablated {} ({})", heads.join(" "), i.ablate_mode.unwrap_or_default().name()));
-    }
-    if !i.knockout.is_empty() {
-        let edges: Vec<String> = i
-            .knockout
-            .iter()
-            .map(|k| match k.head {
-                Some(h) => format!("{}.{h}:{}->{}", k.layer, k.query, k.key),
-                None => format!("{}:{}->{}", k.layer, k.query, k.key),
-            })
-            .collect();
-        parts.push(format!("knocked out {}", edges.join(" ")));
-    }
-    if !i.ablate_expert.is_empty() {
-        let experts: Vec<String> = i.ablate_expert.iter().map(|(l, e)| format!("{l}.{e}")).collect();
-        parts.push(format!("removed experts {} from routing", experts.join(" ")));
-    }
-    if let Some(n) = i.induction {
-        parts.push(format!("input: {n} random tokens repeated twice"));
-    }
-    parts.join("; ")
 }
 
 #[cfg(test)]

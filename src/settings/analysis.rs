@@ -11,8 +11,10 @@ use anyhow::Result;
 /// the plan.
 #[derive(Debug, Clone, Default)]
 pub struct Analysis {
-    /// Heads to ablate, as (layer, head).
+    /// Heads to ablate, as (layer, head); an encoder–decoder's with their stack (`enc.L.H`,
+    /// `dec.L.H`, `cross.L.H`), resolved by `settings::stacks`.
     pub ablate: Vec<(usize, usize)>,
+    pub ablate_stacked: Vec<(StackHeads, usize, usize)>,
     /// `--ablate-mode`.
     pub ablate_mode: AblateMode,
     /// Experts to remove from routing, as (layer, expert).
@@ -31,6 +33,33 @@ pub struct Analysis {
     /// `--attribute ANSWER [FOIL]` and `--at POS|WORD` (resolved by the plan).
     pub attribute: Option<(String, Option<String>)>,
     pub at: Option<String>,
+}
+
+/// Which of an encoder–decoder's attentions an `--ablate` item names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackHeads {
+    /// `enc.L.H`: the encoder's self-attention.
+    Encoder,
+    /// `dec.L.H`: the decoder's self-attention.
+    Decoder,
+    /// `cross.L.H`: the decoder's cross-attention.
+    Cross,
+}
+
+/// The `--ablate` items that name a stack (`enc.`, `dec.`, `cross.`), split from the others.
+fn stacked(list: &str) -> (Vec<(StackHeads, String)>, String) {
+    let mut named = Vec::new();
+    let mut plain = Vec::new();
+    for item in list.split(',').map(str::trim) {
+        let found = [("enc.", StackHeads::Encoder), ("dec.", StackHeads::Decoder), ("cross.", StackHeads::Cross)]
+            .into_iter()
+            .find_map(|(p, s)| item.strip_prefix(p).map(|rest| (s, rest.to_string())));
+        match found {
+            Some(x) => named.push(x),
+            None => plain.push(item),
+        }
+    }
+    (named, plain.join(","))
 }
 
 /// `--ablate 0.1,2.3` → [(0, 1), (2, 3)] (`--ablate-expert`'s `L.E` likewise, `what` naming
@@ -57,9 +86,25 @@ fn ablate_list(flag: &str, what: &str, list: &str) -> Result<Vec<(usize, usize)>
     Ok(items)
 }
 
+/// `--ablate`'s heads: (layer, head) pairs, and an encoder–decoder's with their stacks.
+#[allow(clippy::type_complexity)]
+fn ablate_options(cli: &Cli) -> Result<(Vec<(usize, usize)>, Vec<(StackHeads, usize, usize)>)> {
+    let (named, plain) = stacked(cli.ablate.as_deref().unwrap_or(""));
+    let ablate = match plain.trim_matches(',').is_empty() && !named.is_empty() {
+        true => Vec::new(),
+        false => cli.ablate.as_ref().map(|_| ablate_list("--ablate", "HEAD", &plain)).transpose()?.unwrap_or_default(),
+    };
+    let mut ablate_stacked = Vec::new();
+    for (stack, item) in named {
+        let (l, h) = ablate_list("--ablate", "HEAD", &item)?[0];
+        ablate_stacked.push((stack, l, h));
+    }
+    Ok((ablate, ablate_stacked))
+}
+
 /// `--ablate`, `--knockout`, `--lens`, `--stats`, `--rollout`, checked among themselves.
 pub fn options(cli: &Cli) -> Result<Analysis> {
-    let ablate = cli.ablate.as_deref().map(|l| ablate_list("--ablate", "HEAD", l)).transpose()?.unwrap_or_default();
+    let (ablate, ablate_stacked) = ablate_options(cli)?;
     let ablate_expert = cli
         .ablate_expert
         .as_deref()
@@ -118,6 +163,7 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
     }
     Ok(Analysis {
         ablate,
+        ablate_stacked,
         ablate_mode: match cli.ablate_mode {
             cli::AblateArg::Zero => AblateMode::Zero,
             cli::AblateArg::Mean => AblateMode::Mean,

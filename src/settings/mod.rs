@@ -4,8 +4,7 @@
 //! environment ([`Env`]): it reads no file, tokenizes nothing, allocates no tensor and prints
 //! nothing, so every flag-only mistake is refused before anything is opened. What can only be
 //! checked against the model (a layer number, a focus word, a step id's layer) is checked by
-//! [`plan::Plan::new`] once the sources stage knows the model's sizes and tokens; that too is
-//! pure. Every user-facing validation message of a flag lives in this folder.
+//! [`plan::Plan::new`] once the sources stage knows the model's sizes and tokens (pure too).
 
 pub mod analysis;
 pub mod attribution;
@@ -17,6 +16,7 @@ pub mod outputs;
 pub mod plan;
 pub mod recipe;
 pub mod shape;
+pub mod stacks;
 pub mod views;
 
 use crate::cli::{self, Cli, Env};

@@ -30,8 +30,7 @@ pub struct Plan {
     /// Recorded steps are handed on as they are made (`reduce_summary`, or `--format jsonl`
     /// without `--save-trace`): the memory estimate counts only the largest.
     pub streamed: bool,
-    /// `--attribute`: what the model attributes, once the run has read the answers
-    /// (`settings::attribution::request`).
+    /// `--attribute`: what the model attributes (`settings::attribution::request`).
     pub attribution: Option<crate::trace::attribution::Request>,
 }
 
@@ -202,7 +201,7 @@ fn drawing_fits(settings: &Settings, cfg: &ModelConfig, n: usize) -> Result<()> 
     Ok(())
 }
 
-/// `--ablate` and `--knockout` against the model's layers and heads and the input's tokens.
+/// `--ablate` (an encoder–decoder's: its encoder's, `settings::stacks`) and `--knockout`.
 fn interventions(
     settings: &Settings,
     cfg: &ModelConfig,
@@ -230,7 +229,8 @@ fn interventions(
         }
         Ok(())
     };
-    for &(l, h) in &a.ablate {
+    let ablate = super::stacks::ablated(a, cfg)?;
+    for &(l, h) in &ablate {
         layer_ok("--ablate", l)?;
         head_ok("--ablate", h)?;
     }
@@ -258,8 +258,9 @@ fn interventions(
         knockout.push(Knockout { layer, head, query, key });
     }
     Ok(Interventions {
-        ablate_mode: (!a.ablate.is_empty()).then_some(a.ablate_mode),
-        ablate: a.ablate.clone(),
+        ablate_mode: (!ablate.is_empty()).then_some(a.ablate_mode),
+        ablate,
+        ablate_cross: Vec::new(),
         ablate_expert: ablate_experts(&a.ablate_expert, cfg)?,
         knockout,
         induction: a.induction,

@@ -52,6 +52,8 @@ pub struct Views {
     pub attribution_grid: Option<grid::Grid>,
     /// `--generate` with `--html`: every head's row of the steps that chose the tokens.
     pub generation_rows: Option<generation::GenerationRows>,
+    /// An encoder–decoder: the trace as `--stack` sees it (labels) and the alignment table.
+    pub stacks: Option<stacks::Stacks>,
     /// The run's notes (also on stderr): JSON's `notes`, so that a document says how its
     /// numbers were defined where the arithmetic alone does not (attached by `run`).
     pub notes: Vec<String>,
@@ -82,7 +84,13 @@ fn draws_maps(out: &Output) -> bool {
 pub fn derive(trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Views)> {
     // An encoder–decoder's views are drawn from one of its attentions (`--stack`).
     let Some(seen) = stacks::seen_as(&trace, out.views.stack) else { return derive_one(trace, plan, out) };
-    let (_, views) = derive_one(seen, plan, out)?;
+    let cross = stacks::seen_as(&trace, crate::settings::views::StackView::Cross);
+    let alignment = cross.as_ref().map(|c| stacks::alignment(c, 3)).unwrap_or_default();
+    let labels = Trace { steps: Vec::new(), ..seen.clone() };
+    let (_, mut views) = derive_one(seen, plan, out)?;
+    let o = &out.views;
+    let pages = if o.html.is_some() { stacks::pages(&trace, o.merge_pieces, o.average_heads) } else { Vec::new() };
+    views.stacks = Some(stacks::Stacks { seen: labels, alignment, pages });
     let mut trace = trace;
     trace.steps.retain(|s| plan.show.wants(&s.id, s.layer, &s.name));
     Ok((trace, views))

@@ -47,3 +47,70 @@ pub fn seen_as(trace: &Trace, view: StackView) -> Option<Trace> {
     }
     Some(seen)
 }
+
+/// One decoder token's strongest source tokens: the cross-attention's weights averaged over
+/// every layer and head, as attention-based word alignment reads them (the words each
+/// target token attended to).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Aligned {
+    pub position: usize,
+    /// The strongest source positions with their mean weight, strongest first.
+    pub sources: Vec<(usize, f32)>,
+}
+
+/// What [`derive`](super::derive) keeps of an encoder–decoder's stacks: the trace as `--stack`
+/// sees it, without its steps (the summary's labels), and the alignment table.
+#[derive(Debug, Clone)]
+pub struct Stacks {
+    pub seen: Trace,
+    pub alignment: Vec<Aligned>,
+    /// With `--html`: the page's three views, as bertviz draws them — the encoder's
+    /// self-attention, the decoder's and the cross-attention — each a title, the trace as that
+    /// attention sees it, and its maps.
+    pub pages: Vec<(String, Trace, super::maps::Maps)>,
+}
+
+/// The three attentions of an encoder–decoder, titled, for the HTML page.
+pub fn pages(trace: &Trace, merge: bool, average: bool) -> Vec<(String, Trace, super::maps::Maps)> {
+    let views = [
+        (StackView::Encoder, "Encoder self-attention (source tokens × source tokens)"),
+        (StackView::Decoder, "Decoder self-attention (decoder tokens × decoder tokens, causal)"),
+        (StackView::Cross, "Cross-attention (decoder tokens × source tokens)"),
+    ];
+    views
+        .into_iter()
+        .filter_map(|(v, title)| {
+            let seen = seen_as(trace, v)?;
+            let maps = super::maps::maps(&seen, merge, average);
+            Some((title.to_string(), seen, maps))
+        })
+        .collect()
+}
+
+/// The alignment of every decoder token, its `top` sources each, from the cross-attention's
+/// weights as [`seen_as`] names them (`layers.{i}.attn.weights`, [head, decoder, source]).
+pub fn alignment(cross: &Trace, top: usize) -> Vec<Aligned> {
+    let (rows, cols) = (cross.tokens.len(), cross.key_tokens().len());
+    let mut sum = vec![0f64; rows * cols];
+    let mut maps = 0usize;
+    for step in cross.steps.iter().filter(|s| s.name == "attn.weights" && s.shape[1..] == [rows, cols]) {
+        let Some(v) = step.f32s() else { continue };
+        for head in v.chunks(rows * cols) {
+            sum.iter_mut().zip(head).for_each(|(s, &x)| *s += x as f64);
+            maps += 1;
+        }
+    }
+    if maps == 0 {
+        return Vec::new();
+    }
+    (0..rows)
+        .map(|q| {
+            let mut sources: Vec<(usize, f32)> =
+                (0..cols).map(|k| (k, (sum[q * cols + k] / maps as f64) as f32)).collect();
+            // Strongest first; equal weights keep the earlier source first.
+            sources.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            sources.truncate(top);
+            Aligned { position: q, sources }
+        })
+        .collect()
+}

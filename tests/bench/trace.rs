@@ -132,7 +132,7 @@ fn minilm(c: &mut Criterion) {
     forward(&mut group, &s, &p);
     renderer(&mut group, "render_json", &trace, |t, w| render::json::write(t, w).unwrap());
     let links = views::summary::summarize(&trace);
-    renderer(&mut group, "render_summary", &trace, |t, w| render::summary::write(t, &links, 100, w).unwrap());
+    renderer(&mut group, "render_summary", &trace, |t, w| render::summary::write((t, None), &links, 100, w).unwrap());
     group.finish();
 }
 

@@ -59,7 +59,7 @@ def rgb(css):
     return [int(x) for x in css[css.index("(") + 1:css.index(")")].split(",")[:3]]
 
 
-def overview_and_shared_scale(driver, sfx, weights, layers, heads, n):
+def overview_and_shared_scale(driver, sfx, weights, layers, heads, n, causal=False):
     """The layer x head overview, its click, and the shared 0-1 colour scale toggle."""
     colors = driver.execute_script(f"return JSON.parse(document.getElementById('data{sfx}').textContent).colors")
     smalls = driver.find_elements(By.CSS_SELECTOR, f"#overview-grid{sfx} canvas")
@@ -106,7 +106,8 @@ def overview_and_shared_scale(driver, sfx, weights, layers, heads, n):
                   f"{scale}: layer {last} head 1 [{q}][{k}] = {v:.4f} is {got} (overview {small}), want {want}")
     rule = driver.find_element(By.ID, "scale-rule" + sfx).text
     check("0 to 1 in every map" in rule, f"the shared scale is stated: {rule!r}")
-    check(top < 1.0, f"the map's largest weight {top:.4f} < 1, so the two scales differ there")
+    # A causal map's first row is all on the first token: its largest weight is 1.
+    check(top < 1.0 or causal, f"the map's largest weight {top:.4f} < 1, so the two scales differ there")
     driver.find_element(By.ID, "shared" + sfx).click()
 
 
@@ -173,7 +174,7 @@ def section(driver, doc, sfx, shot):
     check(len(cells()) == heads * n * n, f"{what}layer {second}, all heads: {len(cells())} cells")
     hover(second, 0, n - 1, 0)
 
-    overview_and_shared_scale(driver, sfx, weights, layers, heads, n)
+    overview_and_shared_scale(driver, sfx, weights, layers, heads, n, doc["config"].get("causal", False))
     pads(driver, sfx, what, mask, n)
 
     if os.environ.get("EXPECT_FOCUS"):
@@ -214,6 +215,50 @@ def batch(driver, docs, shot):
     section(driver, docs[0], "-s1", shot)
 
 
+def stacks(driver, doc, shot):
+    """An encoder-decoder's page (issue 32): three titled sections, the encoder's
+    self-attention (-enc), the decoder's (-dec) and the cross-attention (-cross). The two
+    square ones get every check of a one-stack page, from the JSON's prefixed steps; the
+    cross-attention draws heads x decoder tokens x source tokens cells whose hover text is
+    the JSON's weight between the right tokens."""
+    # The page labels a token by what it spells, a space drawn as a middle dot.
+    source = [t.replace(" ", "\u00b7") for t in doc["input"]["texts"]]
+    target = [t.replace(" ", "\u00b7") for t in doc["input"]["target"]["texts"]]
+    titles = [driver.find_element(By.ID, f"stack{sfx}").text for sfx in ("-enc", "-dec", "-cross")]
+    check(titles[0].startswith("Encoder self-attention") and titles[1].startswith("Decoder self-attention")
+          and titles[2].startswith("Cross-attention"), f"the three views are titled: {titles}")
+
+    def seen(prefix, name, tokens, causal=False):
+        steps = []
+        for s in doc["steps"]:
+            if s["id"].startswith(prefix) and s["id"].endswith("." + name):
+                layer = int(s["id"][len(prefix):].split(".")[1])
+                steps.append({**s, "name": "attn.weights", "layer": layer})
+        return {**doc, "input": {"tokens": tokens}, "steps": steps, "config": {"causal": causal}}
+
+    section(driver, seen("encoder.", "attn.weights", source), "-enc", None)
+    section(driver, seen("decoder.", "attn.weights", target, True), "-dec", None)
+    cross = seen("decoder.", "cross_attn.weights", target)
+    weights = {s["layer"]: s["values"] for s in cross["steps"]}
+    heads, rows, cols = len(weights[0]), len(target), len(source)
+    cells = driver.find_elements(By.CSS_SELECTOR, "#maps-cross .cell")
+    check(len(cells) == heads * rows * cols and rows != cols,
+          f"the cross-attention draws {len(cells)} cells, want heads x decoder x source = {heads}x{rows}x{cols}")
+    precision = driver.execute_script("return JSON.parse(document.getElementById('data-cross').textContent).precision")
+    for head, q, k in [(0, 0, 0), (heads - 1, rows - 1, cols - 1), (1, 2, cols - 2)]:
+        sel = f'#maps-cross .cell[data-layer="0"][data-head="{head}"][data-q="{q}"][data-k="{k}"]'
+        cell = driver.find_element(By.CSS_SELECTOR, sel)
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", cell)
+        ActionChains(driver).move_to_element(cell).perform()
+        tip = driver.find_element(By.ID, "tip-cross").text
+        want = weights[0][head][q][k]
+        close = abs(float(tip.rsplit(": ", 1)[-1]) - want) <= 0.5 * 10 ** -precision + 1e-12
+        check(close and f"{q} {target[q]} → {k} {source[k]}" in tip,
+              f"cross-attention: hovering head {head} [{q}][{k}] shows {tip!r}; the JSON says {want:.{precision}f}")
+    if shot:
+        driver.save_screenshot(shot)
+
+
 def main(page, trace_path, shot):
     with open(trace_path, encoding="utf-8") as f:
         doc = json.load(f)
@@ -232,6 +277,8 @@ def main(page, trace_path, shot):
         driver.get("file://" + os.path.abspath(page))
         if isinstance(doc, list):
             batch(driver, doc, shot)
+        elif "target" in doc["input"]:
+            stacks(driver, doc, shot)
         else:
             section(driver, doc, "", shot)
 

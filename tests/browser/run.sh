@@ -2,7 +2,8 @@
 # The --html page in a real browser (docs/VIEWS.md). Installs Debian's chromium and
 # chromium-driver if they are missing (apt-get; run as root, as CI does), builds a venv with
 # the pinned selenium under .cache/, writes a page and its JSON trace with the debug binary,
-# then tests/browser/check_html.py checks the page, and a batch's page of two sentences;
+# then tests/browser/check_html.py checks the page, a batch's page of two sentences and an
+# encoder–decoder's three attentions;
 # tests/browser/check_serve.py drives `attn-trace serve`'s page;
 # tests/browser/check_generation.py a --generate page's generation view, and a batch's;
 # tests/browser/check_glyphs.py checks that a SmolLM2 page's tokens read as text (`·café`, 中文)
@@ -51,6 +52,12 @@ EXPECT_FOCUS=1 "$venv/bin/python" tests/browser/check_html.py "$art/batch.html" 
 target/debug/attn-trace --batch "$art/batch.txt" --heads 2 --layers 2 --pad-to 10 --padding left \
   --html "$art/padded.html" --format json >"$art/padded.json"
 "$venv/bin/python" tests/browser/check_html.py "$art/padded.html" "$art/padded.json" "$art/padded.png"
+# An encoder-decoder (issue 32): the encoder's self-attention, the decoder's and the
+# cross-attention (decoder tokens x source tokens), three sections of one page, each checked
+# against the same run's JSON.
+target/debug/attn-trace "my shoes are small, my feet are big." --model fixtures/seq2seq/t5 \
+  --target "the shoes are small." --html "$art/seq2seq.html" --format json >"$art/seq2seq.json"
+"$venv/bin/python" tests/browser/check_html.py "$art/seq2seq.html" "$art/seq2seq.json" "$art/seq2seq.png"
 # A generation (issue 31): the prompt and the generated tokens as a line, each generated one's
 # step colouring the tokens before it, per layer and head, as the same run's JSON says; the
 # prompt's markup stays text. Then a batch of two prompts, a section each.

@@ -174,6 +174,14 @@ fn bad_encoder_decoder_input_is_refused_in_one_line() {
     refused(&["my shoes", "--model", t5, "--target", " "], "--target: it is empty");
     refused(&["my shoes", "--model", t5, "--chat"], "--chat");
     refused(&["my shoes", "--model", t5, "--pad-to", "8"], "--pad-to");
+    for flag in [&["--lens"][..], &["--focus", "1"], &["--patch", "x"], &["--attribute", "the"], &["--check"]] {
+        let args: Vec<&str> = ["my shoes", "--model", t5].iter().copied().chain(flag.iter().copied()).collect();
+        refused(&args, "is for one-stack models");
+    }
+    refused(&["my shoes", "--model", t5, "--stats"], "add --stack encoder or --stack decoder");
+    refused(&["my shoes", "--model", t5, "--ablate", "0.1"], "write enc.L.H");
+    refused(&["my shoes", "--model", t5, "--ablate", "cross.2.0"], "the decoder has layers 0 to 1");
+    refused(&["my shoes", "--ablate", "cross.0.0"], "this model has one");
 }
 
 /// Without `--target` the decoder runs on its start token alone: one position, whose
@@ -193,5 +201,35 @@ fn the_views_draw_the_attention_stack_names() {
         let out = String::from_utf8(cmd().args(args).output().unwrap().stdout).unwrap();
         let title = format!("[query_pos × key_pos = {rows} × {cols}]");
         assert!(out.contains(&title), "--stack {stack}: no {title} in\n{out}");
+    }
+}
+
+/// `--ablate enc.L.H,dec.L.H,cross.L.H` removes one head of each attention: the logits are
+/// transformers' with `head_mask`, `decoder_head_mask` and `cross_attn_head_mask` zeroing the
+/// same heads, within 1e-4; and the config says which heads each stack lost.
+#[test]
+fn ablating_a_head_of_each_stack_matches_transformers_head_masks() {
+    for (name, case) in fixtures().iter().filter(|(n, _)| n.ends_with("_short")) {
+        let dir = root().join(case["model_dir"].as_str().unwrap());
+        let ab = &case["ablated"];
+        let (source, target) = (case["source"].as_str().unwrap(), case["target"].as_str().unwrap());
+        let spec = ab["ablate"].as_str().unwrap();
+        let args =
+            [source, "--model", dir.to_str().unwrap(), "--target", target, "--ablate", spec, "--steps", "logits"];
+        let doc = trace_json(&args);
+        crate::export::assert_valid(name, &doc);
+        let cfg = &doc["config"];
+        assert_eq!(cfg["interventions"]["ablate"], serde_json::json!([[0, 1]]), "{name}: encoder");
+        let dec = &cfg["seq2seq"]["decoder"]["interventions"];
+        assert_eq!(
+            (&dec["ablate"], &dec["ablate_cross"]),
+            (&serde_json::json!([[1, 3]]), &serde_json::json!([[1, 2]]))
+        );
+        let got =
+            flat(&doc["steps"].as_array().unwrap().iter().find(|s| s["id"] == "decoder.logits").unwrap()["values"]);
+        let want = flat(&ab["logits"]);
+        assert_eq!(got.len(), want.len(), "{name}");
+        let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        assert!(worst <= 1e-4, "{name}: ablated logits differ by {worst:.2e}");
     }
 }

@@ -124,11 +124,24 @@ fn refuse_flags(settings: &Settings, w: &str) -> Result<()> {
         let why = format!("{w} is an encoder–decoder: the sentence is the encoder's input");
         return Err(usage("PAIR", why, "give the decoder's text with --target TEXT"));
     }
+    let (a, v) = (&settings.analysis, &settings.output.views);
+    let tl = settings.outputs.trace_names == crate::settings::outputs::TraceNames::TransformerLens;
     let refused = [
         (settings.chat.is_some(), "--chat"),
         (settings.padding.is_some(), "--pad-to"),
-        (settings.analysis.induction.is_some(), "--induction"),
+        (a.induction.is_some(), "--induction"),
+        (a.lens, "--lens"),
+        (a.attribute.is_some(), "--attribute"),
+        (a.patch.is_some(), "--patch"),
+        (v.focus.is_some(), "--focus"),
+        (settings.outputs.check.is_some(), "--check"),
+        (tl, "--names transformer-lens"),
     ];
+    if (a.stats || a.rollout) && v.stack == crate::settings::views::StackView::Cross {
+        let flag = if a.stats { "--stats" } else { "--rollout" };
+        let why = "it reads square maps, and the cross-attention's are decoder tokens × source tokens";
+        return Err(usage(flag, why, "add --stack encoder or --stack decoder"));
+    }
     match refused.iter().find(|(on, _)| *on) {
         Some((_, flag)) => Err(usage(
             *flag,
