@@ -38,7 +38,28 @@ pub fn resolve(name: &str) -> Option<Resolved> {
 /// The step `diff` reads a generation's token ids as (`diff/json.rs`).
 pub const GENERATED_IDS: &str = "generation.token_ids";
 
+/// An encoder–decoder's steps carry their stack (`encoder.layers.0.attn.q`); TransformerLens's
+/// `HookedEncoderDecoder` numbers the blocks right after it (`encoder.0.attn.hook_q`,
+/// `decoder.0.cross_attn.hook_pattern`, whose hooks are the self-attention's).
 fn resolve_one(name: &str) -> Option<Resolved> {
+    for stack in [steps::Stack::Encoder, steps::Stack::Decoder] {
+        let Some(rest) = name.strip_prefix(stack.prefix()) else { continue };
+        let rest = match rest.starts_with(|c: char| c.is_ascii_digit()) {
+            true => format!("layers.{rest}"),
+            false => rest.to_string(),
+        };
+        let r = resolve_stackless(&rest).or_else(|| {
+            let (before, after) = rest.split_once(".cross_attn.")?;
+            let r = resolve_stackless(&format!("{before}.attn.{after}"))?;
+            let (l, step) = (split_id(&r.id).0?, r.id.rsplit_once(".attn.")?.1.to_string());
+            Some(Resolved { id: steps::layer_id(l, &format!("cross_attn.{step}")), ..r })
+        })?;
+        return Some(Resolved { id: format!("{}{}", stack.prefix(), r.id), ..r });
+    }
+    resolve_stackless(name)
+}
+
+fn resolve_stackless(name: &str) -> Option<Resolved> {
     let plain = |id: String| Some(Resolved { id, tl: false });
     if global_names().any(|g| g == name) {
         return plain(name.to_string());
@@ -89,6 +110,16 @@ pub fn rank(id: &str) -> (usize, u8, usize, usize) {
 }
 
 fn rank_one(id: &str) -> (u8, usize, usize) {
+    // An encoder–decoder's encoder comes before its decoder.
+    let after = match crate::trace::stack_of(id) {
+        steps::Stack::Decoder => 3,
+        _ => 0,
+    };
+    let (a, b, c) = rank_stackless(id);
+    (a + after, b, c)
+}
+
+fn rank_stackless(id: &str) -> (u8, usize, usize) {
     match split_id(id) {
         (Some(l), name) => (1, l, layer_names().position(|n| n == name).unwrap_or(usize::MAX)),
         // Steps after the layers in the catalogue (final_norm.out, output, logits) come last.
@@ -113,6 +144,16 @@ mod tests {
 
     fn id(name: &str) -> Option<String> {
         resolve(name).map(|r| r.id)
+    }
+
+    #[test]
+    fn stacks_and_transformer_lens_encoder_decoder_names() {
+        assert_eq!(id("encoder.layers.1.attn.q").as_deref(), Some("encoder.layers.1.attn.q"));
+        assert_eq!(id("decoder.layers.0.cross_attn.weights").as_deref(), Some("decoder.layers.0.cross_attn.weights"));
+        assert_eq!(id("decoder.0.cross_attn.hook_pattern").as_deref(), Some("decoder.layers.0.cross_attn.weights"));
+        assert_eq!(id("encoder.2.attn.hook_z").as_deref(), Some("encoder.layers.2.attn.context"));
+        assert_eq!(id("decoder.logits").as_deref(), Some("decoder.logits"));
+        assert!(rank("encoder.layers.5.ffn.out") < rank("decoder.embed.token"));
     }
 
     #[test]

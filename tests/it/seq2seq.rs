@@ -233,3 +233,27 @@ fn ablating_a_head_of_each_stack_matches_transformers_head_masks() {
         assert!(worst <= 1e-4, "{name}: ablated logits differ by {worst:.2e}");
     }
 }
+
+/// `attn-trace diff` reads both stacks' steps in trace order (the encoder's, then the
+/// decoder's): an ablated cross-attention head is the first divergence, and nothing before.
+#[test]
+fn diff_finds_an_ablated_cross_attention_head_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let t5 = root().join("fixtures/seq2seq/t5");
+    let run = |file: &str, extra: &[&str]| {
+        let mut args = vec!["my shoes are small", "--model", t5.to_str().unwrap(), "--target", "the shoes"];
+        args.extend_from_slice(&["--steps", "all", "--format", "json"]);
+        args.extend_from_slice(extra);
+        let out = cmd().args(&args).output().unwrap();
+        assert!(out.status.success());
+        std::fs::write(dir.path().join(file), out.stdout).unwrap();
+        dir.path().join(file).to_str().unwrap().to_string()
+    };
+    let (a, b) = (run("a.json", &[]), run("b.json", &["--ablate", "cross.1.2"]));
+    let out = cmd().args(["diff", &a, &b]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("first divergence: decoder.layers.1.cross_attn.context (layer 1, head 2)"), "{text}");
+    let same = cmd().args(["diff", &a, &a]).output().unwrap();
+    assert!(same.status.success() && String::from_utf8(same.stdout).unwrap().contains("all 105 common steps"));
+}
