@@ -4,8 +4,10 @@
 //! every map is decoder positions × encoder positions: `cross_attn.q/k/v`,
 //! `cross_attn.raw_scores`, `.scores`, `.weights`, `.context`, `.concat`, `.out`. No mask
 //! (every decoder token may read every source token) and no position bias (T5 gives its
-//! cross-attention none).
+//! cross-attention none). A generation makes the keys and values once, in its cache: the
+//! encoder's output is the same at every decode step.
 
+use super::pass::{KvCache, Pass};
 use super::{linear, norm::norm};
 use crate::config::{ModelConfig, Norm};
 use crate::params::{Cross, LayerParams};
@@ -20,21 +22,22 @@ pub fn sublayer(
     cfg: &ModelConfig,
     p: &LayerParams,
     x: Tensor,
-    (l, memory): (usize, Option<&Tensor>),
+    (l, pass): (usize, &mut Pass),
     rec: &mut Recorder,
 ) -> Result<Tensor> {
-    let (Some(c), Some(memory)) = (&p.cross, memory) else { return Ok(x) };
+    let (Some(c), Some(memory)) = (&p.cross, pass.memory) else { return Ok(x) };
+    let cache = pass.cache.as_deref_mut();
     match cfg.norm {
         Norm::Pre => {
             let normed = norm(&x, &c.norm, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.norm_cross.out"), cfg, &normed)?;
-            let out = attend(cfg, c, &normed, memory, l, rec)?; // [pos, d_model]
+            let out = attend(cfg, c, (&normed, memory, cache), l, rec)?; // [pos, d_model]
             let sum = (&x + &out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm_cross.sum"), cfg, &sum)?;
             Ok(sum)
         }
         Norm::Post => {
-            let out = attend(cfg, c, &x, memory, l, rec)?; // [pos, d_model]
+            let out = attend(cfg, c, (&x, memory, cache), l, rec)?; // [pos, d_model]
             let sum = (&x + &out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm_cross.sum"), cfg, &sum)?;
             let normed = norm(&sum, &c.norm, cfg)?; // [pos, d_model]
@@ -44,8 +47,15 @@ pub fn sublayer(
     }
 }
 
-/// Queries of `x` [pos, d_model] read keys and values of `memory` [enc_pos, d_model].
-fn attend(cfg: &ModelConfig, c: &Cross, x: &Tensor, memory: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
+/// Queries of `x` [pos, d_model] read keys and values of `memory` [enc_pos, d_model], made
+/// once per generation when a decode step's `cache` is given.
+fn attend(
+    cfg: &ModelConfig,
+    c: &Cross,
+    (x, memory, cache): (&Tensor, &Tensor, Option<&mut KvCache>),
+    l: usize,
+    rec: &mut Recorder,
+) -> Result<Tensor> {
     let (n, m, h) = (x.dim(0)?, memory.dim(0)?, cfg.heads);
     let split = |t: Tensor, rows: usize, d: usize| -> Result<Tensor> {
         Ok(t.reshape((rows, h, d))?.transpose(0, 1)?.contiguous()?)
@@ -53,9 +63,16 @@ fn attend(cfg: &ModelConfig, c: &Cross, x: &Tensor, memory: &Tensor, l: usize, r
     let id = |step: &str| format!("layers.{l}.cross_attn.{step}");
     let q = split(linear(x, &c.q_proj)?, n, cfg.d_k)?; // [head, pos, d_k]
     rec.tensor(&id("q"), cfg, &q)?;
-    let k = split(linear(memory, &c.k_proj)?, m, cfg.d_k)?; // [head, enc_pos, d_k]
+    let project = || -> Result<(Tensor, Tensor)> {
+        let k = split(linear(memory, &c.k_proj)?, m, cfg.d_k)?; // [head, enc_pos, d_k]
+        let v = split(linear(memory, &c.v_proj)?, m, cfg.d_v)?; // [head, enc_pos, d_v]
+        Ok((k, v))
+    };
+    let (k, v) = match cache {
+        Some(cache) => cache.cross(l, project)?,
+        None => project()?,
+    };
     rec.tensor(&id("k"), cfg, &k)?;
-    let v = split(linear(memory, &c.v_proj)?, m, cfg.d_v)?; // [head, enc_pos, d_v]
     rec.tensor(&id("v"), cfg, &v)?;
     let raw_scores = q.matmul(&k.t()?)?; // [head, pos, enc_pos]
     rec.tensor(&id("raw_scores"), cfg, &raw_scores)?;

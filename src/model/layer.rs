@@ -45,7 +45,7 @@ pub fn layer(
             let out1 = norm(&sum1, &b.norm1, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm1.out"), cfg, &out1)?;
             attribute::through_norm(cfg, &b.norm1, &sum1, (Some(l), "add_norm1.bias"), rec)?;
-            let out1 = cross::sublayer(cfg, p, out1, (l, pass.memory), rec)?; // [pos, d_model]
+            let out1 = cross::sublayer(cfg, p, out1, (l, pass), rec)?; // [pos, d_model]
             let ffn_out = ffn(cfg, b, &out1, l, rec)?; // [pos, d_model]
             let sum2 = (&out1 + &ffn_out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm2.sum"), cfg, &sum2)?;
@@ -63,7 +63,7 @@ pub fn layer(
                 post_norm(cfg, b.post_attn_norm.as_ref(), attn_out, &format!("layers.{l}.norm1_post.out"), rec)?; // [pos, d_model]
             let sum1 = (x + &attn_out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm1.sum"), cfg, &sum1)?;
-            let sum1 = cross::sublayer(cfg, p, sum1, (l, pass.memory), rec)?; // [pos, d_model]
+            let sum1 = cross::sublayer(cfg, p, sum1, (l, pass), rec)?; // [pos, d_model]
             let normed2 = norm(&sum1, &b.norm2, cfg)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.norm2.out"), cfg, &normed2)?;
             let ffn_out = ffn(cfg, b, &normed2, l, rec)?; // [pos, d_model]

@@ -45,6 +45,9 @@ impl<'a> Pass<'a> {
 /// positions' keys and values in each layer, and the next pass's queries read them all.
 pub struct KvCache {
     layers: Vec<Option<(Tensor, Tensor)>>,
+    /// An encoder–decoder's cross-attention keys and values per layer, `[head, enc_pos, d]`:
+    /// the encoder's output does not change between decode steps, so they are made once.
+    cross: Vec<Option<(Tensor, Tensor)>>,
     /// How many positions every layer holds once the current pass is done with it.
     len: usize,
 }
@@ -52,7 +55,7 @@ pub struct KvCache {
 impl KvCache {
     /// An empty cache for a model of `layers` layers.
     pub fn new(layers: usize) -> Self {
-        KvCache { layers: vec![None; layers], len: 0 }
+        KvCache { layers: vec![None; layers], cross: vec![None; layers], len: 0 }
     }
 
     /// Positions held (by every layer, between passes).
@@ -74,6 +77,15 @@ impl KvCache {
         };
         *slot = Some(whole.clone());
         Ok(whole)
+    }
+
+    /// Layer `l`'s cross-attention keys and values, made by `make` the first time.
+    pub fn cross(&mut self, l: usize, make: impl FnOnce() -> Result<(Tensor, Tensor)>) -> Result<(Tensor, Tensor)> {
+        let slot = self.cross.get_mut(l).ok_or_else(|| anyhow::anyhow!("internal: no cache for layer {l}"))?;
+        if slot.is_none() {
+            *slot = Some(make()?);
+        }
+        slot.clone().ok_or_else(|| anyhow::anyhow!("internal: no cross-attention cache"))
     }
 
     /// Ends a pass over `n` new positions: the next pass's first position is `len + n`.

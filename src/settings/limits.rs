@@ -209,7 +209,14 @@ pub fn check_positions(flag: &str, n: usize, cap: u128, available: Option<u128>)
 /// already held for the sentences before it (`s.held`) count with this run's tensors, so the
 /// whole batch stays under the caps.
 pub fn check_run(cfg: &ModelConfig, n: usize, record: (&Selection, bool), s: &super::Settings) -> Result<()> {
-    let need = estimate(cfg, n, record.0, record.1) + attribution_bytes(cfg, n, s);
+    // An encoder–decoder's decoder is a second stack: its parameters and steps count too
+    // (over the decoder's tokens, or a generation's length; `n` bounds both here).
+    let decoder = cfg
+        .parts
+        .seq2seq
+        .as_ref()
+        .map_or(0.0, |d| estimate(&d.decoder, n.max(d.decoder_ids.len()), record.0, record.1));
+    let need = estimate(cfg, n, record.0, record.1) + decoder + attribution_bytes(cfg, n, s);
     if s.held == 0 {
         return check_bytes(need, "of tensors", s.max_memory, s.memory_available);
     }

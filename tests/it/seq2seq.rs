@@ -27,6 +27,13 @@ fn fixtures() -> Vec<(String, Value)> {
     out
 }
 
+/// The document's numeric steps (each stack's `tokens` are strings).
+fn numbers(doc: &Value) -> Steps {
+    let mut doc = doc.clone();
+    doc["steps"].as_array_mut().unwrap().retain(|s| !s["id"].as_str().unwrap().ends_with(".tokens"));
+    steps(&doc)
+}
+
 fn tolerance(id: &str) -> (f64, f64) {
     if id.ends_with("attn.weights") {
         (1e-5, 0.0)
@@ -53,9 +60,7 @@ fn every_step_of_both_stacks_matches_transformers() {
         assert_eq!(input["target"]["token_ids"], case["decoder"]["input_ids"], "{name}: decoder ids");
         assert_eq!(input["target"]["tokens"], case["decoder"]["tokens"], "{name}: decoder tokens");
         // The token strings of each stack are compared above.
-        let mut numbers = doc.clone();
-        numbers["steps"].as_array_mut().unwrap().retain(|s| !s["id"].as_str().unwrap().ends_with(".tokens"));
-        let ours = steps(&numbers);
+        let ours = numbers(&doc);
         let want = Want::steps(&case["steps"]);
         let compared = oracle.compare(name, &want, &ours);
         assert!(compared.steps >= 60, "{name}: only {} steps compared", compared.steps);
@@ -256,4 +261,64 @@ fn diff_finds_an_ablated_cross_attention_head_first() {
     assert!(text.contains("first divergence: decoder.layers.1.cross_attn.context (layer 1, head 2)"), "{text}");
     let same = cmd().args(["diff", &a, &a]).output().unwrap();
     assert!(same.status.success() && String::from_utf8(same.stdout).unwrap().contains("all 105 common steps"));
+}
+
+/// The storage forms a decoder's folder may take hold an encoder–decoder too: BART's tensors
+/// split over two safetensors shards with an index give every step exactly as the single file
+/// does, and stored as bf16 they are read as bf16 (`config.model.stored_dtype`), computed in f32.
+#[test]
+fn shards_and_bf16_hold_an_encoder_decoder() {
+    use candle_core::{DType, Device, Tensor};
+    let bart = root().join("fixtures/seq2seq/bart");
+    let tensors = candle_core::safetensors::load(bart.join("model.safetensors"), &Device::Cpu).unwrap();
+    let copy = |dir: &std::path::Path| {
+        for f in [
+            "config.json",
+            "generation_config.json",
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "special_tokens_map.json",
+        ] {
+            std::fs::copy(bart.join(f), dir.join(f)).unwrap();
+        }
+    };
+    let sharded = tempfile::tempdir().unwrap();
+    copy(sharded.path());
+    let mut names: Vec<&String> = tensors.keys().collect();
+    names.sort();
+    let (first, second) = names.split_at(names.len() / 2);
+    let mut weight_map = serde_json::Map::new();
+    for (i, part) in [first, second].iter().enumerate() {
+        let file = format!("model-0000{}-of-00002.safetensors", i + 1);
+        let shard: std::collections::HashMap<String, Tensor> =
+            part.iter().map(|n| ((*n).clone(), tensors[*n].clone())).collect();
+        candle_core::safetensors::save(&shard, sharded.path().join(&file)).unwrap();
+        part.iter().for_each(|n| _ = weight_map.insert((*n).clone(), file.clone().into()));
+    }
+    let index = serde_json::json!({"metadata": {}, "weight_map": weight_map});
+    std::fs::write(sharded.path().join("model.safetensors.index.json"), index.to_string()).unwrap();
+    let bf16 = tempfile::tempdir().unwrap();
+    copy(bf16.path());
+    let halved: std::collections::HashMap<String, Tensor> =
+        tensors.iter().map(|(n, t)| (n.clone(), t.to_dtype(DType::BF16).unwrap())).collect();
+    candle_core::safetensors::save(&halved, bf16.path().join("model.safetensors")).unwrap();
+
+    let run = |dir: &std::path::Path| {
+        trace_json(&[
+            "my shoes are small",
+            "--model",
+            dir.to_str().unwrap(),
+            "--target",
+            "the shoes",
+            "--steps",
+            "all,logits",
+        ])
+    };
+    let (whole, split, half) = (run(&bart), run(sharded.path()), run(bf16.path()));
+    assert_eq!(whole["steps"], split["steps"], "two shards give the single file's steps exactly");
+    assert_eq!(half["config"]["model"]["stored_dtype"], "bf16");
+    let (a, b) = (numbers(&whole), numbers(&half));
+    let logits = |s: &Steps| s["decoder.logits"].1.clone();
+    let worst = logits(&a).iter().zip(&logits(&b)).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    assert!(worst > 0.0 && worst < 0.2, "bf16 weights move the logits a little: {worst}");
 }
