@@ -95,6 +95,9 @@ pub fn render(
             if let Some(a) = &trace.attribution {
                 extra.push(("attribution", attribution::to_json(a)));
             }
+            if let Some(s) = views.stacks.as_ref().filter(|s| !s.alignment.is_empty()) {
+                extra.push(("alignment", summary::alignment_json(&s.alignment)));
+            }
             if !views.notes.is_empty() {
                 extra.push(("notes", serde_json::to_string(&views.notes).unwrap_or_default()));
             }

@@ -99,6 +99,23 @@ fn write_alignment(trace: &Trace, rows: &[Aligned], width: usize, w: &mut dyn Wr
     table::emit(&t, w)
 }
 
+/// The alignment as JSON: per decoder position, its strongest source positions with their
+/// mean cross-attention weight, strongest first.
+pub fn alignment_json(rows: &[Aligned]) -> String {
+    let rows: Vec<String> = rows
+        .iter()
+        .map(|a| {
+            let sources: Vec<String> = a
+                .sources
+                .iter()
+                .map(|&(k, w)| format!("{{\"position\": {k}, \"weight\": {}}}", super::numbers::f32_json(w)))
+                .collect();
+            format!("{{\"position\": {}, \"sources\": [{}]}}", a.position, sources.join(", "))
+        })
+        .collect();
+    format!("[{}]", rows.join(", "))
+}
+
 /// One layer's routing: per position, `expert:weight` for each expert the token went to, most
 /// probable first, as many as the width holds.
 fn write_routing(

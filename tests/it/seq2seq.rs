@@ -42,6 +42,35 @@ fn tolerance(id: &str) -> (f64, f64) {
     }
 }
 
+/// The document's `alignment`: each decoder position's strongest source positions, by the
+/// cross-attention's weights averaged over every layer and head, recomputed here from the steps.
+fn alignment_is_the_mean_cross_attention(name: &str, doc: &Value) {
+    let maps: Vec<Vec<f64>> = doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["id"].as_str().unwrap().ends_with("cross_attn.weights"))
+        .map(|s| flat(&s["values"]))
+        .collect();
+    let (rows, cols) =
+        (doc["input"]["target"]["tokens"].as_array().unwrap().len(), doc["input"]["tokens"].as_array().unwrap().len());
+    let heads = maps[0].len() / (rows * cols);
+    let rows_json = doc["alignment"].as_array().unwrap_or_else(|| panic!("{name}: no alignment"));
+    assert_eq!(rows_json.len(), rows, "{name}: one alignment row per decoder position");
+    for (q, row) in rows_json.iter().enumerate() {
+        let mean = |k: usize| {
+            let sum: f64 = maps.iter().flat_map(|m| (0..heads).map(move |h| m[(h * rows + q) * cols + k])).sum();
+            sum / (maps.len() * heads) as f64
+        };
+        let mut want: Vec<(usize, f64)> = (0..cols).map(|k| (k, mean(k))).collect();
+        want.sort_by(|a, b| b.1.total_cmp(&a.1));
+        for (got, (k, w)) in row["sources"].as_array().unwrap().iter().zip(&want) {
+            assert_eq!(got["position"], *k, "{name}: decoder position {q}");
+            assert!(close(got["weight"].as_f64().unwrap(), *w, 1e-6, 0.0), "{name}: decoder position {q}");
+        }
+    }
+}
+
 #[test]
 fn every_step_of_both_stacks_matches_transformers() {
     let cases = fixtures();
@@ -67,6 +96,7 @@ fn every_step_of_both_stacks_matches_transformers() {
         for id in ["encoder.layers.1.attn.weights", "decoder.layers.1.cross_attn.weights", "decoder.logits"] {
             assert!(want.iter().any(|w| w.id == id), "{name}: the fixture has no {id}");
         }
+        alignment_is_the_mean_cross_attention(name, &doc);
         let top = doc["predictions"].as_array().unwrap_or_else(|| panic!("{name}: no predictions"));
         for (pos, want) in case["top_k"].as_array().unwrap().iter().enumerate() {
             let got = &top[pos]["top"];
