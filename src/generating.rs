@@ -42,7 +42,7 @@ pub(crate) fn run(
     let n = loaded.tokens.len() + asked.max_new;
     let params = match settings::limits::whole_model_fits(&loaded.cfg, n, (&plan.record, plan.streamed), settings) {
         true => {
-            made = Params { layers: params.layers.made()?, ..params.clone() };
+            made = params.made()?;
             &made
         }
         false => params,

@@ -171,6 +171,13 @@ pub struct MlmHead {
 }
 
 impl Params {
+    /// These parameters with every layer read and converted once (`Layers::made`), an
+    /// encoder–decoder's decoder's too: for many passes (a generation, a server).
+    pub fn made(&self) -> anyhow::Result<Params> {
+        let decoder = self.decoder.as_ref().map(|d| d.made().map(Box::new)).transpose()?;
+        Ok(Params { layers: self.layers.made()?, decoder, ..self.clone() })
+    }
+
     /// Every parameter with its checkpoint name, in the order of the table above.
     pub fn named(&self) -> Vec<(String, &Tensor)> {
         let mut out: Vec<(String, &Tensor)> = Vec::new();

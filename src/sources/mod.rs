@@ -143,7 +143,7 @@ impl Source {
         };
         memo::kept(&key, move || {
             let params = self.params(loaded)?;
-            Ok(if made { Params { layers: params.layers.made()?, ..params } } else { params })
+            Ok(if made { params.made()? } else { params })
         })
     }
 
@@ -178,7 +178,10 @@ impl Source {
                 let (c, store) = *both;
                 family::decoder::params(c, store)
             }
-            Source::Seq2Seq(both) => hf::seq2seq::params(&both.0, cfg, both.1.as_ref()),
+            Source::Seq2Seq(both) => {
+                let (c, store) = *both;
+                hf::seq2seq::params(c, cfg, store)
+            }
         }
     }
 }

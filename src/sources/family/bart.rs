@@ -13,6 +13,7 @@ use crate::params::{Block, Dense, Ffn, LayerParams, Layers, Linear, Params};
 use crate::sources::store::TensorStore;
 use crate::trace::steps::Stack;
 use anyhow::Result;
+use candle_core::Tensor;
 
 pub struct Bart;
 
@@ -89,16 +90,28 @@ impl EncoderDecoder for Bart {
         })
     }
 
-    fn params(&self, _c: &Seq2SeqConfig, cfg: &ModelConfig, store: &dyn TensorStore, stack: Stack) -> Result<Params> {
+    fn token_table(&self, cfg: &ModelConfig, store: &dyn TensorStore) -> Result<Tensor> {
+        store.get(&format!("{}shared.weight", prefix(store)), &[cfg.vocab_size, cfg.d_model])
+    }
+
+    fn layer(&self, cfg: &ModelConfig, store: &dyn TensorStore, (stack, i): (Stack, usize)) -> Result<LayerParams> {
+        let s = if stack == Stack::Decoder { "decoder" } else { "encoder" };
+        layer(cfg, store, &format!("{}{s}.layers.{i}", prefix(store)))
+    }
+
+    fn params(
+        &self,
+        _c: &Seq2SeqConfig,
+        cfg: &ModelConfig,
+        store: &dyn TensorStore,
+        (stack, token): (Stack, &Tensor),
+    ) -> Result<Params> {
         let (d, v) = (cfg.d_model, cfg.vocab_size);
         let s = if stack == Stack::Decoder { "decoder" } else { "encoder" };
-        // A BartForConditionalGeneration's names start `model.`; a bare BartModel's do not.
-        let m = if store.has("model.shared.weight") { "model." } else { "" };
+        let m = prefix(store);
         let name = |n: &str| format!("{m}{n}");
-        let token = store.get(&name("shared.weight"), &[v, d])?;
+        let token = token.clone();
         let table = store.get(&name(&format!("{s}.embed_positions.weight")), &[cfg.max_len + OFFSET, d])?;
-        let layers =
-            (0..cfg.layers).map(|i| layer(cfg, store, &name(&format!("{s}.layers.{i}")))).collect::<Result<_>>()?;
         let lm_head = match (stack, cfg.parts.lm_head.as_ref().is_some_and(|h| h.tied)) {
             (Stack::Decoder, tied) => {
                 let weight = if tied { token.clone() } else { store.get("lm_head.weight", &[v, d])? };
@@ -117,7 +130,7 @@ impl EncoderDecoder for Bart {
             position: Some(table.narrow(0, OFFSET, cfg.max_len)?),
             token_type: None,
             embed_norm: Some(norm(store, &name(&format!("{s}.layernorm_embedding")), d, true)?),
-            layers: Layers::Ready(layers),
+            layers: Layers::Ready(Vec::new()),
             final_norm: None,
             lm_head,
             mlm: None,
@@ -125,6 +138,15 @@ impl EncoderDecoder for Bart {
             relative_bias: None,
             decoder: None,
         })
+    }
+}
+
+/// A BartForConditionalGeneration's names start `model.`; a bare BartModel's do not.
+fn prefix(store: &dyn TensorStore) -> &'static str {
+    if store.has("model.shared.weight") {
+        "model."
+    } else {
+        ""
     }
 }
 

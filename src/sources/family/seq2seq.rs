@@ -6,9 +6,10 @@
 
 use super::super::store::TensorStore;
 use crate::config::ModelConfig;
-use crate::params::{Cross, LayerNorm, Linear, Params};
+use crate::params::{Cross, LayerNorm, LayerParams, Linear, Params};
 use crate::trace::steps::Stack;
 use anyhow::Result;
+use candle_core::Tensor;
 use serde::Deserialize;
 
 /// `config.json` of an encoder–decoder, with T5's and BART's names.
@@ -55,8 +56,19 @@ pub trait EncoderDecoder: Send + Sync {
     /// The stack's block, sizes and options (`model`, `init` and `interventions` are filled
     /// in by the reader); refuses what the family's config leaves unsaid or out of reach.
     fn block(&self, c: &Seq2SeqConfig, stack: Stack, what: &str) -> Result<ModelConfig>;
-    /// The stack's parameters by the checkpoint's names (the decoder's with its head).
-    fn params(&self, c: &Seq2SeqConfig, cfg: &ModelConfig, store: &dyn TensorStore, stack: Stack) -> Result<Params>;
+    /// The token table both stacks share, [vocab, d_model].
+    fn token_table(&self, cfg: &ModelConfig, store: &dyn TensorStore) -> Result<Tensor>;
+    /// The stack's parameters but its layers (`Layers::Ready` of none: the reader fills them
+    /// in, read one at a time), with the shared `token` table (the decoder's with its head).
+    fn params(
+        &self,
+        c: &Seq2SeqConfig,
+        cfg: &ModelConfig,
+        store: &dyn TensorStore,
+        at: (Stack, &Tensor),
+    ) -> Result<Params>;
+    /// Layer `i` of `stack`, by the checkpoint's names.
+    fn layer(&self, cfg: &ModelConfig, store: &dyn TensorStore, at: (Stack, usize)) -> Result<LayerParams>;
     /// The start token when config.json names none: the tokenizer's token of this name.
     fn start_token(&self) -> &'static str;
 }

@@ -13,6 +13,7 @@ use crate::params::{Block, Dense, Ffn, LayerParams, Layers, Linear, Params};
 use crate::sources::store::TensorStore;
 use crate::trace::steps::Stack;
 use anyhow::Result;
+use candle_core::Tensor;
 
 pub struct T5;
 
@@ -98,11 +99,25 @@ impl EncoderDecoder for T5 {
         })
     }
 
-    fn params(&self, c: &Seq2SeqConfig, cfg: &ModelConfig, store: &dyn TensorStore, stack: Stack) -> Result<Params> {
+    fn token_table(&self, cfg: &ModelConfig, store: &dyn TensorStore) -> Result<Tensor> {
+        store.get("shared.weight", &[cfg.vocab_size, cfg.d_model])
+    }
+
+    fn layer(&self, cfg: &ModelConfig, store: &dyn TensorStore, (stack, i): (Stack, usize)) -> Result<LayerParams> {
+        let s = if stack == Stack::Decoder { "decoder" } else { "encoder" };
+        layer(cfg, store, &format!("{s}.block.{i}"))
+    }
+
+    fn params(
+        &self,
+        c: &Seq2SeqConfig,
+        cfg: &ModelConfig,
+        store: &dyn TensorStore,
+        (stack, token): (Stack, &Tensor),
+    ) -> Result<Params> {
         let (d, v) = (cfg.d_model, cfg.vocab_size);
         let s = if stack == Stack::Decoder { "decoder" } else { "encoder" };
-        let token = store.get("shared.weight", &[v, d])?;
-        let layers = (0..cfg.layers).map(|i| layer(cfg, store, &format!("{s}.block.{i}"))).collect::<Result<_>>()?;
+        let token = token.clone();
         let table = format!("{s}.block.0.layer.0.SelfAttention.relative_attention_bias.weight");
         let buckets = cfg.parts.relative_bias.as_ref().map_or(0, |r| r.buckets);
         let lm_head = match (stack, tied(c)) {
@@ -116,7 +131,7 @@ impl EncoderDecoder for T5 {
             position: None,
             token_type: None,
             embed_norm: None,
-            layers: Layers::Ready(layers),
+            layers: Layers::Ready(Vec::new()),
             final_norm: Some(norm(store, &format!("{s}.final_layer_norm"), d, false)?),
             lm_head,
             mlm: None,

@@ -7,12 +7,15 @@ use super::checkpoint::Checkpoint;
 use super::{encode, load_tokenizer};
 use crate::config::{InitConfig, ModelConfig, RealModel, Seq2Seq};
 use crate::error::usage;
+use crate::params::Layers;
 use crate::settings::Settings;
 use crate::sources::family::seq2seq::{EncoderDecoder, Seq2SeqConfig};
+use crate::sources::store::TensorStore;
 use crate::sources::{token_text, Input, Loaded, Source};
 use crate::trace::steps::Stack;
 use anyhow::Result;
 use std::path::Path;
+use std::sync::Arc;
 
 /// config.json's fields checked by key before serde reads them (`hf/fields.rs`).
 const FIELDS: &[(&str, super::fields::Kind)] = {
@@ -93,6 +96,8 @@ pub fn open(
     let init = InitConfig::File { path: files[0].display().to_string(), stored_dtype: None };
     for cfg in [&mut enc_cfg, &mut dec_cfg] {
         (cfg.model, cfg.init) = (Some(model.clone()), init.clone());
+        // Each stack's layers are read a layer at a time (`params`): the estimate counts one.
+        cfg.parts.layer_at_a_time = true;
     }
     enc_cfg.parts.seq2seq = Some(Seq2Seq {
         decoder: Box::new(dec_cfg),
@@ -186,16 +191,30 @@ fn decoder_ids(
     Ok(ids)
 }
 
-/// The encoder's and the decoder's parameters (`Source::params`).
-pub fn params(
-    c: &Seq2SeqConfig,
-    cfg: &ModelConfig,
-    store: &dyn crate::sources::store::TensorStore,
-) -> Result<crate::params::Params> {
+/// The encoder's and the decoder's parameters (`Source::params`): one token table for both,
+/// and each stack's layers read and converted as the forward pass reaches them (layer 0 of
+/// each read here, so a checkpoint with the wrong names or shapes is refused before anything
+/// runs), as a decoder's are.
+pub fn params(c: Seq2SeqConfig, cfg: &ModelConfig, store: Box<dyn TensorStore>) -> Result<crate::params::Params> {
     let fam =
         crate::sources::family::encoder_decoder(&c.model_type).ok_or_else(|| anyhow::anyhow!("internal: no family"))?;
     let s = cfg.parts.seq2seq.as_ref().ok_or_else(|| anyhow::anyhow!("internal: not an encoder–decoder"))?;
-    let mut encoder = fam.params(c, cfg, store, Stack::Encoder)?;
-    encoder.decoder = Some(Box::new(fam.params(c, &s.decoder, store, Stack::Decoder)?));
+    let shared: Arc<(ModelConfig, ModelConfig, Box<dyn TensorStore>)> =
+        Arc::new((cfg.clone(), (*s.decoder).clone(), store));
+    let token = fam.token_table(cfg, shared.2.as_ref())?; // [vocab, d_model]
+    let stack = |which: Stack| -> Result<crate::params::Params> {
+        let own = if which == Stack::Decoder { &shared.1 } else { &shared.0 };
+        let mut p = fam.params(&c, own, shared.2.as_ref(), (which, &token))?;
+        let owner = shared.clone();
+        let load = move |i: usize| {
+            let cfg = if which == Stack::Decoder { &owner.1 } else { &owner.0 };
+            fam.layer(cfg, owner.2.as_ref(), (which, i))
+        };
+        let first = load(0)?;
+        p.layers = Layers::lazy(own.layers, Arc::new(load), first);
+        Ok(p)
+    };
+    let mut encoder = stack(Stack::Encoder)?;
+    encoder.decoder = Some(Box::new(stack(Stack::Decoder)?));
     Ok(encoder)
 }
