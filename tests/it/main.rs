@@ -41,6 +41,7 @@ mod reference;
 mod refusals;
 mod seeds;
 mod serve;
+mod serve_load;
 mod students;
 mod textbook;
 mod token_text;
