@@ -2,9 +2,11 @@
 //! body size), the routes, and the reply. Nothing here reads or writes a file: the page is
 //! embedded, and a request's options are refused if they name one (`command.rs`).
 
-use super::worker::{Answer, Kind, Queue};
+use super::wire::{self, Failed, Request};
+use super::worker::{Alive, Answer, Kind, Queue};
 use super::Hooks;
-use std::io::Read;
+use std::net::TcpStream;
+use std::time::Instant;
 
 /// Largest request body: a prompt and its options, not a document.
 pub const MAX_BODY: usize = 64 << 10;
@@ -41,58 +43,45 @@ struct TraceRequest {
     args: Vec<String>,
 }
 
-/// Answers `request`; a client that left is not an error.
-pub fn handle(ctx: &Context, mut request: tiny_http::Request) {
-    let answer = answer(ctx, &mut request);
-    let kind = if answer.html { "text/html; charset=utf-8" } else { "application/json" };
-    // One Content-Length rather than chunks: every answer is whole before it is sent.
-    let mut response =
-        tiny_http::Response::from_data(answer.body).with_status_code(answer.status).with_chunked_threshold(usize::MAX);
-    for (name, value) in [("Content-Type", kind), ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff")]
-    {
-        if let Ok(h) = tiny_http::Header::from_bytes(name, value) {
-            response.add_header(h);
+/// Reads one request from `stream` (accepted at `accepted`) and answers it; a client that left
+/// is not an error.
+pub fn handle(ctx: &Context, mut stream: TcpStream, accepted: Instant) {
+    let request = wire::read_request(&mut stream, accepted + wire::READ_LIMIT, MAX_BODY);
+    let (answer, unread) = match request {
+        Ok(request) => {
+            // The model's thread asks before a queued trace runs whether its client is still there.
+            let probe = stream.try_clone().ok();
+            let alive: Option<Alive> = probe.map(|s| Box::new(move || !wire::gone(&s)) as Alive);
+            (answer(ctx, &request, alive), false)
         }
-    }
-    let _ = request.respond(response);
+        Err(Failed::Gone) => return,
+        Err(Failed::Answer(status, line)) => (Answer::error(status, &line, 2), true),
+    };
+    let kind = if answer.html { "text/html; charset=utf-8" } else { "application/json" };
+    wire::respond(stream, answer.status, kind, &answer.body, unread);
 }
 
-fn header<'a>(request: &'a tiny_http::Request, name: &'static str) -> Option<&'a str> {
-    request.headers().iter().find(|h| h.field.equiv(name)).map(|h| h.value.as_str())
-}
-
-fn answer(ctx: &Context, request: &mut tiny_http::Request) -> Answer {
+fn answer(ctx: &Context, request: &Request, alive: Option<Alive>) -> Answer {
     // DNS rebinding: another site's name resolving to 127.0.0.1 still sends its own Host.
-    if !header(request, "Host").is_some_and(|h| ctx.hosts.iter().any(|ok| ok == h)) {
+    if !request.header("Host").is_some_and(|h| ctx.hosts.iter().any(|ok| ok == h)) {
         return Answer::error(403, "this server answers only requests addressed to it (Host)", 2);
     }
-    let post = *request.method() == tiny_http::Method::Post;
+    let post = request.method == "POST";
     // Cross-site requests: a browser names the page that sends them.
-    if post && header(request, "Origin").is_some_and(|o| !ctx.hosts.iter().any(|ok| o == format!("http://{ok}"))) {
+    if post && request.header("Origin").is_some_and(|o| !ctx.hosts.iter().any(|ok| o == format!("http://{ok}"))) {
         return Answer::error(403, "this server answers only its own page (Origin)", 2);
     }
-    let url = request.url().split('?').next().unwrap_or("").to_string();
-    match (post, url.as_str()) {
-        (false, "/") => Answer { status: 200, body: ctx.page.clone().into_bytes(), html: true },
-        (true, "/api/trace") => traced(ctx, request, Kind::Json),
-        (true, "/api/page") => traced(ctx, request, Kind::Page),
-        _ => Answer::error(404, &format!("no such page: {url}"), 2),
+    match (request.method.as_str(), request.path.as_str()) {
+        ("GET", "/") => Answer { status: 200, body: ctx.page.clone().into_bytes(), html: true },
+        ("POST", "/api/trace") => traced(ctx, &request.body, Kind::Json, alive),
+        ("POST", "/api/page") => traced(ctx, &request.body, Kind::Page, alive),
+        (_, path) => Answer::error(404, &format!("no such page: {path}"), 2),
     }
 }
 
 /// `{"args": [...]}` traced as the command line would.
-fn traced(ctx: &Context, request: &mut tiny_http::Request, kind: Kind) -> Answer {
-    if request.body_length().is_some_and(|n| n > MAX_BODY) {
-        return too_large();
-    }
-    let mut body = Vec::new();
-    if request.as_reader().take(MAX_BODY as u64 + 1).read_to_end(&mut body).is_err() {
-        return Answer::error(400, "the request's body could not be read", 2);
-    }
-    if body.len() > MAX_BODY {
-        return too_large();
-    }
-    let asked: TraceRequest = match serde_json::from_slice(&body) {
+fn traced(ctx: &Context, body: &[u8], kind: Kind, alive: Option<Alive>) -> Answer {
+    let asked: TraceRequest = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => return Answer::error(400, &format!("the body must be {{\"args\": [\"...\"]}}: {e}"), 2),
     };
@@ -100,13 +89,9 @@ fn traced(ctx: &Context, request: &mut tiny_http::Request, kind: Kind) -> Answer
         Ok(s) => s,
         Err(line) => return Answer::error(400, &line, 2),
     };
-    ctx.queue.submit(settings, kind).unwrap_or_else(|| Answer {
+    ctx.queue.submit(settings, kind, alive).unwrap_or_else(|| Answer {
         status: 503,
         body: br#"{"error":"busy"}"#.to_vec(),
         html: false,
     })
-}
-
-fn too_large() -> Answer {
-    Answer::error(413, &format!("the request is larger than {} KiB", MAX_BODY >> 10), 2)
 }

@@ -3,23 +3,30 @@
 //! hands over [`Hooks`]: how a request's options become [`Settings`] (the command's own clap
 //! definition and its one-line messages), so this module imports no `cli`.
 //!
-//! The HTTP crate is `tiny_http`: synchronous, four small dependencies and no async runtime,
-//! so it adds seconds, not minutes, to a build on two cores (tokio + hyper would add the
-//! largest part of the dependency tree for a server that runs one forward pass at a time).
+//! No HTTP crate: `wire.rs` reads one request per connection on `std::net` under a deadline
+//! (a slow or silent client gets 408 after [`wire::READ_LIMIT`]) and keeps the socket, so the
+//! model's thread can skip a queued trace whose client has gone. tiny_http, used before, gave
+//! neither (see `wire.rs`); tokio + hyper would be most of the dependency tree for a server
+//! that runs one forward pass at a time.
 //!
-//! Threads: [`HANDLERS`] threads take requests from the listener, check them (Host, Origin,
-//! size, options) and hand each trace to the one model thread through a bounded queue
-//! (`worker.rs`); past [`Options::queue`] waiting traces the answer is 503 "busy". SIGINT and
-//! SIGTERM set a flag that every loop checks, so the server stops with exit 0.
+//! Threads: this one accepts connections into a bounded line ([`PENDING`]; past it a
+//! connection is refused with 503); [`HANDLERS`] threads take them, read and check each
+//! request (Host, Origin, size, options) and hand its trace to the one model thread through a
+//! bounded queue (`worker.rs`); past [`Options::queue`] waiting traces the answer is 503
+//! "busy". SIGINT and SIGTERM set a flag that every loop checks, so the server stops with exit 0.
 
 mod http;
+mod wire;
 mod worker;
 
 use crate::settings::Settings;
 use anyhow::{Context, Result};
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// How a request's options become settings: `Err` is the command's one-line message.
 pub type Parse = dyn Fn(&[String]) -> std::result::Result<Settings, String> + Send + Sync;
@@ -44,8 +51,12 @@ pub struct Options {
     pub warm: Settings,
 }
 
-/// Threads reading requests; each waits for its trace's answer.
-const HANDLERS: usize = 8;
+/// Threads reading requests; each waits for its trace's answer. Cheap (the model runs on its
+/// own thread), and many, so that a few silent clients, each held up to [`wire::READ_LIMIT`],
+/// do not make the others wait.
+const HANDLERS: usize = 32;
+/// Accepted connections waiting for a handler thread.
+const PENDING: usize = 64;
 
 /// Set by SIGINT or SIGTERM.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -66,10 +77,9 @@ pub fn run(opts: Options, hooks: Hooks) -> Result<()> {
     } else {
         format!("{}:{}", opts.host, opts.port)
     };
-    let server = tiny_http::Server::http(&addr)
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .with_context(|| format!("listening on {addr}"))?;
-    let port = server.server_addr().to_ip().map(|a| a.port()).context("the listening address")?;
+    let listener = TcpListener::bind(&addr).with_context(|| format!("listening on {addr}"))?;
+    let port = listener.local_addr().context("the listening address")?.port();
+    listener.set_nonblocking(true).context("the listening socket")?;
     watch_signals();
     if !local {
         eprintln!(
@@ -80,13 +90,16 @@ pub fn run(opts: Options, hooks: Hooks) -> Result<()> {
     let shown = if local { "127.0.0.1".to_string() } else { opts.host.clone() };
     eprintln!("attn-trace serve: listening on http://{shown}:{port}/");
     let ctx = Arc::new(http::Context::new(&opts.host, port, hooks, queue));
-    let server = Arc::new(server);
+    let (tx, rx) = mpsc::sync_channel::<(TcpStream, Instant)>(PENDING);
+    let rx = Arc::new(Mutex::new(rx));
     let threads: Vec<_> = (0..HANDLERS)
         .map(|_| {
-            let (server, ctx) = (Arc::clone(&server), Arc::clone(&ctx));
-            std::thread::spawn(move || serve_requests(&server, &ctx))
+            let (rx, ctx) = (Arc::clone(&rx), Arc::clone(&ctx));
+            std::thread::spawn(move || serve_requests(&rx, &ctx))
         })
         .collect();
+    accept(&listener, &tx);
+    drop(tx);
     for t in threads {
         let _ = t.join();
     }
@@ -94,13 +107,34 @@ pub fn run(opts: Options, hooks: Hooks) -> Result<()> {
     Ok(())
 }
 
-/// One handler thread: requests until the stop flag is set.
-fn serve_requests(server: &tiny_http::Server, ctx: &http::Context) {
+/// Accepts connections until the stop flag is set.
+fn accept(listener: &TcpListener, tx: &SyncSender<(TcpStream, Instant)>) {
     while !STOP.load(Ordering::SeqCst) {
-        match server.recv_timeout(Duration::from_millis(100)) {
-            Ok(Some(request)) => http::handle(ctx, request),
-            Ok(None) => {}
+        match listener.accept() {
+            Ok((stream, _)) => {
+                let _ = stream.set_nonblocking(false);
+                let _ = stream.set_nodelay(true);
+                if let Err(TrySendError::Full((stream, _))) = tx.try_send((stream, Instant::now())) {
+                    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+                    let _ = (&stream).write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: 16\r\nConnection: close\r\n\r\n{\"error\":\"busy\"}");
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
             Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+/// One handler thread: connections until the accepting thread stops.
+fn serve_requests(rx: &Mutex<Receiver<(TcpStream, Instant)>>, ctx: &http::Context) {
+    loop {
+        let next = match rx.lock() {
+            Ok(rx) => rx.recv(),
+            Err(_) => return,
+        };
+        match next {
+            Ok((stream, accepted)) => http::handle(ctx, stream, accepted),
+            Err(_) => return,
         }
     }
 }

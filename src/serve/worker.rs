@@ -32,10 +32,14 @@ impl Answer {
     }
 }
 
+/// Asked by the model's thread before a queued trace runs: `false` when its client has gone.
+pub type Alive = Box<dyn Fn() -> bool + Send>;
+
 struct Job {
     settings: Settings,
     kind: Kind,
     reply: mpsc::Sender<Answer>,
+    alive: Option<Alive>,
 }
 
 /// The sending end of the model's queue.
@@ -45,9 +49,9 @@ pub struct Queue {
 
 impl Queue {
     /// The answer to one trace, or `None` when the queue is full (busy).
-    pub fn submit(&self, settings: Settings, kind: Kind) -> Option<Answer> {
+    pub fn submit(&self, settings: Settings, kind: Kind, alive: Option<Alive>) -> Option<Answer> {
         let (reply, answer) = mpsc::channel();
-        match self.tx.try_send(Job { settings, kind, reply }) {
+        match self.tx.try_send(Job { settings, kind, reply, alive }) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => return None,
             Err(TrySendError::Disconnected(_)) => return Some(Answer::error(503, "the model thread has stopped", 1)),
@@ -76,6 +80,12 @@ pub fn start(warm: Settings, queue: usize, error_line: fn(&anyhow::Error) -> Str
 
 fn model_loop(rx: &Receiver<Job>, error_line: fn(&anyhow::Error) -> String) {
     while let Ok(job) = rx.recv() {
+        // A client that left before its turn: its trace does not run (one that leaves while
+        // its trace runs is noticed only when the answer cannot be written).
+        if job.alive.as_ref().is_some_and(|alive| !alive()) {
+            eprintln!("attn-trace serve: a client left before its trace ran; skipped");
+            continue;
+        }
         let answer = match caught(|| trace(&job.settings, job.kind)) {
             Ok(body) => Answer { status: 200, body, html: job.kind == Kind::Page },
             Err(e) => {

@@ -7,16 +7,19 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-fn model() -> String {
+pub(crate) fn model() -> String {
     root().join("fixtures/decoders/llama-gqa").to_string_lossy().into_owned()
 }
 
 /// A running server, killed if the test fails before it stops it.
-struct Server {
-    child: Child,
-    port: u16,
+pub(crate) struct Server {
+    pub child: Child,
+    pub port: u16,
+    /// Its standard error's lines after the first.
+    pub log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Drop for Server {
@@ -27,7 +30,7 @@ impl Drop for Server {
 }
 
 impl Server {
-    fn start(extra: &[&str], dir: &Path) -> Server {
+    pub fn start(extra: &[&str], dir: &Path) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_attn-trace"))
             .args(["serve", "--port", "0", "--model", &model()])
             .args(extra)
@@ -37,18 +40,19 @@ impl Server {
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut server = Server { child, port: 0 };
+        let mut server = Server { child, port: 0, log: Arc::default() };
         let first = lines.next().expect("a line on stderr").unwrap();
         let port =
             first.strip_prefix("attn-trace serve: listening on http://127.0.0.1:").and_then(|p| p.strip_suffix('/'));
         server.port = port.unwrap_or_else(|| panic!("not the start line: {first}")).parse().unwrap();
         // Keep reading stderr so that the server never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
+        let log = Arc::clone(&server.log);
+        std::thread::spawn(move || lines.map_while(Result::ok).for_each(|l| log.lock().unwrap().push(l)));
         server
     }
 
     /// One request on its own connection: (status, body).
-    fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Vec<u8>) {
+    pub fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Vec<u8>) {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
         let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
@@ -69,13 +73,13 @@ impl Server {
         (status, out[split + 4..].to_vec())
     }
 
-    fn trace(&self, args: &[&str]) -> (u16, Vec<u8>) {
+    pub fn trace(&self, args: &[&str]) -> (u16, Vec<u8>) {
         let body = serde_json::json!({ "args": args }).to_string();
         self.send("POST", "/api/trace", &[("Content-Type", "application/json")], body.as_bytes())
     }
 
     /// SIGTERM, and the exit status.
-    fn stop(mut self) -> std::process::ExitStatus {
+    pub fn stop(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
         assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
         for _ in 0..100 {
@@ -88,7 +92,7 @@ impl Server {
     }
 }
 
-fn error_of(body: &[u8]) -> String {
+pub(crate) fn error_of(body: &[u8]) -> String {
     let v: serde_json::Value = serde_json::from_slice(body).expect("a JSON error");
     v["error"].as_str().expect("an error line").to_string()
 }
