@@ -42,6 +42,7 @@ mod refusals;
 mod seeds;
 mod seq2seq;
 mod serve;
+mod steer;
 mod students;
 mod textbook;
 mod token_text;
