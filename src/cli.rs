@@ -460,7 +460,13 @@ pub struct Cli {
     #[arg(long, value_name = "L", requires = "steer_from", help_heading = "Interventions")]
     pub at_layer: Option<usize>,
     /// With --steer-from: the vector's coefficient (default 1).
-    #[arg(long, value_name = "A", requires = "steer_from", allow_negative_numbers = true, help_heading = "Interventions")]
+    #[arg(
+        long,
+        value_name = "A",
+        requires = "steer_from",
+        allow_negative_numbers = true,
+        help_heading = "Interventions"
+    )]
     pub alpha: Option<f32>,
     /// The logit lens: every layer's residual stream through the final norm and the
     /// unembedding, top tokens per position per layer (language models).

@@ -77,7 +77,13 @@ fn read(f: &SteerFile) -> Result<Vec<f32>> {
         Some((p, s)) if p.to_ascii_lowercase().ends_with(".json") => (p, Some(s)),
         _ => (f.file.as_str(), None),
     };
-    let cant = |why: String| usage("--steer", format!("{}: {why}", quote(path)), "pass a .npy file of d_model values or TRACE.json#STEP[ROW]");
+    let cant = |why: String| {
+        usage(
+            "--steer",
+            format!("{}: {why}", quote(path)),
+            "pass a .npy file of d_model values or TRACE.json#STEP[ROW]",
+        )
+    };
     if std::path::Path::new(path).is_dir() {
         return Err(cant("is a folder".into()));
     }
@@ -111,7 +117,10 @@ fn from_trace(bytes: &[u8], step: &str) -> Result<Vec<f32>, String> {
     let values = found.and_then(|s| s.get("values")).ok_or_else(|| format!("has no step {}", quote(id)))?;
     let rows = values.as_array().ok_or("the step is not an array")?;
     let vector = match (row, rows.first().is_some_and(|r| r.is_array())) {
-        (Some(r), true) => rows.get(r).and_then(|x| x.as_array()).ok_or_else(|| format!("the step has {} rows, no row {r}", rows.len()))?,
+        (Some(r), true) => rows
+            .get(r)
+            .and_then(|x| x.as_array())
+            .ok_or_else(|| format!("the step has {} rows, no row {r}", rows.len()))?,
         (None, false) => rows,
         (None, true) if rows.len() == 1 => rows[0].as_array().ok_or("the step is not a matrix")?,
         (None, true) => return Err(format!("the step has {} rows: name one, e.g. {id}[0]", rows.len())),

@@ -14,7 +14,13 @@ pub fn resid_after(cfg: &ModelConfig, params: &Params, input: &Input, layer: usi
         Input::Ids { ids, .. } => ids.len(),
         Input::Matrix(m) => m.dim(0)?,
     };
-    let quiet = || Recorder::new(vec![String::new(); n], cfg.clone(), Selection { steps: Some(Default::default()), ..Default::default() });
+    let quiet = || {
+        Recorder::new(
+            vec![String::new(); n],
+            cfg.clone(),
+            Selection { steps: Some(Default::default()), ..Default::default() },
+        )
+    };
     // A row-gathered table holds the sentence's rows: another prompt needs the whole table.
     if params.token.is_none() && params.stored.is_none() {
         return Err(anyhow!("internal: --steer-from needs the whole token table"));

@@ -186,8 +186,14 @@ fn bad_steering_is_one_line() {
         (vec![format!("0:{good}@x@1")], "has a bad ALPHA"),
         (vec![format!("x:{good}")], "does not start with a layer number"),
         (vec![format!("0:{good}@inf")], "is not a finite number"),
-        (vec!["--steer-from".into(), "".into(), "Hate".into(), "--at-layer".into(), "0".into()], "the first prompt is empty"),
-        (vec!["--steer-from".into(), "Love".into(), "Hate".into(), "--at-layer".into(), "5".into()], "layer 5 does not exist"),
+        (
+            vec!["--steer-from".into(), "".into(), "Hate".into(), "--at-layer".into(), "0".into()],
+            "the first prompt is empty",
+        ),
+        (
+            vec!["--steer-from".into(), "Love".into(), "Hate".into(), "--at-layer".into(), "5".into()],
+            "layer 5 does not exist",
+        ),
     ];
     for (extra, fragment) in cases {
         let mut args: Vec<String> = vec![S.into(), "--model".into(), m.clone()];

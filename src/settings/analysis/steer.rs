@@ -46,7 +46,11 @@ pub fn options(cli: &Cli) -> Result<Steering> {
         (Some(p), Some(layer)) => {
             if let Some(empty) = p.iter().find(|t| t.trim().is_empty()) {
                 let which = if std::ptr::eq(empty, &p[0]) { "first" } else { "second" };
-                return Err(usage("--steer-from", format!("the {which} prompt is empty"), "pass two prompts, e.g. --steer-from \"Love\" \"Hate\""));
+                return Err(usage(
+                    "--steer-from",
+                    format!("the {which} prompt is empty"),
+                    "pass two prompts, e.g. --steer-from \"Love\" \"Hate\"",
+                ));
             }
             let alpha = cli.alpha.unwrap_or(1.0);
             finite_alpha("--alpha", alpha)?;
@@ -104,7 +108,11 @@ fn parse(spec: &str) -> Result<SteerFile> {
 /// A steering layer checked against the model: it exists; encoder–decoders are refused for now.
 pub fn check_layer(cfg: &ModelConfig, flag: &str, layer: usize) -> Result<()> {
     if cfg.parts.seq2seq.is_some() {
-        return Err(usage(flag, "steering an encoder–decoder is not supported yet", "use a decoder-only or encoder model"));
+        return Err(usage(
+            flag,
+            "steering an encoder–decoder is not supported yet",
+            "use a decoder-only or encoder model",
+        ));
     }
     if layer >= cfg.layers {
         return Err(usage(
