@@ -207,8 +207,37 @@ fn bad_steering_is_one_line() {
         assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
         assert!(err.contains(fragment) && err.lines().count() == 1 && out.stdout.is_empty(), "{extra:?}: {err}");
     }
+    let tiny = root().join("fixtures/tiny-bert").to_string_lossy().into_owned();
+    for (args, fragment) in [
+        (vec![S, "--model", &tiny, "--steer-from", "a", "b", "--at-layer", "0", "--check"], "--check recomputes"),
+        (vec![S, "--model", &m, "--steer", &format!("0:{good}"), "--attribute", " big"], "--attribute does not count"),
+    ] {
+        let out = cmd().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(fragment) && err.lines().count() == 1 && out.stdout.is_empty(), "{args:?}: {err}");
+    }
     let out = cmd().args(["a b", "--model", &t5, "--steer", &format!("0:{good}")]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("encoder–decoder") && err.lines().count() == 1 && out.stdout.is_empty(), "{err}");
+}
+
+/// A post-norm encoder (BERT): the layer's output is `add_norm2.out`, which gains the vector;
+/// `--steer-from` reads the two prompts with the whole word table.
+#[test]
+fn a_post_norm_layer_output_gains_the_vector() {
+    let tiny = root().join("fixtures/tiny-bert").to_string_lossy().into_owned();
+    let args = ["my shoes are small", "--model", &tiny];
+    let plain = steps(&trace_json(&args));
+    let doc = trace_json(&[&args[..], &["--steer-from", "big", "small", "--at-layer", "0", "--alpha", "2"]].concat());
+    let s = &doc["config"]["interventions"]["steer"][0];
+    let vector: Vec<f32> = nums(&s["vector"]).iter().map(|&x| x as f32).collect();
+    assert!(vector.iter().any(|&x| x != 0.0));
+    let steered = steps(&doc);
+    let (shape, before) = &plain["layers.0.add_norm2.out"];
+    for (i, (&b, &a)) in before.iter().zip(&steered["layers.0.add_norm2.out"].1).enumerate() {
+        assert_eq!(a as f32, b as f32 + 2.0 * vector[i % shape[1]], "element {i}");
+    }
+    assert_eq!(plain["layers.0.add_norm2.sum"].1, steered["layers.0.add_norm2.sum"].1);
 }

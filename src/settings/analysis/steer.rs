@@ -66,6 +66,13 @@ pub fn options(cli: &Cli) -> Result<Steering> {
             "drop --steer/--steer-from or --attribute",
         ));
     }
+    if !steering.is_empty() && cli.check {
+        return Err(usage(
+            "--steer",
+            "--check recomputes the model with candle-transformers' BertModel, which is not steered",
+            "drop --steer/--steer-from or --check",
+        ));
+    }
     Ok(steering)
 }
 
