@@ -36,6 +36,7 @@ fn the_residual_after_layer_l_gains_alpha_times_the_vector_exactly() {
     for (alpha, from) in [(1.0f32, 0usize), (-2.5, 3)] {
         let spec = format!("1:{}@{alpha}@{from}", npy.display());
         let doc = trace_json(&[S, "--model", &m, "--steer", &spec]);
+        crate::export::assert_valid("a steered trace", &doc);
         let steered = steps(&doc);
         let (shape, before) = &plain["layers.1.add_norm2.sum"];
         let after = &steered["layers.1.add_norm2.sum"].1;
@@ -98,6 +99,7 @@ fn steered_generation_matches_transformers() {
         let prompt = o["prompt"].as_str().unwrap();
         let args = [prompt, "--model", &m, "--steer", &spec, "--generate", &n, "--ignore-eos", "--steps", "logits"];
         let doc = trace_json(&args);
+        crate::export::assert_valid(case, &doc);
         let ids: Vec<u64> = doc["input"]["token_ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
         let want_prompt: Vec<u64> = o["prompt_ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
         assert_eq!(ids, want_prompt, "{case}: prompt ids");
