@@ -448,7 +448,7 @@ pub struct Cli {
     /// Add a steering vector to the residual stream after layer L (activation addition):
     /// L:FILE[@ALPHA[@FROM]], ALPHA times the vector (default 1) at every position from FROM
     /// on (default 0). FILE: a .npy of d_model values, or one row of a step of a saved JSON
-    /// trace, e.g. t.json#layers.3.add_norm2.sum[5]. Repeatable.
+    /// or safetensors trace, e.g. t.json#layers.3.add_norm2.sum[5]. Repeatable.
     #[arg(long, value_name = "L:FILE[@ALPHA[@FROM]]", help_heading = "Interventions")]
     pub steer: Vec<String>,
     /// Build a steering vector from two prompts: the residual stream after --at-layer at A's

@@ -70,29 +70,38 @@ fn prompt(settings: &Settings, loaded: &Loaded, text: &str) -> Result<Input> {
 }
 
 /// A `--steer` vector: a `.npy` of shape [d_model] or [1, d_model] (float32 or float64), or
-/// `TRACE.json#STEP[ROW]`, one row of a step of a saved JSON trace (`#STEP` alone for a step
-/// of one row, e.g. a [d_model] step).
+/// `TRACE.json#STEP[ROW]` / `TRACE.safetensors#STEP[ROW]`, one row of a step of a saved
+/// trace (`#STEP` alone for a step of one row, e.g. a [d_model] step).
 fn read(f: &SteerFile) -> Result<Vec<f32>> {
+    let lower = f.file.to_ascii_lowercase();
     let (path, step) = match f.file.rsplit_once('#') {
-        Some((p, s)) if p.to_ascii_lowercase().ends_with(".json") => (p, Some(s)),
+        Some((p, s)) if [".json", ".safetensors"].iter().any(|e| p.to_ascii_lowercase().ends_with(e)) => (p, Some(s)),
         _ => (f.file.as_str(), None),
     };
     let cant = |why: String| {
         usage(
             "--steer",
             format!("{}: {why}", quote(path)),
-            "pass a .npy file of d_model values or TRACE.json#STEP[ROW]",
+            "pass a .npy file of d_model values, or TRACE.json#STEP[ROW] or TRACE.safetensors#STEP[ROW]",
         )
     };
     if std::path::Path::new(path).is_dir() {
         return Err(cant("is a folder".into()));
     }
     let bytes = std::fs::read(path).map_err(|e| cant(format!("cannot be read ({e})")))?;
-    match step {
-        Some(step) => from_trace(&bytes, step).map_err(cant),
-        None if path.to_ascii_lowercase().ends_with(".npy") => from_npy(&bytes).map_err(cant),
-        None => Err(cant("is neither a .npy file nor a .json trace with #STEP".into())),
-    }
+    let table = match step {
+        Some(_) if path.to_ascii_lowercase().ends_with(".json") => json_steps(&bytes).map_err(cant)?,
+        Some(_) => crate::export::safetensors::read(&bytes, "--steer")?
+            .into_iter()
+            .filter_map(|n| match n.data {
+                crate::export::Data::Num(v) => Some((n.name, n.shape, v.iter().map(|&x| x as f32).collect())),
+                crate::export::Data::Str(_) => None,
+            })
+            .collect(),
+        None if lower.ends_with(".npy") => return from_npy(&bytes).map_err(cant),
+        None => return Err(cant("is neither a .npy file nor a saved trace with #STEP".into())),
+    };
+    pick(&table, step.unwrap_or_default()).map_err(cant)
 }
 
 /// A `.npy` array of shape [d] or [1, d].
@@ -105,37 +114,59 @@ fn from_npy(bytes: &[u8]) -> Result<Vec<f32>, String> {
     }
 }
 
-/// `STEP[ROW]` of a saved JSON trace: the step's row ROW (or the step itself, one row).
-fn from_trace(bytes: &[u8], step: &str) -> Result<Vec<f32>, String> {
+/// A saved trace's steps: (id, shape, flat values).
+type Table = Vec<(String, Vec<usize>, Vec<f32>)>;
+
+/// A JSON trace's numeric steps.
+fn json_steps(bytes: &[u8]) -> Result<Table, String> {
+    let doc: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| format!("is not a JSON trace ({e})"))?;
+    let steps = doc.get("steps").and_then(|s| s.as_array()).ok_or("is not a JSON trace (no steps)")?;
+    let mut out = Vec::new();
+    for s in steps {
+        let (Some(id), Some(shape), Some(values)) = (s["id"].as_str(), s["shape"].as_array(), s.get("values")) else {
+            continue;
+        };
+        let shape = shape.iter().map(|d| d.as_u64().unwrap_or(0) as usize).collect();
+        let mut flat = Vec::new();
+        if flatten(values, &mut flat).is_ok() {
+            out.push((id.to_string(), shape, flat));
+        }
+    }
+    Ok(out)
+}
+
+/// Nested arrays of numbers (or the strings nan, inf, -inf) in order.
+fn flatten(v: &serde_json::Value, out: &mut Vec<f32>) -> Result<(), ()> {
+    let x = match v {
+        serde_json::Value::Array(a) => return a.iter().try_for_each(|x| flatten(x, out)),
+        serde_json::Value::Number(n) => n.as_f64().ok_or(())? as f32,
+        serde_json::Value::String(s) => match s.as_str() {
+            "nan" => f32::NAN,
+            "inf" => f32::INFINITY,
+            "-inf" => f32::NEG_INFINITY,
+            _ => return Err(()),
+        },
+        _ => return Err(()),
+    };
+    out.push(x);
+    Ok(())
+}
+
+/// `STEP[ROW]` of a saved trace: the step's row ROW, or the step itself when it is one row.
+fn pick(table: &Table, step: &str) -> Result<Vec<f32>, String> {
     let (id, row) = match step.strip_suffix(']').and_then(|s| s.rsplit_once('[')) {
         Some((id, r)) => (id, Some(r.trim().parse::<usize>().map_err(|_| format!("[{r}] is not a row number"))?)),
         None => (step, None),
     };
-    let doc: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| format!("is not a JSON trace ({e})"))?;
-    let steps = doc.get("steps").and_then(|s| s.as_array()).ok_or("is not a JSON trace (no steps)")?;
-    let found = steps.iter().find(|s| s.get("id").and_then(|i| i.as_str()) == Some(id));
-    let values = found.and_then(|s| s.get("values")).ok_or_else(|| format!("has no step {}", quote(id)))?;
-    let rows = values.as_array().ok_or("the step is not an array")?;
-    let vector = match (row, rows.first().is_some_and(|r| r.is_array())) {
-        (Some(r), true) => rows
-            .get(r)
-            .and_then(|x| x.as_array())
-            .ok_or_else(|| format!("the step has {} rows, no row {r}", rows.len()))?,
-        (None, false) => rows,
-        (None, true) if rows.len() == 1 => rows[0].as_array().ok_or("the step is not a matrix")?,
-        (None, true) => return Err(format!("the step has {} rows: name one, e.g. {id}[0]", rows.len())),
-        (Some(_), false) => return Err("the step is one row: drop [ROW]".into()),
-    };
-    vector.iter().map(number).collect()
-}
-
-/// A trace's number: a JSON number or the strings nan, inf, -inf.
-fn number(v: &serde_json::Value) -> Result<f32, String> {
-    match (v.as_f64(), v.as_str()) {
-        (Some(x), _) => Ok(x as f32),
-        (None, Some("nan")) => Ok(f32::NAN),
-        (None, Some("inf")) => Ok(f32::INFINITY),
-        (None, Some("-inf")) => Ok(f32::NEG_INFINITY),
-        _ => Err(format!("the step holds {v}, not a number")),
+    let (_, shape, values) =
+        table.iter().find(|(name, ..)| name == id).ok_or_else(|| format!("has no numeric step {}", quote(id)))?;
+    match (&shape[..], row) {
+        ([_], None) => Ok(values.clone()),
+        ([_], Some(_)) => Err(format!("step {id} is one row: drop [ROW]")),
+        ([1, _], None) => Ok(values.clone()),
+        ([rows, d], Some(r)) if r < *rows => Ok(values[r * d..(r + 1) * d].to_vec()),
+        ([rows, _], Some(r)) => Err(format!("step {id} has {rows} rows, no row {r}")),
+        ([rows, _], None) => Err(format!("step {id} has {rows} rows: name one, e.g. {id}[0]")),
+        _ => Err(format!("step {id} has shape {shape:?}; a steering vector is one row of a [pos, d_model] step")),
     }
 }

@@ -67,22 +67,41 @@ fn the_residual_after_layer_l_gains_alpha_times_the_vector_exactly() {
     assert!(head.join(" ").contains("steered after layer 1 by 2 ×"), "{text}");
 }
 
-/// A step of a saved trace is a steering vector too: `TRACE.json#STEP[ROW]`.
+/// A step of a saved trace is a steering vector too: `TRACE.json#STEP[ROW]` and
+/// `TRACE.safetensors#STEP[ROW]` (`--save-trace`).
 #[test]
 fn a_row_of_a_saved_trace_steers() {
     let m = model("gpt2");
     let dir = tempfile::tempdir().unwrap();
     let saved = dir.path().join("t.json");
-    let doc = trace_json(&["The capital of France is", "--model", &m]);
+    let st = dir.path().join("t.safetensors");
+    let source = ["The capital of France is", "--model", &m, "--save-trace", st.to_str().unwrap()];
+    let doc = trace_json(&source);
     std::fs::write(&saved, serde_json::to_string(&doc).unwrap()).unwrap();
     let row = &steps(&doc)["layers.0.add_norm2.sum"];
     let d = row.0[1];
-    let spec = format!("0:{}#layers.0.add_norm2.sum[2]@0.5", saved.display());
-    let steered = steps(&trace_json(&[S, "--model", &m, "--steer", &spec]));
     let plain = steps(&trace_json(&[S, "--model", &m]));
-    let (before, after) = (&plain["layers.0.add_norm2.sum"].1, &steered["layers.0.add_norm2.sum"].1);
-    for i in 0..before.len() {
-        assert_eq!(after[i] as f32, before[i] as f32 + 0.5 * row.1[2 * d + i % d] as f32, "element {i}");
+    for file in [&saved, &st] {
+        let spec = format!("0:{}#layers.0.add_norm2.sum[2]@0.5", file.display());
+        let steered = steps(&trace_json(&[S, "--model", &m, "--steer", &spec]));
+        let (before, after) = (&plain["layers.0.add_norm2.sum"].1, &steered["layers.0.add_norm2.sum"].1);
+        for i in 0..before.len() {
+            assert_eq!(after[i] as f32, before[i] as f32 + 0.5 * row.1[2 * d + i % d] as f32, "{spec}: element {i}");
+        }
+    }
+    for (spec, fragment) in [
+        ("layers.0.add_norm2.sum[9]", "has 5 rows, no row 9"),
+        ("layers.0.add_norm2.sum", "has 5 rows: name one"),
+        ("layers.0.attn.q[0]", "a steering vector is one row of a [pos, d_model] step"),
+        ("layers.7.add_norm2.sum[0]", "has no numeric step"),
+    ] {
+        for file in [&saved, &st] {
+            let arg = format!("0:{}#{spec}", file.display());
+            let out = cmd().args([S, "--model", &m, "--steer", &arg]).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{arg}: {err}");
+            assert!(err.contains(fragment) && err.lines().count() == 1 && out.stdout.is_empty(), "{arg}: {err}");
+        }
     }
 }
 
