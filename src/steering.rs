@@ -37,11 +37,23 @@ pub(crate) fn params(
     }
     let params = make(loaded)?;
     if let Some(p) = &asked.from_prompts {
-        let resid = |text: &str| -> Result<Vec<f32>> {
+        let mut alone = Vec::new();
+        let mut resid = |text: &str| -> Result<Vec<f32>> {
             let input = prompt(settings, loaded, text)?;
+            if matches!(&input, Input::Ids { ids, .. } if ids.len() == 1) {
+                alone.push(quote(text));
+            }
             crate::model::steer::resid_after(&loaded.cfg, &params, &input, p.layer)
         };
         let (a, b) = (resid(&p.positive)?, resid(&p.negative)?);
+        if !alone.is_empty() {
+            loaded.notes.push(format!(
+                "--steer-from: {} is one token, read at position 0, where the residual stream is usually many times \
+                 larger than elsewhere (the first token is an attention sink), so the vector may swamp the run: a \
+                 prompt of a few words (\"I love you\") reads a later position",
+                alone.join(" and ")
+            ));
+        }
         let vector = a.iter().zip(&b).map(|(x, y)| x - y).collect();
         let source = format!("{} - {} after layer {}", quote(&p.positive), quote(&p.negative), p.layer);
         let s = Steer { layer: p.layer, alpha: p.alpha, from: 0, source, vector };
