@@ -445,6 +445,29 @@ pub struct Cli {
     /// layer L; Q and K are positions or words. Repeatable.
     #[arg(long, value_name = "L[.H]:Q->K", help_heading = "Interventions")]
     pub knockout: Vec<String>,
+    /// Add a steering vector to the residual stream after layer L (activation addition):
+    /// L:FILE[@ALPHA[@FROM]], ALPHA times the vector (default 1) at every position from FROM
+    /// on (default 0). FILE: a .npy of d_model values, or one row of a step of a saved JSON
+    /// or safetensors trace, e.g. t.json#layers.3.add_norm2.sum[5]. Repeatable.
+    #[arg(long, value_name = "L:FILE[@ALPHA[@FROM]]", help_heading = "Interventions")]
+    pub steer: Vec<String>,
+    /// Build a steering vector from two prompts: the residual stream after --at-layer at A's
+    /// last position minus B's, added there at every position times --alpha, e.g.
+    /// --steer-from "Love" "Hate" --at-layer 6 --alpha 5. Put the sentence first.
+    #[arg(long, num_args = 2, value_names = ["A", "B"], requires = "at_layer", help_heading = "Interventions")]
+    pub steer_from: Option<Vec<String>>,
+    /// With --steer-from: the layer after which the vector is read and added.
+    #[arg(long, value_name = "L", requires = "steer_from", help_heading = "Interventions")]
+    pub at_layer: Option<usize>,
+    /// With --steer-from: the vector's coefficient (default 1).
+    #[arg(
+        long,
+        value_name = "A",
+        requires = "steer_from",
+        allow_negative_numbers = true,
+        help_heading = "Interventions"
+    )]
+    pub alpha: Option<f32>,
     /// The logit lens: every layer's residual stream through the final norm and the
     /// unembedding, top tokens per position per layer (language models).
     #[arg(long, help_heading = "Interventions")]
@@ -503,7 +526,7 @@ pub struct Cli {
     /// and machine (default 0).
     #[arg(long, value_name = "N", requires = "sample", help_heading = "Generation")]
     pub sample_seed: Option<u64>,
-    /// With --generate and an intervention (--ablate, --knockout, --ablate-expert): also
+    /// With --generate and an intervention (--ablate, --knockout, --ablate-expert, --steer): also
     /// generate without it, and show both texts and where they part.
     #[arg(long, requires = "generate", help_heading = "Generation")]
     pub baseline: bool,

@@ -31,6 +31,7 @@ pub mod render;
 mod serve;
 pub mod settings;
 pub mod sources;
+mod steering;
 pub mod strict_json;
 pub mod torch_rng;
 pub mod trace;
@@ -96,8 +97,8 @@ fn forward_flops(loaded: &Loaded, params: &params::Params, rec: &Recorder) -> u6
 /// Computes the trace the settings describe, keeping the steps they show: the library's
 /// pipeline in one call, without views or rendering (`--save-weights` is still honoured).
 pub fn trace(settings: &Settings) -> Result<Traced> {
-    let (loaded, source, plan) = prepare(settings)?;
-    let params = source.params(&loaded)?;
+    let (mut loaded, source, plan) = prepare(settings)?;
+    let params = steering::params(settings, &mut loaded, |l| source.params(l))?;
     if let Some(path) = &settings.outputs.save_weights {
         output::save_weights(&params, &loaded, path)?;
     }
@@ -250,9 +251,9 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
 
 /// `--format jsonl`: each step is written as it is computed.
 fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut output::Clock) -> Result<()> {
-    let (loaded, source, plan) = prepare(settings)?;
+    let (mut loaded, source, plan) = prepare(settings)?;
     clock.lap("open");
-    let params = source.params(&loaded)?;
+    let params = steering::params(settings, &mut loaded, |l| source.params(l))?;
     // Notes only once the parameters exist, so that a refusal stays one line.
     output::notes(&loaded.notes, settings.quiet);
     if let Some(path) = &settings.outputs.save_weights {
@@ -314,7 +315,7 @@ pub(crate) fn computed(
     maps: bool,
     clock: &mut output::Clock,
 ) -> Result<(Finished, Loaded, candle_core::Tensor)> {
-    let (loaded, source, mut plan) = prepare(settings)?;
+    let (mut loaded, source, mut plan) = prepare(settings)?;
     if maps {
         keep_for_maps(settings, &loaded, &mut plan)?;
     }
@@ -327,7 +328,7 @@ pub(crate) fn computed(
             (&plan.record, plan.streamed),
             settings,
         );
-    let params = source.params_once(&loaded, made)?;
+    let params = steering::params(settings, &mut loaded, |l| source.params_once(l, made))?;
     notes_now(&loaded.notes);
     if let Some(path) = &settings.outputs.save_weights {
         output::save_weights(&params, &loaded, path)?;

@@ -197,6 +197,23 @@ pub struct Interventions {
     /// `--induction N`: the input is N random tokens repeated twice (not the sentence).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub induction: Option<usize>,
+    /// `--steer`, `--steer-from`: vectors added to the residual stream after a layer.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steer: Vec<Steer>,
+}
+
+/// One steering vector (activation addition, Turner et al. 2023): `alpha × vector` is added
+/// to layer `layer`'s output at every absolute position from `from` on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Steer {
+    pub layer: usize,
+    pub alpha: f32,
+    pub from: usize,
+    /// Where the vector came from: a file (`v.npy`, `t.json#layers.3.add_norm2.sum[5]`) or
+    /// `"Love" - "Hate" after layer L` for `--steer-from`.
+    pub source: String,
+    /// The vector itself, d_model values (before `alpha`).
+    pub vector: Vec<f32>,
 }
 
 /// What an ablated head's context becomes (`--ablate-mode`).
@@ -236,6 +253,7 @@ impl Interventions {
             && self.knockout.is_empty()
             && self.induction.is_none()
             && self.ablate_expert.is_empty()
+            && self.steer.is_empty()
     }
 }
 

@@ -155,3 +155,24 @@ pub fn patch_resid(patch: Option<&Patch>, layer: usize, x: Tensor) -> Result<Ten
         _ => Ok(x),
     }
 }
+
+/// Adds every steering vector of layer `layer` (`--steer`, activation addition) to the
+/// layer's output `x` ([pos, d_model] for the absolute positions from `offset` on; a decode
+/// step has one), `alpha × vector` at each position from the vector's `from` on.
+pub fn steer(cfg: &ModelConfig, (layer, offset): (usize, usize), x: Tensor) -> Result<Tensor> {
+    let mut x = x;
+    for s in cfg.interventions.steer.iter().filter(|s| s.layer == layer) {
+        let (n, d) = x.dims2()?;
+        let first = s.from.saturating_sub(offset).min(n);
+        if first == n {
+            continue;
+        }
+        let add: Vec<f32> = s.vector.iter().map(|v| s.alpha * v).collect();
+        let add = Tensor::from_vec(add, (1, d), &Device::Cpu)?; // [1, d_model]
+        x = match first {
+            0 => x.broadcast_add(&add)?,
+            _ => Tensor::cat(&[&x.narrow(0, 0, first)?, &x.narrow(0, first, n - first)?.broadcast_add(&add)?], 0)?,
+        };
+    }
+    Ok(x)
+}

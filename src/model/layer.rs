@@ -17,7 +17,7 @@
 
 use super::norm::norm;
 use super::pass::Pass;
-use super::{attention::attention, attribute, cross, ffn::ffn};
+use super::{attention::attention, attribute, cross, ffn::ffn, intervene};
 use crate::config::{ModelConfig, Norm};
 use crate::params::{Block, LayerNorm, LayerParams};
 use crate::trace::Recorder;
@@ -34,8 +34,10 @@ pub fn layer(
     pass: &mut Pass,
     rec: &mut Recorder,
 ) -> Result<Tensor> {
+    let at = (l, pass.offset()); // a steering vector's layer and the pass's first position
     let Some(b) = &p.block else {
-        return attention(cfg, p, x, l, pass, rec); // [pos, d_out]
+        // An attention-only layer's output is its recorded attn.out, before any steering.
+        return intervene::steer(cfg, at, attention(cfg, p, x, l, pass, rec)?); // [pos, d_out]
     };
     match cfg.norm {
         Norm::Post => {
@@ -49,7 +51,7 @@ pub fn layer(
             let ffn_out = ffn(cfg, b, &out1, l, rec)?; // [pos, d_model]
             let sum2 = (&out1 + &ffn_out)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm2.sum"), cfg, &sum2)?;
-            let out2 = norm(&sum2, &b.norm2, cfg)?; // [pos, d_model]
+            let out2 = intervene::steer(cfg, at, norm(&sum2, &b.norm2, cfg)?)?; // [pos, d_model]
             rec.tensor(&format!("layers.{l}.add_norm2.out"), cfg, &out2)?;
             attribute::through_norm(cfg, &b.norm2, &sum2, (Some(l), "add_norm2.bias"), rec)?;
             Ok(out2)
@@ -69,7 +71,7 @@ pub fn layer(
             let ffn_out = ffn(cfg, b, &normed2, l, rec)?; // [pos, d_model]
             let ffn_out =
                 post_norm(cfg, b.post_ffn_norm.as_ref(), ffn_out, &format!("layers.{l}.norm2_post.out"), rec)?; // [pos, d_model]
-            let sum2 = (&sum1 + &ffn_out)?; // [pos, d_model]: the layer's output
+            let sum2 = intervene::steer(cfg, at, (&sum1 + &ffn_out)?)?; // [pos, d_model]: the layer's output
             rec.tensor(&format!("layers.{l}.add_norm2.sum"), cfg, &sum2)?;
             Ok(sum2)
         }
@@ -93,6 +95,7 @@ fn parallel(
     let ffn_out = ffn(cfg, b, &normed2, l, rec)?; // [pos, d_model]
                                                   // (ffn + attn) + x, in transformers' order, so the sum is the same to the last bit.
     let sum = ((&ffn_out + &attn_out)? + x)?; // [pos, d_model]: the layer's output
+    let sum = intervene::steer(cfg, (l, pass.offset()), sum)?; // [pos, d_model]
     rec.tensor(&format!("layers.{l}.add_norm2.sum"), cfg, &sum)?;
     Ok(sum)
 }

@@ -24,6 +24,7 @@ pub mod sample;
 pub mod seq2seq;
 pub mod softmax;
 pub mod stack;
+pub mod steer;
 pub mod unembed;
 
 use crate::config::ModelConfig;

@@ -114,6 +114,11 @@ fn describe_interventions(i: &Interventions) -> String {
         let experts: Vec<String> = i.ablate_expert.iter().map(|(l, e)| format!("{l}.{e}")).collect();
         parts.push(format!("removed experts {} from routing", experts.join(" ")));
     }
+    for s in &i.steer {
+        let from = if s.from > 0 { format!(" from position {}", s.from) } else { String::new() };
+        let norm = s.vector.iter().map(|v| (v * v) as f64).sum::<f64>().sqrt();
+        parts.push(format!("steered after layer {} by {} × {} (norm {norm:.4}){from}", s.layer, s.alpha, s.source));
+    }
     if let Some(n) = i.induction {
         parts.push(format!("input: {n} random tokens repeated twice"));
     }

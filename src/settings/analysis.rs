@@ -7,6 +7,8 @@ use crate::config::AblateMode;
 use crate::error::usage;
 use anyhow::Result;
 
+pub mod steer;
+
 /// The interventions and analyses asked for; knockouts are resolved against the tokens by
 /// the plan.
 #[derive(Debug, Clone, Default)]
@@ -33,6 +35,8 @@ pub struct Analysis {
     /// `--attribute ANSWER [FOIL]` and `--at POS|WORD` (resolved by the plan).
     pub attribute: Option<(String, Option<String>)>,
     pub at: Option<String>,
+    /// `--steer`, `--steer-from`: steering vectors, read and checked once the model is open.
+    pub steer: steer::Steering,
 }
 
 /// Which of an encoder–decoder's attentions an `--ablate` item names.
@@ -179,6 +183,7 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
         metric: cli.metric.as_ref().map(|m| (m[0].clone(), m[1].clone())),
         attribute: cli.attribute.as_ref().map(|a| (a[0].clone(), a.get(1).cloned())),
         at: cli.at.clone(),
+        steer: steer::options(cli)?,
     })
 }
 

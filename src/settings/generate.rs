@@ -38,12 +38,16 @@ pub fn options(cli: &Cli) -> Result<Option<Generation>> {
             "use --ablate-mode zero with --generate",
         ));
     }
-    let intervened = cli.ablate.is_some() || !cli.knockout.is_empty() || cli.ablate_expert.is_some();
+    let intervened = cli.ablate.is_some()
+        || !cli.knockout.is_empty()
+        || cli.ablate_expert.is_some()
+        || !cli.steer.is_empty()
+        || cli.steer_from.is_some();
     if cli.baseline && !intervened {
         return Err(usage(
             "--baseline",
             "there is no intervention to generate without",
-            "add --ablate, --knockout or --ablate-expert",
+            "add --ablate, --knockout, --ablate-expert or --steer",
         ));
     }
     let strategy = if cli.sample { sampling(cli)? } else { Strategy::Greedy };

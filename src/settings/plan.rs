@@ -260,10 +260,10 @@ fn interventions(
     Ok(Interventions {
         ablate_mode: (!ablate.is_empty()).then_some(a.ablate_mode),
         ablate,
-        ablate_cross: Vec::new(),
         ablate_expert: ablate_experts(&a.ablate_expert, cfg)?,
         knockout,
         induction: a.induction,
+        ..Default::default()
     })
 }
 

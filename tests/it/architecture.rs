@@ -28,6 +28,7 @@ const STAGES: &[(&str, u8)] = &[
     ("compare", 9),
     ("batch", 10),
     ("generating", 10),
+    ("steering", 10),
     ("serve", 10),
     ("command", 11),
 ];

@@ -43,6 +43,7 @@ mod seeds;
 mod seq2seq;
 mod serve;
 mod serve_load;
+mod steer;
 mod students;
 mod textbook;
 mod token_text;

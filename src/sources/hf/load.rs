@@ -111,7 +111,7 @@ fn open_bert(
         chat: None,
     };
     let mut weights = model.weights;
-    weights.whole_table = settings.analysis.patch.is_some();
+    weights.whole_table = settings.analysis.patch.is_some() || settings.analysis.steer.from_prompts.is_some();
     Ok((loaded, Source::Model(Box::new(weights))))
 }
 
