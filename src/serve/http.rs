@@ -75,6 +75,7 @@ fn answer(ctx: &Context, request: &Request, alive: Option<Alive>) -> Answer {
         ("GET", "/") => Answer { status: 200, body: ctx.page.clone().into_bytes(), html: true },
         ("POST", "/api/trace") => traced(ctx, &request.body, Kind::Json, alive),
         ("POST", "/api/page") => traced(ctx, &request.body, Kind::Page, alive),
+        ("POST", "/api/view") => traced(ctx, &request.body, Kind::View, alive),
         (_, path) => Answer::error(404, &format!("no such page: {path}"), 2),
     }
 }

@@ -10,11 +10,14 @@ use anyhow::{anyhow, Result};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 
-/// What a request asks for: the JSON document (`--format json`'s bytes) or the HTML page.
+/// What a request asks for: the JSON document (`--format json`'s bytes), the HTML page, or
+/// what the server's own page shows after each change (`{"page": HTML, "predictions": …}`,
+/// from one trace rather than two).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Json,
     Page,
+    View,
 }
 
 /// A reply: HTTP status, body, and whether it is an HTML page (else JSON).
@@ -112,7 +115,7 @@ fn trace(settings: &Settings, kind: Kind) -> Result<Vec<u8>> {
         return Err(crate::error::usage("a request", "traces one sentence", "send one sentence per request"));
     }
     let mut settings = settings.clone();
-    if kind == Kind::Page {
+    if kind != Kind::Json {
         // Drawn in memory: nothing is written to this path.
         settings.output.views.html = Some("serve.html".into());
     }
@@ -120,10 +123,17 @@ fn trace(settings: &Settings, kind: Kind) -> Result<Vec<u8>> {
     let mut buf = Vec::new();
     match kind {
         Kind::Json => output::stdout(&done.trace, &done.views, &settings.output, None, &mut buf)?,
-        Kind::Page => {
+        Kind::Page | Kind::View => {
             let maps = done.views.maps.as_ref().ok_or_else(|| anyhow!("this trace has no attention maps to draw"))?;
             render::html::write(&done.trace, maps, &done.views, &settings.output, &mut buf)?;
         }
+    }
+    if kind == Kind::View {
+        let page = String::from_utf8(buf)?;
+        let predictions = render::predictions::to_json(&done.trace).unwrap_or_else(|| "[]".into());
+        return Ok(
+            format!("{{\"page\": {}, \"predictions\": {predictions}}}", serde_json::to_string(&page)?).into_bytes()
+        );
     }
     Ok(buf)
 }

@@ -26,17 +26,25 @@ trap 'kill $server 2>/dev/null; rm -f "$log"' EXIT
 for _ in $(seq 600); do grep -q listening "$log" && break; sleep 0.1; done
 port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | grep -o '[0-9]*$')
 
+# ENDPOINT=view measures what the server's page asks after each change (POST /api/view: the
+# --html page and the predictions, from one trace) against `--html FILE`; the default,
+# ENDPOINT=trace, the JSON document of every step against `--format json`.
+ENDPOINT="${ENDPOINT:-trace}"
 cli_json=$(mktemp)
-hyperfine -N --warmup 1 --runs "${RUNS:-10}" --export-json "$cli_json" \
-    "$BIN '$PROMPT' --model $MODEL --format json" > /dev/null 2>&1 ||
-    hyperfine --warmup 1 --runs "${RUNS:-10}" --export-json "$cli_json" \
-        "$BIN '$PROMPT' --model $MODEL --format json" > /dev/null
 expected=$(mktemp)
-"$BIN" "$PROMPT" --model "$MODEL" --format json > "$expected" 2>/dev/null
+if [ "$ENDPOINT" = view ]; then
+    command="$BIN '$PROMPT' --model $MODEL --html $expected --quiet"
+else
+    command="$BIN '$PROMPT' --model $MODEL --format json"
+fi
+hyperfine -N --warmup 1 --runs "${RUNS:-10}" --export-json "$cli_json" "$command" > /dev/null 2>&1 ||
+    hyperfine --warmup 1 --runs "${RUNS:-10}" --export-json "$cli_json" "$command" > /dev/null
+[ "$ENDPOINT" = view ] || "$BIN" "$PROMPT" --model "$MODEL" --format json > "$expected" 2>/dev/null
 
-python3 - "$port" "$PROMPT" "$N" "$C" "$cli_json" "$expected" <<'PY'
+python3 - "$port" "$PROMPT" "$N" "$C" "$cli_json" "$expected" "$ENDPOINT" <<'PY'
 import http.client, json, statistics, sys, threading, time
 port, prompt, n, c = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+endpoint = sys.argv[7]
 cli = json.load(open(sys.argv[5]))["results"][0]
 want = open(sys.argv[6], "rb").read()
 body = json.dumps({"args": [prompt]})
@@ -44,10 +52,12 @@ body = json.dumps({"args": [prompt]})
 def one():
     t = time.perf_counter()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-    conn.request("POST", "/api/trace", body, {"Content-Type": "application/json"})
+    conn.request("POST", "/api/" + endpoint, body, {"Content-Type": "application/json"})
     r = conn.getresponse()
     got = r.read()
     conn.close()
+    if endpoint == "view":
+        got = json.loads(got)["page"].encode()
     assert r.status == 200 and got == want, (r.status, got[:200])
     return time.perf_counter() - t
 
@@ -70,6 +80,6 @@ cm = cli["median"]
 print()
 print("| case | serve p50 | serve p95 | command line (median, whole process) | ratio (p50) | saturation |")
 print("|---|---|---|---|---|---|")
-print(f"| {n} requests | {p50*1000:.1f} ms | {p95*1000:.1f} ms | {cm*1000:.1f} ms | {cm/p50:.1f}× faster | {rps:.1f} requests/s ({c} clients) |")
+print(f"| {n} requests to /api/{endpoint} | {p50*1000:.1f} ms | {p95*1000:.1f} ms | {cm*1000:.1f} ms | {cm/p50:.1f}× faster | {rps:.1f} requests/s ({c} clients) |")
 PY
 rm -f "$cli_json" "$expected"

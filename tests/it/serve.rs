@@ -125,6 +125,14 @@ fn the_api_answers_the_command_lines_json_byte_for_byte() {
     let (status, html) = server.send("POST", "/api/page", &[], br#"{"args": ["The capital"]}"#);
     assert_eq!(status, 200);
     assert!(String::from_utf8_lossy(&html).contains("overview-grid"));
+    // The page's own request: that page and the JSON document's predictions, from one trace.
+    let (status, view) = server.send("POST", "/api/view", &[], br#"{"args": ["The capital"]}"#);
+    assert_eq!(status, 200);
+    let view: serde_json::Value = serde_json::from_slice(&view).unwrap();
+    assert_eq!(view["page"].as_str().unwrap().as_bytes(), &html[..], "/api/view's page is /api/page's");
+    let (_, doc) = server.trace(&["The capital"]);
+    let doc: serde_json::Value = serde_json::from_slice(&doc).unwrap();
+    assert_eq!(view["predictions"], doc["predictions"], "/api/view's predictions are the document's");
     assert!(server.stop().success());
 }
 
