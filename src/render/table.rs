@@ -37,10 +37,28 @@ pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -
                     write_tokens(trace, width, w)?;
                 }
             }
-            _ => write_tensor(step, (&labels, &keys), precision, width, w)?,
+            _ => write_tensor(step, stack_labels(trace, step, (&labels, &keys)), precision, width, w)?,
         }
     }
     Ok(())
+}
+
+/// The row and column labels of `step`: an encoder–decoder's encoder steps are over the
+/// source's tokens (the trace's keys), its decoder's self-attention over the decoder's own,
+/// and only its cross-attention has the source's tokens across; otherwise `(labels, keys)`.
+fn stack_labels<'a>(
+    trace: &Trace,
+    step: &Step,
+    (labels, keys): (&'a [String], &'a [String]),
+) -> (&'a [String], &'a [String]) {
+    if trace.config.parts.seq2seq.is_none() {
+        return (labels, keys);
+    }
+    match crate::trace::stack_of(&step.id) {
+        crate::trace::steps::Stack::Encoder => (keys, keys),
+        _ if step.name.starts_with("cross_attn.") => (labels, keys),
+        _ => (labels, labels),
+    }
 }
 
 /// `--params`: each parameter as a table (`[out, in]` as `nn.Linear` stores it; rows and

@@ -237,6 +237,18 @@ fn the_views_draw_the_attention_stack_names() {
         let title = format!("[query_pos × key_pos = {rows} × {cols}]");
         assert!(out.contains(&title), "--stack {stack}: no {title} in\n{out}");
     }
+    // The step tables label each stack's rows by its own tokens: the encoder's by the source's.
+    let args =
+        ["my shoes are small", "--model", t5, "--target", "the shoes", "--steps", "attn.weights", "--layer", "0"];
+    let out =
+        String::from_utf8(cmd().args(args).args(["--head", "0", "--width", "200"]).output().unwrap().stdout).unwrap();
+    let table = |id: &str| {
+        out.split(&format!("\n{id} · head 0")).nth(1).unwrap_or_else(|| panic!("no {id} in\n{out}")).to_string()
+    };
+    let (source, target) = (doc["input"]["texts"].clone(), doc["input"]["target"]["texts"].clone());
+    let first = |texts: &Value| texts[0].as_str().unwrap().replace(' ', "·");
+    assert!(table("encoder.layers.0.attn.weights").contains(&format!("0 {}", first(&source))), "{out}");
+    assert!(table("decoder.layers.0.attn.weights").contains(&format!("0 {}", first(&target))), "{out}");
 }
 
 /// `--ablate enc.L.H,dec.L.H,cross.L.H` removes one head of each attention: the logits are
