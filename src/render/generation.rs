@@ -52,13 +52,13 @@ pub fn write(trace: &Trace, sources: Option<&[TokenSources]>, width: usize, w: &
     let room = width.saturating_sub(6 + 14 + 8 + 4) / 2;
     for (i, tok) in g.tokens.iter().enumerate() {
         let others: Vec<&Prediction> = tok.candidates.iter().filter(|c| c.id != tok.chosen.id).collect();
-        let runner = fit(others.iter().map(|p| format!("{} {:.2}", label(p), p.prob)), room);
+        let runner = fit(others.iter().map(|p| format!("{} {:.2}", super::predictions::label(p), p.prob)), room);
         let looked = sources.and_then(|s| s.get(i)).map_or(String::new(), |s| {
             fit(s.overall.iter().map(|&(k, v)| format!("{}@{k} {v:.2}", cut(&labels[k], 12))), room)
         });
         t.add_row(vec![
             tok.position.to_string(),
-            label(&tok.chosen),
+            super::predictions::label(&tok.chosen),
             format!("{:.3}", tok.chosen.prob),
             runner,
             looked,
@@ -84,8 +84,8 @@ fn write_baseline(
              probability {}",
             i + 1,
             g.prompt_tokens + i,
-            g.tokens.get(i).map_or_else(|| "(none)".to_string(), |t| label(&t.chosen)),
-            b.tokens.get(i).map_or_else(|| "(none)".to_string(), label),
+            g.tokens.get(i).map_or_else(|| "(none)".to_string(), |t| super::predictions::label(&t.chosen)),
+            b.tokens.get(i).map_or_else(|| "(none)".to_string(), super::predictions::label),
             b.prob_there.map_or("?".to_string(), |p| format!("{p:.4}")),
         ),
         None => "the two generations agree on every token".to_string(),
@@ -108,13 +108,6 @@ fn fit(items: impl Iterator<Item = String>, room: usize) -> String {
         cell.push_str(&item);
     }
     cell
-}
-
-fn label(p: &Prediction) -> String {
-    match p.label() {
-        Some(t) => cut(&t, 14),
-        None => format!("#{}", p.id),
-    }
 }
 
 /// The `generation` object: see docs/OUTPUT.md, "Generation".

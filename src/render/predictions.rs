@@ -42,7 +42,8 @@ pub fn write(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
     table::emit(&t, w)
 }
 
-fn label(p: &Prediction) -> String {
+/// A predicted token as the tables show it: its label cut to 14 columns, else `#id`.
+pub(super) fn label(p: &Prediction) -> String {
     match p.label() {
         Some(t) => cut(&t, 14),
         None => format!("#{}", p.id),
