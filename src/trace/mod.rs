@@ -179,6 +179,27 @@ fn unstacked(id: &str) -> &str {
 }
 
 impl Trace {
+    /// The trace's tokens, config and predictions without its steps, generation or
+    /// attribution: a copy for views that bring steps of their own (`views::stacks`), without
+    /// copying every recorded tensor first.
+    pub fn without_steps(&self) -> Trace {
+        Trace {
+            sentence: self.sentence.clone(),
+            tokens: self.tokens.clone(),
+            texts: self.texts.clone(),
+            token_ids: self.token_ids.clone(),
+            token_type_ids: self.token_type_ids.clone(),
+            chat: self.chat.clone(),
+            config: self.config.clone(),
+            steps: Vec::new(),
+            predictions: self.predictions.clone(),
+            lens: self.lens.clone(),
+            keys: self.keys.clone(),
+            generation: None,
+            attribution: None,
+        }
+    }
+
     /// The config as the JSON document's `config` object: keys sorted, so the bytes do not
     /// depend on the struct's field order.
     pub fn config_json(&self) -> serde_json::Value {

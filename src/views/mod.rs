@@ -84,9 +84,14 @@ fn draws_maps(out: &Output) -> bool {
 pub fn derive(trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Views)> {
     // An encoder–decoder's views are drawn from one of its attentions (`--stack`).
     let Some(seen) = stacks::seen_as(&trace, out.views.stack) else { return derive_one(trace, plan, out) };
-    let cross = stacks::seen_as(&trace, crate::settings::views::StackView::Cross);
-    let alignment = cross.as_ref().map(|c| stacks::alignment(c, 3)).unwrap_or_default();
-    let labels = Trace { steps: Vec::new(), ..seen.clone() };
+    // The alignment reads the cross-attention, which `seen` already is by default.
+    let alignment = match out.views.stack {
+        crate::settings::views::StackView::Cross => stacks::alignment(&seen, 3),
+        _ => stacks::seen_as(&trace, crate::settings::views::StackView::Cross)
+            .map(|c| stacks::alignment(&c, 3))
+            .unwrap_or_default(),
+    };
+    let labels = seen.without_steps();
     let (_, mut views) = derive_one(seen, plan, out)?;
     let o = &out.views;
     let pages = if o.html.is_some() { stacks::pages(&trace, o.merge_pieces, o.average_heads) } else { Vec::new() };

@@ -12,12 +12,8 @@ use crate::trace::{steps, Step, Trace};
 /// steps dropped; `None` for a one-stack trace.
 pub fn seen_as(trace: &Trace, view: StackView) -> Option<Trace> {
     let source = trace.keys.as_ref().filter(|_| trace.config.parts.seq2seq.is_some())?;
-    let (stack, from, to) = match view {
-        StackView::Cross => (steps::Stack::Decoder, "cross_attn.", "attn."),
-        StackView::Encoder => (steps::Stack::Encoder, "", ""),
-        StackView::Decoder => (steps::Stack::Decoder, "", ""),
-    };
-    let mut seen = Trace { steps: Vec::new(), generation: None, attribution: None, ..trace.clone() };
+    let stack = if view == StackView::Encoder { steps::Stack::Encoder } else { steps::Stack::Decoder };
+    let mut seen = trace.without_steps();
     if view == StackView::Encoder {
         seen.tokens = source.tokens.clone();
         seen.texts = source.texts.clone();
@@ -35,8 +31,8 @@ pub fn seen_as(trace: &Trace, view: StackView) -> Option<Trace> {
     for step in &trace.steps {
         let Some(rest) = step.id.strip_prefix(stack.prefix()) else { continue };
         let id = match steps::parse_layer_id(rest) {
-            Some((_, l, name)) if view == StackView::Cross => match name.strip_prefix(from) {
-                Some(n) => steps::layer_id(l, &format!("{to}{n}")),
+            Some((_, l, name)) if view == StackView::Cross => match name.strip_prefix("cross_attn.") {
+                Some(n) => steps::layer_id(l, &format!("attn.{n}")),
                 None => continue,
             },
             Some((_, _, name)) if name.starts_with("cross_attn.") => continue,
