@@ -207,6 +207,9 @@ fn bad_encoder_decoder_input_is_refused_in_one_line() {
     refused(&["my shoes", "--target", "x"], "--target: it is the decoder's text");
     refused(&["my shoes", "are small", "--model", t5], "give the decoder's text with --target TEXT");
     refused(&["my shoes", "--model", t5, "--target", " "], "--target: it is empty");
+    let bart = root().join("fixtures/seq2seq/bart");
+    let long = "the shoes are small ".repeat(30);
+    refused(&["my shoes", "--model", bart.to_str().unwrap(), "--target", &long], "--target: it has 123 tokens");
     refused(&["my shoes", "--model", t5, "--chat"], "--chat");
     refused(&["my shoes", "--model", t5, "--pad-to", "8"], "--pad-to");
     for flag in [&["--lens"][..], &["--focus", "1"], &["--patch", "x"], &["--attribute", "the"], &["--check"]] {

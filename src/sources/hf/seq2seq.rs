@@ -184,8 +184,14 @@ fn decoder_ids(
     if target.trim().is_empty() {
         return Err(usage("--target", "it is empty", "give the decoder's text, or drop --target"));
     }
-    let labels = encode(tok, (target, None), true, (max, vocab), false, w)
-        .map_err(|e| anyhow::Error::msg(e.to_string().replacen("sentence", "--target", 1)))?;
+    // No limit here: `encode`'s own message is the sentence's and offers --truncate, which
+    // the target does not take.
+    let labels = encode(tok, (target, None), true, (usize::MAX, vocab), false, w)?;
+    if labels.ids.len() > max {
+        let why =
+            format!("it has {} tokens but the decoder takes at most {max} (max_position_embeddings)", labels.ids.len());
+        return Err(usage("--target", why, "shorten it"));
+    }
     let mut ids = vec![start];
     ids.extend(&labels.ids[..labels.ids.len() - 1]);
     Ok(ids)
