@@ -7,7 +7,7 @@
 //! `final_logits_bias`, `lm_head`.
 
 use super::seq2seq::{cross, linear, norm, required, EncoderDecoder, Seq2SeqConfig};
-use crate::config::{Activation, InitConfig, LmHead, ModelConfig, Norm, Parts, Positions};
+use crate::config::{InitConfig, LmHead, ModelConfig, Norm, Parts, Positions};
 use crate::error::usage;
 use crate::params::{Block, Dense, Ffn, LayerParams, Layers, Linear, Params};
 use crate::sources::store::TensorStore;
@@ -47,16 +47,11 @@ impl EncoderDecoder for Bart {
             let why = format!("config.json: d_model {} is not a multiple of {heads} heads", c.d_model);
             return Err(usage(what, why, "restore the model's config.json"));
         }
-        let activation = match c.activation_function.as_deref().unwrap_or("gelu") {
-            "gelu" => Activation::Gelu,
-            "relu" => Activation::Relu,
-            "gelu_new" => Activation::GeluTanh,
-            "silu" | "swish" => Activation::Silu,
-            other => {
-                let why = format!("config.json: activation_function {other:?} is not one attn-trace computes");
-                return Err(usage(what, why, "use gelu, relu, gelu_new or silu"));
-            }
-        };
+        let name = c.activation_function.as_deref().unwrap_or("gelu");
+        let activation = super::activation_named(name).ok_or_else(|| {
+            let why = format!("config.json: activation_function {name:?} is not one attn-trace computes");
+            usage(what, why, "use gelu, relu, gelu_new or silu")
+        })?;
         let max_len = required(c.max_position_embeddings, "max_position_embeddings", what)?;
         let parts = Parts {
             embed_scale: (c.scale_embedding == Some(true)).then(|| (c.d_model as f64).sqrt()),

@@ -190,17 +190,13 @@ impl DecoderConfig {
         // Gemma's MLP reads `hidden_activation` (its configs may also carry `hidden_act`).
         let given = self.hidden_activation.clone().or_else(|| self.hidden_act.clone());
         let name = given.unwrap_or_else(|| self.family().default_activation().into());
-        match name.as_str() {
-            "silu" | "swish" => Ok(Activation::Silu),
-            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(Activation::GeluTanh),
-            "gelu" => Ok(Activation::Gelu),
-            "relu" => Ok(Activation::Relu),
-            other => Err(usage(
+        super::activation_named(&name).ok_or_else(|| {
+            usage(
                 what,
-                format!("activation {other:?} is not supported"),
+                format!("activation {name:?} is not supported"),
                 "use a model with silu, gelu, gelu_new or relu",
-            )),
-        }
+            )
+        })
     }
 }
 

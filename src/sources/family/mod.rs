@@ -198,6 +198,19 @@ pub fn gguf_archs() -> Vec<&'static str> {
     archs
 }
 
+/// The activation a Hugging Face config names (transformers' `ACT2FN` keys that attn-trace
+/// computes): decoders' `hidden_act`, BART's `activation_function`, T5's `feed_forward_proj`.
+pub fn activation_named(name: &str) -> Option<crate::config::Activation> {
+    use crate::config::Activation;
+    match name {
+        "silu" | "swish" => Some(Activation::Silu),
+        "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Some(Activation::GeluTanh),
+        "gelu" => Some(Activation::Gelu),
+        "relu" => Some(Activation::Relu),
+        _ => None,
+    }
+}
+
 /// A norm's weight (and bias) under `prefix`, `d` wide.
 fn norm(store: &dyn TensorStore, prefix: &str, d: usize, bias: bool) -> Result<LayerNorm> {
     Ok(LayerNorm {

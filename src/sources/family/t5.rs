@@ -24,19 +24,14 @@ fn ffn_kind(c: &Seq2SeqConfig, what: &str) -> Result<(bool, Activation)> {
         Some(a) => (true, a),
         None => (false, proj),
     };
-    let act = match (gated, act) {
-        (_, "relu") => Activation::Relu,
-        (true, "gelu") | (_, "gelu_new") | (_, "gelu_pytorch_tanh") => Activation::GeluTanh,
-        (false, "gelu") => Activation::Gelu,
-        (_, "silu") => Activation::Silu,
-        _ => {
-            return Err(usage(
-                what,
-                format!("config.json: feed_forward_proj {proj:?} is not one attn-trace computes"),
-                "use relu, gelu, gated-gelu or gated-silu",
-            ))
-        }
-    };
+    let act = if gated && act == "gelu" { "gelu_new" } else { act };
+    let act = super::activation_named(act).ok_or_else(|| {
+        usage(
+            what,
+            format!("config.json: feed_forward_proj {proj:?} is not one attn-trace computes"),
+            "use relu, gelu, gated-gelu or gated-silu",
+        )
+    })?;
     Ok((gated, act))
 }
 
