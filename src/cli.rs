@@ -28,6 +28,12 @@ pub enum NamesArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ArithmeticArg {
+    F32,
+    Ggml,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ColorArg {
     /// Colour when stdout is a terminal and NO_COLOR is not set.
     Auto,
@@ -167,6 +173,11 @@ pub struct Cli {
     /// With --model: tokenize without the tokenizer's special tokens (no BOS, [CLS], [SEP]).
     #[arg(long, help_heading = "Real models")]
     pub no_special_tokens: bool,
+    /// With a GGUF --model: the matrix products' arithmetic. f32 on the dequantized weights
+    /// (transformers'), or ggml: llama.cpp's CPU backend's (inputs quantized for each
+    /// weight's type, f16 keys, values and attention weights; flash attention off).
+    #[arg(long, value_enum, value_name = "ARITH", default_value = "f32", help_heading = "Real models")]
+    pub arithmetic: ArithmeticArg,
     /// With a language model: the most probable next tokens shown per position.
     #[arg(long, value_name = "K", default_value_t = 5, help_heading = "Real models")]
     pub top_k: usize,

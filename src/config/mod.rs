@@ -13,7 +13,7 @@ mod seq2seq;
 pub use flops::{forward_flops, Flops};
 pub use generate::{Generate, Strategy};
 pub use moe::Experts;
-pub use parts::{LmHead, LongRope, Padding, Parts, Rope};
+pub use parts::{Arithmetic, LmHead, LongRope, Padding, Parts, Rope};
 pub use seq2seq::{RelBias, Seq2Seq};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -8,6 +8,30 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
+/// The arithmetic of the matrix products (`--arithmetic`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Arithmetic {
+    /// f32 on the weights as stored (GGUF blocks dequantized), as transformers computes.
+    #[default]
+    F32,
+    /// llama.cpp's: inputs quantized for each weight's type, f16 keys, values and weights.
+    Ggml,
+}
+
+impl Arithmetic {
+    pub fn is_f32(&self) -> bool {
+        *self == Arithmetic::F32
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Arithmetic::F32 => "f32",
+            Arithmetic::Ggml => "ggml",
+        }
+    }
+}
+
 /// The block's parts beyond the original encoder's, as TransformerLens configures one block
 /// for many families: each is off by default and omitted from the JSON when off.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
@@ -106,6 +130,10 @@ pub struct Parts {
     /// decoders): the memory estimate counts one layer's, not all. Not part of the JSON.
     #[serde(skip)]
     pub layer_at_a_time: bool,
+    /// `--arithmetic ggml`: the products computed as llama.cpp's CPU backend computes them
+    /// (`model/ggml.rs`); absent for f32, the default.
+    #[serde(skip_serializing_if = "Arithmetic::is_f32")]
+    pub arithmetic: Arithmetic,
     /// The token table and head stay stored (`params::Stored`), for the estimate. Not in JSON.
     #[serde(skip)]
     pub vocab_stored: bool,

@@ -50,6 +50,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
 pub fn parse(bytes: &[u8], what: &str) -> Result<Loaded> {
     let what = what.to_string();
     let first = bytes.iter().copied().find(|b| !b.is_ascii_whitespace());
+    let mut config = serde_json::Value::Null;
     let (kind, raws): (&'static str, Vec<Raw>) = if npz::looks_like(bytes) {
         ("npz", from_named(npz::read(bytes, &what)?))
     } else if first == Some(b'{') {
@@ -58,10 +59,15 @@ pub fn parse(bytes: &[u8], what: &str) -> Result<Loaded> {
         // Python's NaN/Infinity/-Infinity are read.
         match crate::strict_json::parse(bytes) {
             Ok(v) if v.get("schema_version").is_some() && v.get("steps").is_some() => {
+                config = v["config"].clone();
                 ("attn-trace JSON document", doc_steps(&v, &what)?)
             }
             Ok(v) => ("JSON object of named tensors", named_tensors(&v, &what)?),
-            Err(_) if is_jsonl(text) => ("attn-trace JSONL", jsonl(text, &what)?),
+            Err(_) if is_jsonl(text) => {
+                let head = text.lines().next().and_then(|l| crate::strict_json::parse(l.as_bytes()).ok());
+                config = head.map_or(serde_json::Value::Null, |h| h["config"].clone());
+                ("attn-trace JSONL", jsonl(text, &what)?)
+            }
             Err(e) if e.contains("appears twice") => {
                 return Err(usage(&what, format!("not usable JSON: {e}"), "name each step once"))
             }
@@ -76,7 +82,21 @@ pub fn parse(bytes: &[u8], what: &str) -> Result<Loaded> {
             "pass attn-trace --format json output, a --save-trace file, or a JSON object of named tensors",
         ));
     };
-    fit(what, kind, raws)
+    let mut loaded = fit(what, kind, raws)?;
+    loaded.notes.extend(arithmetic_note(&config, &loaded.path));
+    Ok(loaded)
+}
+
+/// Which arithmetic a GGUF model's trace used (`config.arithmetic`, absent for f32), so that a
+/// diff of the two never leaves it unsaid.
+fn arithmetic_note(config: &serde_json::Value, what: &str) -> Option<String> {
+    match config["arithmetic"].as_str() {
+        Some("ggml") => Some(format!("{what}: computed as llama.cpp computes it (--arithmetic ggml)")),
+        _ if config["model"]["tensor_types"].is_object() => {
+            Some(format!("{what}: computed in f32 on the dequantized GGUF weights (--arithmetic f32)"))
+        }
+        _ => None,
+    }
 }
 
 /// Whether a text that is not one JSON value starts as attn-trace's JSONL: a first line that

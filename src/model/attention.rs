@@ -6,8 +6,8 @@
 //! their projections are the fused ones' row blocks, and `torch.cat` of their outputs is
 //! `attn.concat`.
 
-use super::linear;
 use super::pass::Pass;
+use super::{ggml, linear};
 use crate::config::ModelConfig;
 use crate::params::LayerParams;
 use crate::trace::{steps, Recorder, Values};
@@ -44,6 +44,8 @@ pub fn attention(
         Some(cache) => cache.extend(l, &k, &v)?, // [kv_head, key_pos, d_k], [kv_head, key_pos, d_v]
         None => (k, v),
     };
+    // `--arithmetic ggml`: q, k and v in f16, as llama.cpp's cache and products hold them.
+    let (q, k, v) = (ggml::attention_form(cfg, q)?, ggml::attention_form(cfg, k)?, ggml::attention_form(cfg, v)?);
     // Grouped-query attention: query head g reads key/value head g / (heads / kv_heads).
     let k = repeat_kv(&k, h / kvh)?; // [head, key_pos, d_k]
     let v = repeat_kv(&v, h / kvh)?; // [head, key_pos, d_v]
@@ -65,7 +67,7 @@ pub fn attention(
         None => weights,
     };
     rec.tensor(&format!("layers.{l}.attn.weights"), cfg, &weights)?;
-    let context = weights.matmul(&v)?; // [head, pos, d_v]
+    let context = ggml::attention_form(cfg, weights.clone())?.matmul(&v)?; // [head, pos, d_v]
     let context = super::intervene::ablate(cfg, (l, pass.patch), context)?; // [head, pos, d_v]
     rec.tensor(&format!("layers.{l}.attn.context"), cfg, &context)?;
     let concat = context.transpose(0, 1)?.contiguous()?.reshape((n, h * d_v))?; // [pos, heads·d_v]
@@ -173,7 +175,7 @@ mod tests {
     use crate::params::{Block, Dense, Ffn, LayerNorm, Linear};
 
     fn eye() -> Linear {
-        Linear { weight: Tensor::new(&[[1f32, 0.0], [0.0, 1.0]], &Device::Cpu).unwrap(), bias: None }
+        Linear { weight: Tensor::new(&[[1f32, 0.0], [0.0, 1.0]], &Device::Cpu).unwrap(), bias: None, ggml: None }
     }
 
     #[test]

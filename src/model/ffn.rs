@@ -44,20 +44,30 @@ pub fn dense(
         None => {
             let hidden = linear(x, &p.linear1)?; // [pos, d_ff]
             record("ffn.hidden", &hidden)?;
-            activation(cfg.activation, &hidden)? // [pos, d_ff]
+            activated(cfg, &hidden)? // [pos, d_ff]
         }
         Some(gate_proj) => {
             let gate = linear(x, gate_proj)?; // [pos, d_ff]
             record("ffn.gate", &gate)?;
             let up = linear(x, &p.linear1)?; // [pos, d_ff]
             record("ffn.up", &up)?;
-            (activation(cfg.activation, &gate)? * up)? // [pos, d_ff]
+            (activated(cfg, &gate)? * up)? // [pos, d_ff]
         }
     };
     record("ffn.act", &act)?;
     let out = linear(&act, &p.linear2)?; // [pos, d_model]
     record("ffn.out", &out)?;
     Ok(out)
+}
+
+/// The FFN's activation as this pass computes it: under `--arithmetic ggml`, GELU's tanh form
+/// from ggml's f16 table (`ggml.rs`); the others in f32 (ggml's SiLU differs from it by an
+/// f32 rounding at most).
+fn activated(cfg: &ModelConfig, x: &Tensor) -> Result<Tensor> {
+    if super::ggml::on(cfg) && cfg.activation == Activation::GeluTanh {
+        return super::ggml::gelu_table(x);
+    }
+    activation(cfg.activation, x)
 }
 
 pub fn activation(a: Activation, x: &Tensor) -> Result<Tensor> {

@@ -37,7 +37,7 @@ impl<'a> Unembed<'a> {
             (Some(head), _, _) => Some(Unembed::Dense(Cow::Borrowed(head))),
             // A tied head reuses the token table (the toy model keeps no second copy).
             (None, Some(h), Some(token)) if h.tied => {
-                Some(Unembed::Dense(Cow::Owned(Linear { weight: token.clone(), bias: None })))
+                Some(Unembed::Dense(Cow::Owned(Linear { weight: token.clone(), bias: None, ggml: None })))
             }
             _ => None,
         }
@@ -48,7 +48,11 @@ impl<'a> Unembed<'a> {
         Ok(match self {
             Unembed::Stored(rows) => {
                 let weight = rows.rows(0, rows.dims().0)?; // [vocab, d_model]
-                Unembed::Dense(Cow::Owned(Linear { weight, bias: None }))
+                Unembed::Dense(Cow::Owned(Linear {
+                    weight,
+                    bias: None,
+                    ggml: rows.ggml().cloned().map(std::sync::Arc::new),
+                }))
             }
             dense => dense,
         })
@@ -63,7 +67,8 @@ impl<'a> Unembed<'a> {
                 let parts = slices(rows.dims().0)
                     .map(|(start, len)| {
                         let weight = rows.rows(start, len)?; // [len, d_model]
-                        super::linear(x, &Linear { weight, bias: None }) // [pos, len]
+                        let ggml = rows.ggml().map(|g| g.rows(start, len)).transpose()?.map(std::sync::Arc::new);
+                        super::linear(x, &Linear { weight, bias: None, ggml }) // [pos, len]
                     })
                     .collect::<Result<Vec<_>>>()?;
                 Ok(Tensor::cat(&parts, 1)?) // [pos, vocab]
@@ -144,7 +149,7 @@ mod tests {
         {
             let w = Tensor::randn(0f32, 1., (vocab, d), &Device::Cpu).unwrap();
             let x = Tensor::randn(0f32, 1., (n, d), &Device::Cpu).unwrap();
-            let dense = Unembed::Dense(std::borrow::Cow::Owned(Linear { weight: w.clone(), bias: None }));
+            let dense = Unembed::Dense(std::borrow::Cow::Owned(Linear { weight: w.clone(), bias: None, ggml: None }));
             let table = InMemory(w);
             let stored = Unembed::Stored(&table);
             let a = dense.logits(&x).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();

@@ -37,14 +37,14 @@ pub enum Part {
 
 /// A layer's parameters as they become available: made already, or being read.
 enum Pending<'s, 'a> {
-    Ready(Cow<'a, LayerParams>),
+    Ready(Box<Cow<'a, LayerParams>>),
     Reading(ScopedJoinHandle<'s, Result<LayerParams>>),
 }
 
 impl<'a> Pending<'_, 'a> {
     fn wait(self, i: usize) -> Result<Cow<'a, LayerParams>> {
         match self {
-            Pending::Ready(p) => Ok(p),
+            Pending::Ready(p) => Ok(*p),
             Pending::Reading(h) => match h.join() {
                 Ok(layer) => Ok(Cow::Owned(layer?)),
                 Err(_) => anyhow::bail!("internal: reading layer {i} failed"),
@@ -59,12 +59,12 @@ fn start<'s, 'a>(s: &'s Scope<'s, '_>, layers: &'a Layers, i: usize) -> Result<P
     match layers {
         Layers::Ready(v) => {
             let p = v.get(i).ok_or_else(|| anyhow::anyhow!("internal: no layer {i}"))?;
-            Ok(Pending::Ready(Cow::Borrowed(p)))
+            Ok(Pending::Ready(Box::new(Cow::Borrowed(p))))
         }
         Layers::Lazy { load, first, .. } => {
             if i == 0 {
                 if let Some(p) = first.lock().ok().and_then(|mut f| f.take()) {
-                    return Ok(Pending::Ready(Cow::Owned(p)));
+                    return Ok(Pending::Ready(Box::new(Cow::Owned(p))));
                 }
             }
             let load = load.clone();

@@ -10,6 +10,7 @@ pub mod cross;
 pub mod embed;
 pub mod ffn;
 pub mod generate;
+pub mod ggml;
 pub mod head;
 pub mod intervene;
 pub mod layer;
@@ -74,11 +75,25 @@ pub fn forward_pass(
 }
 
 /// `x·Wᵀ + b` for `x` of shape [pos, in], PyTorch's `nn.Linear`.
+/// Under `--arithmetic ggml` (`lin.ggml`), `x` is first rounded as llama.cpp quantizes it
+/// for the weight's type (`ggml.rs`).
 pub fn linear(x: &Tensor, lin: &Linear) -> Result<Tensor> {
+    let (rounded, correction) = match &lin.ggml {
+        Some(g) => {
+            let (r, c) = ggml::rounded_input(x, g)?; // [pos, in], [pos, blocks]
+            (Some(r), c)
+        }
+        None => (None, None),
+    };
+    let x = rounded.as_ref().unwrap_or(x);
     let y = if weight_first(x, &lin.weight) {
         lin.weight.matmul(&x.t()?)?.t()?.contiguous()? // [pos, out]
     } else {
         x.matmul(&lin.weight.t()?)? // [pos, out]
+    };
+    let y = match &lin.ggml {
+        Some(g) => ggml::corrected(y, correction, g)?, // [pos, out]
+        None => y,
     };
     Ok(match &lin.bias {
         Some(b) => y.broadcast_add(b)?,

@@ -46,6 +46,60 @@ pub struct Linear {
     pub weight: Tensor,
     /// [out]
     pub bias: Option<Tensor>,
+    /// `--arithmetic ggml`: how llama.cpp takes this product with the stored weight
+    /// (`model/ggml.rs`); `None`: in f32 on the input as it is.
+    pub ggml: Option<std::sync::Arc<GgmlInput>>,
+}
+
+/// How llama.cpp's CPU backend takes a product with one stored weight: the form it converts
+/// the input to, and what the rounding of that form needs from the weight's blocks.
+#[derive(Debug, Clone)]
+pub struct GgmlInput {
+    pub form: InputForm,
+    /// Q4_1 and Q5_1 weights, `[out, in / 32]`: each block's offset `m`. llama.cpp multiplies
+    /// it by the input block's sum as Q8_1 stores it (`s`, rounded to f16), not by the sum
+    /// of the rounded inputs; `model/ggml.rs` adds the difference.
+    pub mins: Option<Tensor>,
+}
+
+/// What llama.cpp's CPU backend converts a matrix product's input to for a weight of a given
+/// type (ggml's `vec_dot_type`): the activations are quantized, or rounded to 16 bits, and the
+/// product is taken with the weight's stored blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputForm {
+    /// Rounded to f16 (F16 weights).
+    F16,
+    /// Rounded to bf16 (BF16 weights).
+    Bf16,
+    /// Blocks of 32, a scale each (Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4 weights).
+    Q8_0,
+    /// Blocks of 32, a scale and the block's scaled sum each (Q4_1, Q5_1 weights).
+    Q8_1,
+    /// Blocks of 256, an f32 scale each (the k-quants and i-quants).
+    Q8K,
+}
+
+impl GgmlInput {
+    /// The form for rows `start .. start + len` of the weight.
+    pub fn rows(&self, start: usize, len: usize) -> candle_core::Result<GgmlInput> {
+        let mins = self.mins.as_ref().map(|m| m.narrow(0, start, len)).transpose()?;
+        Ok(GgmlInput { form: self.form, mins })
+    }
+}
+
+impl InputForm {
+    /// The form llama.cpp uses for a weight stored as `dtype`; `None` for f32 weights.
+    pub fn of(dtype: candle_core::quantized::GgmlDType) -> Option<InputForm> {
+        use candle_core::quantized::GgmlDType as T;
+        match dtype {
+            T::F32 => None,
+            T::F16 => Some(InputForm::F16),
+            T::BF16 => Some(InputForm::Bf16),
+            T::Q4_0 | T::Q5_0 | T::Q8_0 => Some(InputForm::Q8_0),
+            T::Q4_1 | T::Q5_1 | T::Q8_1 => Some(InputForm::Q8_1),
+            T::Q2K | T::Q3K | T::Q4K | T::Q5K | T::Q6K | T::Q8K => Some(InputForm::Q8K),
+        }
+    }
 }
 
 /// A norm's affine parameters: LayerNorm's weight and bias (PyTorch initialises them to
@@ -275,8 +329,11 @@ mod tests {
 
     /// A layer whose q projection holds its index, so a pass can tell which layer it got.
     fn layer(i: usize) -> LayerParams {
-        let lin =
-            Linear { weight: candle_core::Tensor::new(&[[i as f32]], &candle_core::Device::Cpu).unwrap(), bias: None };
+        let lin = Linear {
+            weight: candle_core::Tensor::new(&[[i as f32]], &candle_core::Device::Cpu).unwrap(),
+            bias: None,
+            ggml: None,
+        };
         LayerParams {
             q_proj: lin.clone(),
             k_proj: lin.clone(),

@@ -1,6 +1,7 @@
 //! Vocabulary tables left in their file's form and read a few rows at a time: the input's
 //! rows of the token table, and the head a slice of the vocabulary at a time.
 
+use super::GgmlInput;
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 use std::sync::Arc;
@@ -12,6 +13,10 @@ pub trait StoredRows: Send + Sync + std::fmt::Debug {
     fn rows(&self, start: usize, len: usize) -> Result<Tensor>;
     /// [rows, cols].
     fn dims(&self) -> (usize, usize);
+    /// `--arithmetic ggml`: how llama.cpp takes a product with the table (the head).
+    fn ggml(&self) -> Option<&GgmlInput> {
+        None
+    }
 }
 
 /// A stored table whose rows a closure reads from the file that holds it (a GGUF file's
@@ -19,6 +24,7 @@ pub trait StoredRows: Send + Sync + std::fmt::Debug {
 pub struct RowReader {
     name: String,
     dims: (usize, usize),
+    ggml: Option<GgmlInput>,
     read: Box<dyn Fn(usize, usize) -> Result<Tensor> + Send + Sync>,
 }
 
@@ -26,10 +32,10 @@ impl RowReader {
     /// The reader, shared as the table `Stored` holds.
     pub fn shared(
         name: &str,
-        dims: (usize, usize),
+        (dims, ggml): ((usize, usize), Option<GgmlInput>),
         read: impl Fn(usize, usize) -> Result<Tensor> + Send + Sync + 'static,
     ) -> Arc<dyn StoredRows> {
-        Arc::new(RowReader { name: name.to_string(), dims, read: Box::new(read) })
+        Arc::new(RowReader { name: name.to_string(), dims, ggml, read: Box::new(read) })
     }
 }
 
@@ -46,6 +52,10 @@ impl StoredRows for RowReader {
 
     fn dims(&self) -> (usize, usize) {
         self.dims
+    }
+
+    fn ggml(&self) -> Option<&GgmlInput> {
+        self.ggml.as_ref()
     }
 }
 

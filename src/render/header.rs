@@ -25,6 +25,12 @@ pub fn summary(trace: &Trace) -> String {
     let init = match (&c.model, &c.init) {
         // Stored in another type (bf16, a GGUF's quantizations): the arithmetic is still f32.
         (Some(m), _) => match &m.stored_dtype {
+            Some(dt) if !c.parts.arithmetic.is_f32() => {
+                format!(
+                    "{} model {} ({dt} weights, computed as llama.cpp computes them: --arithmetic ggml)",
+                    m.model_type, m.path
+                )
+            }
             Some(dt) => format!("{} model {} ({dt} weights, computed in f32)", m.model_type, m.path),
             None => format!("{} model {}", m.model_type, m.path),
         },

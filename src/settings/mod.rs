@@ -12,6 +12,7 @@ pub mod chat;
 mod format;
 pub mod generate;
 pub mod limits;
+mod model;
 pub mod outputs;
 pub mod plan;
 pub mod recipe;
@@ -91,6 +92,8 @@ pub enum ModelChoice {
         truncate: bool,
         /// Add the tokenizer's special tokens (BOS, [CLS], [SEP]); `--no-special-tokens` drops them.
         special: bool,
+        /// `--arithmetic`: ggml applies to GGUF files (`sources` refuses it for others).
+        arithmetic: crate::config::Arithmetic,
     },
 }
 
@@ -213,8 +216,8 @@ impl Settings {
     pub fn from_cli(cli: Cli, env: &Env) -> Result<Settings> {
         check_output_flags(&cli)?;
         let model = match &cli.model {
-            Some(spec) => pretrained(&cli, spec)?,
-            None => toy(&cli)?,
+            Some(spec) => model::pretrained(&cli, spec)?,
+            None => model::toy(&cli)?,
         };
         let shape = shape::shape(&cli)?;
         let max_memory = limits::max_memory(&cli.max_memory, env.memory_available)?;
@@ -276,69 +279,6 @@ impl Settings {
     pub fn for_sentence(&self, sentence: &str) -> Settings {
         Settings { text: Text::Arg(sentence.to_string()), pair: None, more: Vec::new(), ..self.clone() }
     }
-}
-
-/// The toy model's flags: sentence pairs and `--truncate` need a real model.
-fn toy(cli: &Cli) -> Result<ModelChoice> {
-    if cli.truncate || cli.no_special_tokens {
-        let flag = if cli.truncate { "--truncate" } else { "--no-special-tokens" };
-        return Err(usage(flag, "it applies to real models", format!("pass --model DIR too, or drop {flag}")));
-    }
-    if cli.unk.is_some() && cli.vocab.is_none() {
-        return Err(usage("--unk", "it only applies to a fixed vocabulary", "pass --vocab FILE too, or drop --unk"));
-    }
-    let tokenizer = ToyTokenizer {
-        lowercase: cli.lowercase,
-        remove: cli.remove.clone(),
-        remove_punctuation: cli.remove_punctuation,
-        order: match cli.vocab_order {
-            cli::VocabOrderArg::FirstSeen => VocabOrder::FirstSeen,
-            cli::VocabOrderArg::Sorted => VocabOrder::Sorted,
-        },
-        vocab: cli.vocab.clone(),
-        unk: cli.unk.clone(),
-        bos: cli.bos.clone(),
-        eos: cli.eos.clone(),
-    };
-    Ok(ModelChoice::Toy(Box::new(Toy {
-        tokenizer,
-        matrix: cli.input.clone(),
-        weights: cli.weights.clone().map(Weights::File),
-        recipe: recipe::recipe(cli)?,
-    })))
-}
-
-/// A real model's flags: toy-only flags are refused, the rest are checked against the model
-/// by the sources stage.
-fn pretrained(cli: &Cli, spec: &str) -> Result<ModelChoice> {
-    for (flag, given) in [
-        ("--weights", cli.weights.is_some()),
-        ("--input", cli.input.is_some()),
-        ("--vocab", cli.vocab.is_some()),
-        ("--save-weights", cli.save_weights.is_some()),
-        ("--skip-draws", cli.skip_draws.is_some()),
-        ("--rms-norm", cli.rms_norm),
-        ("--rope-theta", cli.rope_theta.is_some()),
-        ("--gated", cli.gated),
-        ("--kv-heads", cli.kv_heads.is_some()),
-        ("--final-norm", cli.final_norm),
-        ("--lm-head", cli.lm_head.is_some()),
-        ("--qkv-bias", cli.qkv_bias),
-        ("--out-proj-bias", cli.out_proj_bias),
-        ("--attention-only", cli.attention_only),
-        ("--d-out", cli.d_out.is_some()),
-        ("--no-out-proj", cli.no_out_proj),
-        ("--separate-heads", cli.separate_heads),
-    ] {
-        if given {
-            return Err(usage(
-                flag,
-                "it applies to the toy encoder, not to --model",
-                format!("drop {flag} or --model"),
-            ));
-        }
-    }
-    Ok(ModelChoice::Pretrained { spec: spec.to_string(), truncate: cli.truncate, special: !cli.no_special_tokens })
 }
 
 /// `--width`, else the terminal's width when printing to one (at least 40, the narrowest

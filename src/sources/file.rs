@@ -277,6 +277,7 @@ pub fn params(mut named: NamedTensors, cfg: &ModelConfig, what: &str) -> Result<
             Ok(Linear {
                 weight: take(n, &format!("{p}.{name}.weight"), &[d_out, d_in], what)?,
                 bias: if bias { Some(take(n, &format!("{p}.{name}.bias"), &[d_out], what)?) } else { None },
+                ggml: None,
             })
         };
         let q_proj = lin("attn.q_proj", d, cfg.qk_width(), cfg.attn_bias)?;
@@ -308,7 +309,7 @@ pub fn params(mut named: NamedTensors, cfg: &ModelConfig, what: &str) -> Result<
     let final_norm = if cfg.parts.final_norm { Some(final_norm(n, cfg, what)?) } else { None };
     let lm_head = match &cfg.parts.lm_head {
         Some(h) if !h.tied => {
-            Some(Linear { weight: take(n, "lm_head.weight", &[cfg.vocab_size, d], what)?, bias: None })
+            Some(Linear { weight: take(n, "lm_head.weight", &[cfg.vocab_size, d], what)?, bias: None, ggml: None })
         }
         _ => None,
     };

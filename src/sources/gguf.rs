@@ -7,6 +7,7 @@
 
 use super::family::DecoderConfig;
 use crate::error::usage;
+use crate::params::InputForm;
 use anyhow::Result;
 use candle_core::quantized::gguf_file::Content;
 use candle_core::{Device, Tensor};
@@ -176,12 +177,26 @@ pub struct GgufStore {
     pub heads: usize,
     /// The family's own name rows, read before the common ones (`gguf_names::SANDWICH`).
     pub names: &'static [(&'static str, &'static str)],
+    /// `--arithmetic ggml`: the products are to be computed as llama.cpp computes them.
+    pub ggml: bool,
 }
 
 impl GgufStore {
     /// The file's name for `name`; an unmapped name is kept, so that a message names it.
     fn name(&self, name: &str) -> String {
         super::gguf_names::gguf_name_in(name, self.names).unwrap_or_else(|| name.to_string())
+    }
+
+    /// `mins` (a tensor's values by block, rows as the file stores them) with the rows in the
+    /// order `get` gives the tensor `name`'s.
+    fn rows_as_read(&self, name: &str, mins: Tensor) -> Result<Tensor> {
+        if super::gguf_names::is_per_head_qkv(name) {
+            return super::gguf_names::per_head_qkv(&mins, self.heads);
+        }
+        match self.permuted(name) {
+            Some(heads) => super::gguf_names::unpermute(&mins, heads),
+            None => Ok(mins),
+        }
     }
 
     /// The heads whose rows to unpermute in `name`, if it is a permuted Q or K tensor.
@@ -231,6 +246,27 @@ impl super::store::TensorStore for GgufStore {
 
     fn is_gguf(&self) -> bool {
         true
+    }
+    fn ggml_input(&self, name: &str) -> Result<Option<crate::params::GgmlInput>> {
+        let file_name = self.name(name);
+        let Some(form) =
+            self.ggml.then(|| self.file.info(&file_name)).transpose()?.and_then(|i| InputForm::of(i.ggml_dtype))
+        else {
+            return Ok(None);
+        };
+        let mins = self.file.block_mins(&file_name)?.map(|m| self.rows_as_read(name, m)).transpose()?;
+        Ok(Some(crate::params::GgmlInput { form, mins }))
+    }
+    fn ggml_experts(&self, pattern: &str, count: usize) -> Result<Vec<Option<crate::params::GgmlInput>>> {
+        let Some(name) = super::gguf_names::gguf_experts_name(pattern).filter(|_| self.ggml) else {
+            return (0..count).map(|e| self.ggml_input(&pattern.replace("{e}", &e.to_string()))).collect();
+        };
+        let Some(form) = InputForm::of(self.file.info(&name)?.ggml_dtype) else { return Ok(vec![None; count]) };
+        let mins = match self.file.block_mins(&name)? {
+            Some(m) => m.chunk(count, 0)?.into_iter().map(|t| Ok(Some(t.squeeze(0)?))).collect::<Result<Vec<_>>>()?,
+            None => vec![None; count],
+        };
+        Ok(mins.into_iter().map(|mins| Some(crate::params::GgmlInput { form, mins })).collect())
     }
     fn rows(&self, name: &str, start: usize, len: usize) -> Result<Tensor> {
         self.file.rows(&self.name(name), start, len)
@@ -301,14 +337,19 @@ pub fn open(
     let chat = settings.chat.as_ref().map(|chat| super::chat::from_gguf(&g.content, chat, &what)).transpose()?;
     let types = g.tensor_types();
     let kinds: std::collections::BTreeSet<&str> = types.values().flat_map(|t| t.keys()).map(String::as_str).collect();
-    let kinds: Vec<&str> = kinds.into_iter().collect();
+    let kinds = kinds.into_iter().collect::<Vec<&str>>().join("+");
     let fam = c.family();
     let qk_heads = fam.gguf_permutes_qk().then_some((c.num_attention_heads, c.kv_heads()));
-    let store = GgufStore { file: g, qk_heads, heads: c.num_attention_heads, names: fam.gguf_layer_names() };
+    let arithmetic = match settings.model {
+        crate::settings::ModelChoice::Pretrained { arithmetic, .. } => arithmetic,
+        crate::settings::ModelChoice::Toy(_) => crate::config::Arithmetic::F32,
+    };
+    let ggml = arithmetic == crate::config::Arithmetic::Ggml;
+    let store = GgufStore { file: g, qk_heads, heads: c.num_attention_heads, names: fam.gguf_layer_names(), ggml };
     let facts = super::hf::load::Facts {
         path: path.display().to_string(),
         weights: path.display().to_string(),
-        stored_dtype: Some(format!("gguf {}", kinds.join("+"))),
+        stored_dtype: Some(format!("gguf {kinds}")),
         attn_bias: super::store::TensorStore::has(&store, &fam.q_bias(&store)),
         chat,
     };
@@ -317,5 +358,15 @@ pub fn open(
         m.tensor_types = Some(types);
     }
     loaded.cfg.parts.vocab_stored = true; // `params` keeps the token table and head stored
+    loaded.cfg.parts.arithmetic = arithmetic;
+    if ggml {
+        // The stored type's note says f32 arithmetic: not this run's.
+        let f32_note = super::stored_note(&format!("gguf {kinds}"));
+        loaded.notes.retain(|n| *n != f32_note);
+        loaded.notes.push(format!(
+            "the weights are stored as gguf {kinds}; the arithmetic is llama.cpp's (--arithmetic ggml: \
+             inputs quantized for each weight's type, f16 keys, values and attention weights, flash attention off)"
+        ));
+    }
     Ok((loaded, super::Source::Decoder(Box::new((c, Box::new(store))))))
 }

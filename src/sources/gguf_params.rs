@@ -43,6 +43,33 @@ impl Gguf {
         };
         Ok(self.read(name, &slice)?.reshape((len, cols))?)
     }
+
+    /// The offset `m` of every block of the Q4_1 or Q5_1 tensor `name`, in its shape with the
+    /// last dimension counted in blocks of 32 (`params::GgmlInput::mins`); `None` for any
+    /// other type. Each block starts with its f16 scale `d`, then its f16 `m`.
+    pub fn block_mins(&self, name: &str) -> Result<Option<Tensor>> {
+        use candle_core::quantized::GgmlDType;
+        use std::io::{Read, Seek, SeekFrom};
+        let info = self.info(name)?;
+        if !matches!(info.ggml_dtype, GgmlDType::Q4_1 | GgmlDType::Q5_1) {
+            return Ok(None);
+        }
+        let (block, size) = (info.ggml_dtype.block_size(), info.ggml_dtype.type_size());
+        let mut dims = info.shape.dims().to_vec();
+        let blocks = info.shape.elem_count() / block;
+        let last = dims.last_mut().filter(|c| **c % block == 0);
+        let bad = |why: String| usage(&self.what, format!("tensor {name}: {why}"), "use a complete GGUF file");
+        *last.ok_or_else(|| bad(format!("{dims:?} is not in whole blocks of {block}", dims = info.shape.dims())))? /=
+            block;
+        let mut bytes = vec![0u8; blocks * size];
+        let mut f = std::fs::File::open(&self.path).map_err(|e| bad(e.to_string()))?;
+        f.seek(SeekFrom::Start(self.content.tensor_data_offset.saturating_add(info.offset)))
+            .and_then(|_| f.read_exact(&mut bytes))
+            .map_err(|e| bad(format!("its blocks cannot be read ({e})")))?;
+        let mins: Vec<f32> =
+            bytes.chunks_exact(size).map(|b| half::f16::from_le_bytes([b[2], b[3]]).to_f32()).collect();
+        Ok(Some(Tensor::from_vec(mins, dims, &candle_core::Device::Cpu)?))
+    }
 }
 
 #[cfg(test)]

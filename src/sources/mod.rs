@@ -103,11 +103,18 @@ pub fn open(settings: &Settings) -> Result<(Loaded, Source)> {
     let lines = sentence.as_deref().map_or(0, |s| s.lines().filter(|l| !l.trim().is_empty()).count());
     let (mut loaded, source) = match &settings.model {
         ModelChoice::Toy(toy) => toy::open(settings, toy, sentence)?,
-        ModelChoice::Pretrained { spec, truncate, special } if spec.starts_with("ollama:") => {
+        ModelChoice::Pretrained { spec, truncate, special, .. } if spec.starts_with("ollama:") => {
             gguf::open(settings, spec, &gguf::ollama(spec)?, (*truncate, *special), sentence)?
         }
-        ModelChoice::Pretrained { spec, truncate, special } => match gguf::find(spec) {
+        ModelChoice::Pretrained { spec, truncate, special, arithmetic } => match gguf::find(spec) {
             Some(path) => gguf::open(settings, spec, &path, (*truncate, *special), sentence)?,
+            None if *arithmetic == crate::config::Arithmetic::Ggml => {
+                return Err(crate::error::usage(
+                    "--arithmetic ggml",
+                    format!("{spec} is not a GGUF file, and ggml's arithmetic is llama.cpp's for GGUF weights"),
+                    "pass a .gguf file (or ollama:NAME), or drop --arithmetic ggml",
+                ))
+            }
             None => hf::open(settings, spec, (*truncate, *special), sentence)?,
         },
     };

@@ -104,8 +104,10 @@ fn encoder_layer(g: &mut TorchGenerator, recipe: &Recipe, cfg: &ModelConfig) -> 
     let zeros = |n: usize| -> Result<Option<Tensor>> {
         Ok(if cfg.attn_bias { Some(Tensor::zeros(n, candle_core::DType::F32, &Device::Cpu)?) } else { None })
     };
-    let third = |i: usize| -> Result<Linear> { Ok(Linear { weight: in_proj.narrow(0, i * d, d)?, bias: zeros(d)? }) };
-    let out_proj = Linear { weight: tensor(out_w, &[d, d])?, bias: zeros(d)? };
+    let third = |i: usize| -> Result<Linear> {
+        Ok(Linear { weight: in_proj.narrow(0, i * d, d)?, bias: zeros(d)?, ggml: None })
+    };
+    let out_proj = Linear { weight: tensor(out_w, &[d, d])?, bias: zeros(d)?, ggml: None };
     Ok(LayerParams {
         q_proj: third(0)?,
         k_proj: third(1)?,
@@ -144,7 +146,7 @@ fn stack<'a>(heads: impl Iterator<Item = &'a Linear>) -> Result<Linear> {
     let heads: Vec<&Linear> = heads.collect();
     let weights: Vec<&Tensor> = heads.iter().map(|h| &h.weight).collect();
     let biases: Option<Vec<&Tensor>> = heads.iter().map(|h| h.bias.as_ref()).collect();
-    Ok(Linear { weight: Tensor::cat(&weights, 0)?, bias: biases.map(|b| Tensor::cat(&b, 0)).transpose()? })
+    Ok(Linear { weight: Tensor::cat(&weights, 0)?, bias: biases.map(|b| Tensor::cat(&b, 0)).transpose()?, ggml: None })
 }
 
 /// The norms and FFN after a layer's attention projections.
@@ -179,7 +181,11 @@ fn linear(g: &mut TorchGenerator, recipe: &Recipe, d_in: usize, d_out: usize, bi
         // An encoder layer's FFN linears are plain nn.Linear.
         LinearInit::Kaiming | LinearInit::EncoderLayer => {
             let (w, b) = g.linear(d_in, d_out, bias);
-            Ok(Linear { weight: tensor(w, &[d_out, d_in])?, bias: b.map(|b| tensor(b, &[d_out])).transpose()? })
+            Ok(Linear {
+                weight: tensor(w, &[d_out, d_in])?,
+                bias: b.map(|b| tensor(b, &[d_out])).transpose()?,
+                ggml: None,
+            })
         }
         LinearInit::Rand => {
             let weight = match recipe.layout {
@@ -188,7 +194,7 @@ fn linear(g: &mut TorchGenerator, recipe: &Recipe, d_in: usize, d_out: usize, bi
                 RandLayout::InOut => tensor(g.rand(d_in * d_out), &[d_in, d_out])?.t()?.contiguous()?,
             };
             let bias = if bias { Some(tensor(g.rand(d_out), &[d_out])?) } else { None };
-            Ok(Linear { weight, bias })
+            Ok(Linear { weight, bias, ggml: None })
         }
     }
 }

@@ -4,6 +4,7 @@
 //! family file (`family/`) names tensors once, as its Hugging Face checkpoint does, and
 //! reads them through this trait whatever holds them.
 
+use crate::params::GgmlInput;
 use anyhow::Result;
 use candle_core::Tensor;
 
@@ -40,6 +41,17 @@ pub trait TensorStore: Send + Sync + std::fmt::Debug {
     /// Hugging Face checkpoint stores one tensor per expert; a GGUF file one 3-D tensor for all.
     fn experts(&self, pattern: &str, count: usize, shape: &[usize]) -> Result<Vec<Tensor>> {
         (0..count).map(|e| self.get(&pattern.replace("{e}", &e.to_string()), shape)).collect()
+    }
+
+    /// `--arithmetic ggml`: how llama.cpp takes a product with the matrix `name`; `None` when
+    /// it is f32 (or the arithmetic is f32).
+    fn ggml_input(&self, _name: &str) -> Result<Option<GgmlInput>> {
+        Ok(None)
+    }
+
+    /// [`ggml_input`](Self::ggml_input) for each of the `count` experts of [`experts`](Self::experts).
+    fn ggml_experts(&self, _pattern: &str, count: usize) -> Result<Vec<Option<GgmlInput>>> {
+        Ok(vec![None; count])
     }
 
     /// `name`'s bias, if the store holds one of `shape`.

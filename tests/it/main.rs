@@ -22,6 +22,7 @@ mod generate;
 mod generate_cli;
 mod generate_html;
 mod generate_oracle;
+mod ggml;
 mod gguf;
 mod gguf_tokenize;
 mod golden;

@@ -115,7 +115,7 @@ impl EncoderDecoder for Bart {
                 } else {
                     None
                 };
-                Some(Linear { weight, bias })
+                Some(Linear { weight, bias, ggml: None })
             }
             _ => None,
         };

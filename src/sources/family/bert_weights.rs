@@ -92,6 +92,7 @@ impl Weights {
         let dense = Linear {
             weight: self.get_raw(&format!("{p}.transform.dense.weight"), &[d, d])?,
             bias: Some(self.get_raw(&format!("{p}.transform.dense.bias"), &[d])?),
+            ggml: None,
         };
         let norm = LayerNorm {
             weight: self.get_raw(&format!("{p}.transform.LayerNorm.weight"), &[d])?,
@@ -104,7 +105,7 @@ impl Weights {
         let bias = self
             .get_raw(&format!("{p}.bias"), &[c.vocab_size])
             .or_else(|_| self.get_raw(&format!("{p}.decoder.bias"), &[c.vocab_size]))?;
-        Ok(MlmHead { dense, norm, decoder: Linear { weight: word, bias: Some(bias) } })
+        Ok(MlmHead { dense, norm, decoder: Linear { weight: word, bias: Some(bias), ggml: None } })
     }
 
     fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
@@ -115,6 +116,7 @@ impl Weights {
         Ok(Linear {
             weight: self.get(&format!("{name}.weight"), &[d_out, d_in])?,
             bias: Some(self.get(&format!("{name}.bias"), &[d_out])?),
+            ggml: None,
         })
     }
 

@@ -211,9 +211,10 @@ pub fn params(c: DecoderConfig, store: Box<dyn TensorStore>) -> Result<Params> {
     let (c, store) = (&both.0, both.1.as_ref());
     let (d, family) = (c.hidden_size, c.family());
     let token_name = family.token_table(store);
-    let reader = |name: &str| {
+    let reader = |name: &str| -> Result<Arc<dyn StoredRows>> {
         let (owner, owned) = (both.clone(), name.to_string());
-        RowReader::shared(name, (c.vocab_size, d), move |start, len| owner.1.rows(&owned, start, len))
+        let ggml = store.ggml_input(name)?;
+        Ok(RowReader::shared(name, ((c.vocab_size, d), ggml), move |start, len| owner.1.rows(&owned, start, len)))
     };
     let stored = tables(store, ([c.vocab_size, d], c.tied()), (&token_name, family.head_name()), reader)?;
     // Otherwise the whole table stays (the head of a tied model is the same tensor): a
@@ -238,7 +239,7 @@ pub fn params(c: DecoderConfig, store: Box<dyn TensorStore>) -> Result<Params> {
         embed_norm: None,
         layers: Layers::lazy(c.num_hidden_layers, Arc::new(load), first),
         final_norm: Some(family.final_norm(c, store)?),
-        lm_head: head.map(|weight| Linear { weight, bias: None }),
+        lm_head: head.map(|weight| Linear { weight, bias: None, ggml: None }),
         mlm: None,
         stored,
         relative_bias: None,
@@ -265,7 +266,7 @@ fn tables(
     store: &dyn TensorStore,
     (shape, tied): ([usize; 2], bool),
     (token, head_name): (&str, &str),
-    reader: impl Fn(&str) -> Arc<dyn StoredRows>,
+    reader: impl Fn(&str) -> Result<Arc<dyn StoredRows>>,
 ) -> Result<Option<Stored>> {
     if !store.has_rows(token, &shape) {
         return Ok(None);
@@ -273,11 +274,11 @@ fn tables(
     let head = if tied {
         None
     } else if store.has_rows(head_name, &shape) {
-        Some(reader(head_name))
+        Some(reader(head_name)?)
     } else {
         // Missing, or of another type or shape: `get` says which.
         store.get(head_name, &shape).map_err(|e| if store.has(head_name) { e } else { no_head(store, head_name) })?;
         return Ok(None);
     };
-    Ok(Some(Stored { token: reader(token), head }))
+    Ok(Some(Stored { token: reader(token)?, head }))
 }

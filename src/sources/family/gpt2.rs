@@ -74,13 +74,14 @@ impl Family for Gpt2 {
         let p = format!("{}h.{i}", prefix(store));
         let conv = |name: &str, d_in: usize, d_out: usize| -> Result<Linear> {
             let w = store.get(&format!("{p}.{name}.weight"), &[d_in, d_out])?;
-            Ok(Linear { weight: w.t()?, bias: Some(store.get(&format!("{p}.{name}.bias"), &[d_out])?) })
+            Ok(Linear { weight: w.t()?, bias: Some(store.get(&format!("{p}.{name}.bias"), &[d_out])?), ggml: None })
         };
         let fused = conv("attn.c_attn", d, 3 * d)?; // weight [3·d, d], bias [3·d]
         let third = |i: usize| -> Result<Linear> {
             Ok(Linear {
                 weight: fused.weight.narrow(0, i * d, d)?,
                 bias: fused.bias.as_ref().map(|b| b.narrow(0, i * d, d)).transpose()?,
+                ggml: None,
             })
         };
         Ok(LayerParams {

@@ -114,7 +114,7 @@ impl Family for GptNeoX {
         let lin = |name: &str, (d_in, d_out): (usize, usize), biased: bool| -> Result<Linear> {
             let weight = store.get(&format!("{p}.{name}.weight"), &[d_out, d_in])?;
             let bias = if biased { Some(store.get(&format!("{p}.{name}.bias"), &[d_out])?) } else { None };
-            Ok(Linear { weight, bias })
+            Ok(Linear { weight, bias, ggml: None })
         };
         let attn_bias = c.attention_bias.unwrap_or(true);
         let fused = lin("attention.query_key_value", (d, 3 * h * dh), attn_bias)?; // weight [3·d, d]
@@ -122,7 +122,7 @@ impl Family for GptNeoX {
         let part = |j: usize| -> Result<Linear> {
             let w = fused.weight.reshape((h, 3, dh, d))?.narrow(1, j, 1)?.contiguous()?.reshape((h * dh, d))?;
             let b = fused.bias.as_ref().map(|b| b.reshape((h, 3, dh))?.narrow(1, j, 1)?.contiguous()?.reshape(h * dh));
-            Ok(Linear { weight: w, bias: b.transpose()? })
+            Ok(Linear { weight: w, bias: b.transpose()?, ggml: None })
         };
         Ok(LayerParams {
             q_proj: part(0)?,

@@ -222,8 +222,13 @@ fn norm(store: &dyn TensorStore, prefix: &str, d: usize, bias: bool) -> Result<L
 /// The linear `{prefix}.weight` ([d_out, d_in]), with `{prefix}.bias` where the store holds
 /// one (Llama-style checkpoints bias q/k/v, or everything, or nothing, by config).
 fn linear(store: &dyn TensorStore, prefix: &str, (d_in, d_out): (usize, usize)) -> Result<Linear> {
-    let weight = store.get(&format!("{prefix}.weight"), &[d_out, d_in])?;
-    Ok(Linear { weight, bias: store.bias(&format!("{prefix}.bias"), &[d_out])? })
+    let name = format!("{prefix}.weight");
+    let weight = store.get(&name, &[d_out, d_in])?;
+    Ok(Linear {
+        weight,
+        bias: store.bias(&format!("{prefix}.bias"), &[d_out])?,
+        ggml: store.ggml_input(&name)?.map(std::sync::Arc::new),
+    })
 }
 
 /// The options every decoder shares (pre-norm, causal, a final norm and an LM head, read a

@@ -114,7 +114,12 @@ impl Moe {
         let spec = self.spec(c, store.what())?;
         let (d, m) = (c.hidden_size, format!("{p}.{}", self.module));
         let lin = |name: &str, d_in: usize, d_out: usize| -> Result<Linear> {
-            Ok(Linear { weight: store.get(&format!("{name}.weight"), &[d_out, d_in])?, bias: None })
+            let name = format!("{name}.weight");
+            Ok(Linear {
+                weight: store.get(&name, &[d_out, d_in])?,
+                bias: None,
+                ggml: store.ggml_input(&name)?.map(std::sync::Arc::new),
+            })
         };
         let name = format!("{m}.gate.weight");
         if let Some(rows) = store.shape(&name).filter(|s| s.len() == 2 && s[0] != spec.count).map(|s| s[0]) {
@@ -135,9 +140,19 @@ impl Moe {
         let (ff, n) = (spec.d_ff, spec.count);
         let (gate, up, down) =
             (store.experts(&gate, n, &[ff, d])?, store.experts(&up, n, &[ff, d])?, store.experts(&down, n, &[d, ff])?);
-        let linear = |weight: &Tensor| Linear { weight: weight.clone(), bias: None };
+        let [gate_g, up_g, down_g] = self.proj.map(|p| store.ggml_experts(&format!("{m}.experts.{{e}}.{p}.weight"), n));
+        let (gate_g, up_g, down_g) = (gate_g?, up_g?, down_g?);
+        let linear = |weight: &Tensor, ggml: &Option<crate::params::GgmlInput>| Linear {
+            weight: weight.clone(),
+            bias: None,
+            ggml: ggml.clone().map(std::sync::Arc::new),
+        };
         let experts = (0..n)
-            .map(|e| Dense { gate: Some(linear(&gate[e])), linear1: linear(&up[e]), linear2: linear(&down[e]) })
+            .map(|e| Dense {
+                gate: Some(linear(&gate[e], &gate_g[e])),
+                linear1: linear(&up[e], &up_g[e]),
+                linear2: linear(&down[e], &down_g[e]),
+            })
             .collect();
         let shared = match spec.shared_d_ff {
             Some(ff) => {

@@ -126,7 +126,7 @@ impl Family for Phi3 {
         let p = format!("model.layers.{i}");
         let get = |name: &str, shape: &[usize]| store.get(&format!("{p}.{name}.weight"), shape);
         let rows = |w: &Tensor, start: usize, len: usize| -> Result<Linear> {
-            Ok(Linear { weight: w.narrow(0, start, len)?, bias: None })
+            Ok(Linear { weight: w.narrow(0, start, len)?, bias: None, ggml: None })
         };
         let qkv = get("self_attn.qkv_proj", &[qw + 2 * kvw, d])?;
         let gate_up = get("mlp.gate_up_proj", &[2 * ff, d])?;
@@ -134,12 +134,12 @@ impl Family for Phi3 {
             q_proj: rows(&qkv, 0, qw)?,
             k_proj: rows(&qkv, qw, kvw)?,
             v_proj: rows(&qkv, qw + kvw, kvw)?,
-            out_proj: Some(Linear { weight: get("self_attn.o_proj", &[d, qw])?, bias: None }),
+            out_proj: Some(Linear { weight: get("self_attn.o_proj", &[d, qw])?, bias: None, ggml: None }),
             block: Some(Block {
                 norm1: norm(store, &format!("{p}.input_layernorm"), d, false)?,
                 ffn: Ffn::Dense(Dense {
                     linear1: rows(&gate_up, ff, ff)?,
-                    linear2: Linear { weight: get("mlp.down_proj", &[d, ff])?, bias: None },
+                    linear2: Linear { weight: get("mlp.down_proj", &[d, ff])?, bias: None, ggml: None },
                     gate: Some(rows(&gate_up, 0, ff)?),
                 }),
                 norm2: norm(store, &format!("{p}.post_attention_layernorm"), d, false)?,

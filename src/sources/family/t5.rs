@@ -116,8 +116,10 @@ impl EncoderDecoder for T5 {
         let table = format!("{s}.block.0.layer.0.SelfAttention.relative_attention_bias.weight");
         let buckets = cfg.parts.relative_bias.as_ref().map_or(0, |r| r.buckets);
         let lm_head = match (stack, tied(c)) {
-            (Stack::Decoder, true) => Some(Linear { weight: token.clone(), bias: None }),
-            (Stack::Decoder, false) => Some(Linear { weight: store.get("lm_head.weight", &[v, d])?, bias: None }),
+            (Stack::Decoder, true) => Some(Linear { weight: token.clone(), bias: None, ggml: None }),
+            (Stack::Decoder, false) => {
+                Some(Linear { weight: store.get("lm_head.weight", &[v, d])?, bias: None, ggml: None })
+            }
             _ => None,
         };
         Ok(Params {
