@@ -134,6 +134,10 @@ pub struct Parts {
     /// (`model/ggml.rs`); absent for f32, the default.
     #[serde(skip_serializing_if = "Arithmetic::is_f32")]
     pub arithmetic: Arithmetic,
+    /// `--arithmetic ggml` on a file whose Q and K rows llama.cpp permuted: its q·kᵀ sums each
+    /// head's dimensions in the file's interleaved order (`model/ggml/exact.rs`). Not in JSON.
+    #[serde(skip)]
+    pub ggml_interleaved: bool,
     /// The token table and head stay stored (`params::Stored`), for the estimate. Not in JSON.
     #[serde(skip)]
     pub vocab_stored: bool,

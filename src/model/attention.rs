@@ -44,13 +44,14 @@ pub fn attention(
         Some(cache) => cache.extend(l, &k, &v)?, // [kv_head, key_pos, d_k], [kv_head, key_pos, d_v]
         None => (k, v),
     };
-    // `--arithmetic ggml`: q, k and v in f16, as llama.cpp's cache and products hold them.
-    let (q, k, v) = (ggml::attention_form(cfg, q)?, ggml::attention_form(cfg, k)?, ggml::attention_form(cfg, v)?);
     // Grouped-query attention: query head g reads key/value head g / (heads / kv_heads).
     let k = repeat_kv(&k, h / kvh)?; // [head, key_pos, d_k]
     let v = repeat_kv(&v, h / kvh)?; // [head, key_pos, d_v]
 
-    let raw_scores = q.matmul(&k.t()?)?; // [head, query_pos, key_pos]
+    let raw_scores = match ggml::on(cfg) {
+        true => ggml::exact::scores(&q, &k, cfg.parts.ggml_interleaved)?, // [head, query_pos, key_pos]: llama.cpp's f16 kernel
+        false => q.matmul(&k.t()?)?,                                      // [head, query_pos, key_pos]
+    };
     rec.tensor(&format!("layers.{l}.attn.raw_scores"), cfg, &raw_scores)?;
     let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, query_pos, key_pos]
     let scaled = match &pass.bias {
@@ -61,13 +62,19 @@ pub fn attention(
     let scores = capped_and_masked(cfg, scaled, hidden.as_deref(), l, rec)?; // [head, query_pos, key_pos]
     let scores = super::intervene::knockout(cfg, (l, offset), scores)?; // [head, query_pos, key_pos]
     rec.tensor(&format!("layers.{l}.attn.scores"), cfg, &scores)?;
-    let weights = super::softmax::softmax_last_dim(&scores)?; // [head, query_pos, key_pos]
+    let weights = match ggml::on(cfg) {
+        true => ggml::exact::softmax(&scores)?,              // [head, query_pos, key_pos]
+        false => super::softmax::softmax_last_dim(&scores)?, // [head, query_pos, key_pos]
+    };
     let weights = match super::mask::blind_rows(cfg, l, hidden.as_deref(), (h, offset, n)) {
         Some(rows) => zero_rows(&weights, &rows)?, // [head, query_pos, key_pos]
         None => weights,
     };
     rec.tensor(&format!("layers.{l}.attn.weights"), cfg, &weights)?;
-    let context = ggml::attention_form(cfg, weights.clone())?.matmul(&v)?; // [head, pos, d_v]
+    let context = match ggml::on(cfg) {
+        true => ggml::exact::context(&weights, &v)?, // [head, pos, d_v]: in f16, as llama.cpp's cache holds v
+        false => weights.matmul(&v)?,                // [head, pos, d_v]
+    };
     let context = super::intervene::ablate(cfg, (l, pass.patch), context)?; // [head, pos, d_v]
     rec.tensor(&format!("layers.{l}.attn.context"), cfg, &context)?;
     let concat = context.transpose(0, 1)?.contiguous()?.reshape((n, h * d_v))?; // [pos, heads·d_v]
@@ -139,6 +146,14 @@ fn normed_and_rotated(
         None => (q, k),
     };
     Ok(match cfg.parts.rope_at(l) {
+        // llama.cpp's own rotation, where its angles are this rope's.
+        Some(rope) if super::ggml::on(cfg) && super::ggml::exact::plain(rope, cfg.d_k) => {
+            let q_rot = super::ggml::exact::rotate(&q, rope, offset)?; // [head, pos, d_k]
+            rec.tensor(&format!("layers.{l}.attn.q_rot"), cfg, &q_rot)?;
+            let k_rot = super::ggml::exact::rotate(&k, rope, offset)?; // [kv_head, pos, d_k]
+            rec.tensor(&format!("layers.{l}.attn.k_rot"), cfg, &k_rot)?;
+            (q_rot, k_rot)
+        }
         Some(rope) => {
             let (cos, sin) = super::rope::cos_sin(rope, (offset, n))?; // [pos, rotary width] each
             let q_rot = super::rope::rotate(&q, &cos, &sin)?; // [head, pos, d_k]

@@ -64,8 +64,10 @@ pub fn dense(
 /// from ggml's f16 table (`ggml.rs`); the others in f32 (ggml's SiLU differs from it by an
 /// f32 rounding at most).
 fn activated(cfg: &ModelConfig, x: &Tensor) -> Result<Tensor> {
-    if super::ggml::on(cfg) && cfg.activation == Activation::GeluTanh {
-        return super::ggml::gelu_table(x);
+    match (super::ggml::on(cfg), cfg.activation) {
+        (true, Activation::GeluTanh) => return super::ggml::gelu_table(x),
+        (true, Activation::Silu) => return super::ggml::exact::silu_rows(x),
+        _ => {}
     }
     activation(cfg.activation, x)
 }

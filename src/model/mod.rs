@@ -78,6 +78,13 @@ pub fn forward_pass(
 /// Under `--arithmetic ggml` (`lin.ggml`), `x` is first rounded as llama.cpp quantizes it
 /// for the weight's type (`ggml.rs`).
 pub fn linear(x: &Tensor, lin: &Linear) -> Result<Tensor> {
+    if let Some(blocks) = lin.ggml.as_ref().and_then(|g| g.blocks.as_ref()) {
+        let y = ggml::blocks::matmul(x, blocks)?; // [pos, out]: llama.cpp's kernel
+        return Ok(match &lin.bias {
+            Some(b) => y.broadcast_add(b)?,
+            None => y,
+        });
+    }
     let (rounded, correction) = match &lin.ggml {
         Some(g) => {
             let (r, c) = ggml::rounded_input(x, g)?; // [pos, in], [pos, blocks]

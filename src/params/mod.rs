@@ -60,6 +60,23 @@ pub struct GgmlInput {
     /// it by the input block's sum as Q8_1 stores it (`s`, rounded to f16), not by the sum
     /// of the rounded inputs; `model/ggml.rs` adds the difference.
     pub mins: Option<Tensor>,
+    /// Q4_1 and Q8_0 weights: the stored blocks, for the product llama.cpp's kernel takes
+    /// (`model/ggml/blocks.rs`), bit for bit; other types are computed as `Σ w · x'`.
+    pub blocks: Option<GgmlBlocks>,
+}
+
+/// A Q4_1 or Q8_0 matrix as its file stores it, unpacked: per row `per_row` blocks of 32, each
+/// with its scale `d` (and Q4_1's offset `m`) in f32 and its 32 integers (Q4_1's 0..15 or
+/// Q8_0's −127..127), rows `start .. start + rows` of the shared arrays.
+#[derive(Debug, Clone)]
+pub struct GgmlBlocks {
+    pub q4_1: bool,
+    pub per_row: usize,
+    pub d: std::sync::Arc<[f32]>,
+    pub m: std::sync::Arc<[f32]>,
+    pub q: std::sync::Arc<[i8]>,
+    pub start: usize,
+    pub rows: usize,
 }
 
 /// What llama.cpp's CPU backend converts a matrix product's input to for a weight of a given
@@ -83,7 +100,8 @@ impl GgmlInput {
     /// The form for rows `start .. start + len` of the weight.
     pub fn rows(&self, start: usize, len: usize) -> candle_core::Result<GgmlInput> {
         let mins = self.mins.as_ref().map(|m| m.narrow(0, start, len)).transpose()?;
-        Ok(GgmlInput { form: self.form, mins })
+        let blocks = self.blocks.clone().map(|b| GgmlBlocks { start: b.start + start, rows: len, ..b });
+        Ok(GgmlInput { form: self.form, mins, blocks })
     }
 }
 

@@ -255,7 +255,11 @@ impl super::store::TensorStore for GgufStore {
             return Ok(None);
         };
         let mins = self.file.block_mins(&file_name)?.map(|m| self.rows_as_read(name, m)).transpose()?;
-        Ok(Some(crate::params::GgmlInput { form, mins }))
+        let blocks = match self.file.block_bytes(&file_name)? {
+            Some((bytes, q4_1)) => Some(super::gguf_blocks::unpack(&self.rows_as_read(name, bytes)?, q4_1)?),
+            None => None,
+        };
+        Ok(Some(crate::params::GgmlInput { form, mins, blocks }))
     }
     fn ggml_experts(&self, pattern: &str, count: usize) -> Result<Vec<Option<crate::params::GgmlInput>>> {
         let Some(name) = super::gguf_names::gguf_experts_name(pattern).filter(|_| self.ggml) else {
@@ -266,7 +270,7 @@ impl super::store::TensorStore for GgufStore {
             Some(m) => m.chunk(count, 0)?.into_iter().map(|t| Ok(Some(t.squeeze(0)?))).collect::<Result<Vec<_>>>()?,
             None => vec![None; count],
         };
-        Ok(mins.into_iter().map(|mins| Some(crate::params::GgmlInput { form, mins })).collect())
+        Ok(mins.into_iter().map(|mins| Some(crate::params::GgmlInput { form, mins, blocks: None })).collect())
     }
     fn rows(&self, name: &str, start: usize, len: usize) -> Result<Tensor> {
         self.file.rows(&self.name(name), start, len)
@@ -359,6 +363,7 @@ pub fn open(
     }
     loaded.cfg.parts.vocab_stored = true; // `params` keeps the token table and head stored
     loaded.cfg.parts.arithmetic = arithmetic;
+    loaded.cfg.parts.ggml_interleaved = ggml && qk_heads.is_some();
     if ggml {
         // The stored type's note says f32 arithmetic: not this run's.
         let f32_note = super::stored_note(&format!("gguf {kinds}"));

@@ -49,26 +49,49 @@ impl Gguf {
     /// other type. Each block starts with its f16 scale `d`, then its f16 `m`.
     pub fn block_mins(&self, name: &str) -> Result<Option<Tensor>> {
         use candle_core::quantized::GgmlDType;
-        use std::io::{Read, Seek, SeekFrom};
-        let info = self.info(name)?;
-        if !matches!(info.ggml_dtype, GgmlDType::Q4_1 | GgmlDType::Q5_1) {
+        if !matches!(self.info(name)?.ggml_dtype, GgmlDType::Q4_1 | GgmlDType::Q5_1) {
             return Ok(None);
         }
+        let (bytes, size, mut dims) = self.raw_blocks(name)?;
+        if let Some(last) = dims.last_mut() {
+            *last /= 32;
+        }
+        let mins: Vec<f32> =
+            bytes.chunks_exact(size).map(|b| half::f16::from_le_bytes([b[2], b[3]]).to_f32()).collect();
+        Ok(Some(Tensor::from_vec(mins, dims, &candle_core::Device::Cpu)?))
+    }
+
+    /// The Q4_1 or Q8_0 matrix `name`'s blocks as stored, `[rows, bytes per row]` (u8), and
+    /// whether they are Q4_1; `None` for any other type or shape.
+    pub fn block_bytes(&self, name: &str) -> Result<Option<(Tensor, bool)>> {
+        use candle_core::quantized::GgmlDType;
+        let info = self.info(name)?;
+        let q4_1 = info.ggml_dtype == GgmlDType::Q4_1;
+        if !(q4_1 || info.ggml_dtype == GgmlDType::Q8_0) || info.shape.dims().len() != 2 {
+            return Ok(None);
+        }
+        let (bytes, _, dims) = self.raw_blocks(name)?;
+        let per_row = bytes.len() / dims[0].max(1);
+        Ok(Some((Tensor::from_vec(bytes, (dims[0], per_row), &candle_core::Device::Cpu)?, q4_1)))
+    }
+
+    /// The bytes of tensor `name`'s blocks, the size of one block, and its shape (checked to
+    /// be whole blocks of 32 along its last dimension).
+    fn raw_blocks(&self, name: &str) -> Result<(Vec<u8>, usize, Vec<usize>)> {
+        use std::io::{Read, Seek, SeekFrom};
+        let info = self.info(name)?;
         let (block, size) = (info.ggml_dtype.block_size(), info.ggml_dtype.type_size());
-        let mut dims = info.shape.dims().to_vec();
-        let blocks = info.shape.elem_count() / block;
-        let last = dims.last_mut().filter(|c| **c % block == 0);
+        let dims = info.shape.dims().to_vec();
         let bad = |why: String| usage(&self.what, format!("tensor {name}: {why}"), "use a complete GGUF file");
-        *last.ok_or_else(|| bad(format!("{dims:?} is not in whole blocks of {block}", dims = info.shape.dims())))? /=
-            block;
-        let mut bytes = vec![0u8; blocks * size];
+        if block != 32 || dims.last().is_none_or(|c| c % block != 0) {
+            return Err(bad(format!("{dims:?} is not in whole blocks of {block}")));
+        }
+        let mut bytes = vec![0u8; info.shape.elem_count() / block * size];
         let mut f = std::fs::File::open(&self.path).map_err(|e| bad(e.to_string()))?;
         f.seek(SeekFrom::Start(self.content.tensor_data_offset.saturating_add(info.offset)))
             .and_then(|_| f.read_exact(&mut bytes))
             .map_err(|e| bad(format!("its blocks cannot be read ({e})")))?;
-        let mins: Vec<f32> =
-            bytes.chunks_exact(size).map(|b| half::f16::from_le_bytes([b[2], b[3]]).to_f32()).collect();
-        Ok(Some(Tensor::from_vec(mins, dims, &candle_core::Device::Cpu)?))
+        Ok((bytes, size, dims))
     }
 }
 

@@ -14,6 +14,7 @@ mod chat_jinja;
 pub mod family;
 pub mod file;
 pub mod gguf;
+mod gguf_blocks;
 mod gguf_check;
 mod gguf_meta;
 pub mod gguf_names;

@@ -20,9 +20,17 @@
 //! `d = 1 / iscale` in f32 and clamps at 127. F16 and BF16 weights take the input rounded to
 //! 16 bits.
 //!
-//! Attention (`attention.rs`): llama.cpp's KV cache holds keys and values in f16 (its
-//! default, `--cache-type-k/v f16`), the product q·kᵀ converts q to f16, and the weights are
-//! converted to f16 before their product with the values (without flash attention: `-fa off`).
+//! Where llama.cpp's kernel is known operation for operation, the step is computed with it
+//! and gives llama.cpp's bits (`kernels.rs`, `exact.rs`, `blocks.rs`): the products with Q4_1
+//! and Q8_0 weights, RMSNorm, the plain rotation, the attention — its KV cache holds keys and
+//! values in f16 (llama.cpp's default), q·kᵀ takes q in f16, the weights are converted to f16
+//! for their product with the values, flash attention off — and SwiGLU's SiLU. The rounding
+//! above is the rest: the products with the other weight types (k-quants, f16, …), whose
+//! sums are candle's in f32.
+
+pub mod blocks;
+pub mod exact;
+pub mod kernels;
 
 use crate::config::{Arithmetic, ModelConfig};
 use crate::params::{GgmlInput, InputForm};
@@ -122,17 +130,6 @@ pub fn on(cfg: &ModelConfig) -> bool {
     cfg.parts.arithmetic == Arithmetic::Ggml
 }
 
-/// `t` as llama.cpp's attention reads it: rounded to f16 (its KV cache's type, and the type
-/// q and the weights are converted to for their products with it), under `--arithmetic ggml`.
-pub fn attention_form(cfg: &ModelConfig, t: Tensor) -> Result<Tensor> {
-    if !on(cfg) {
-        return Ok(t);
-    }
-    let mut values = t.flatten_all()?.to_vec1::<f32>()?;
-    values.iter_mut().for_each(|v| *v = f16::from_f32(*v).to_f32());
-    Ok(Tensor::from_vec(values, t.shape(), t.device())?)
-}
-
 /// GELU's tanh form as ggml's CPU backend computes it (`GGML_GELU_FP16`): looked up in a
 /// table of its f16 values at every f16 input, so the input is rounded to f16 and so is the
 /// output; x ≤ −10 gives 0 and x ≥ 10 gives x, as there. The table's entries are
@@ -167,7 +164,7 @@ mod tests {
 
     fn rounded(values: &[f32], form: InputForm) -> Vec<f32> {
         let x = Tensor::from_vec(values.to_vec(), (1, values.len()), &candle_core::Device::Cpu).unwrap();
-        let g = GgmlInput { form, mins: None };
+        let g = GgmlInput { form, mins: None, blocks: None };
         rounded_input(&x, &g).unwrap().0.flatten_all().unwrap().to_vec1().unwrap()
     }
 
@@ -218,7 +215,7 @@ mod tests {
         let x: Vec<f32> = (0..32).map(|i| (i as f32 - 10.3) * 0.37).collect();
         let xt = Tensor::from_vec(x, (1, 32), &candle_core::Device::Cpu).unwrap();
         let mins = Tensor::ones((1, 1), candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
-        let g = GgmlInput { form: InputForm::Q8_1, mins: Some(mins) };
+        let g = GgmlInput { form: InputForm::Q8_1, mins: Some(mins), blocks: None };
         let (r, c) = rounded_input(&xt, &g).unwrap();
         let sum: f32 = r.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().sum();
         let c = c.unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap()[0];
