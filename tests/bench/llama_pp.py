@@ -3,7 +3,7 @@
     python llama_pp.py tokenize --model FILE --text TEXT [--tokens N]
         prints, as JSON, the ids llama.cpp makes of TEXT (BOS added); with --tokens, of the
         longest prefix of TEXT's words that makes at most N tokens, and that prefix
-    python llama_pp.py time --model FILE --ids I,I,… [--threads 2] [--runs 5] [--logits all|last]
+    python llama_pp.py time --model FILE --ids I,I,… [--threads 2] [--runs 5] [--logits all|last] [--flash-attn on|off]
         prints, as JSON, the seconds of each timed llama_decode of the whole prompt as one
         batch (one untimed warm-up first; the cache cleared before each), best and median
 
@@ -76,6 +76,7 @@ def timed(args):
         n_threads=args.threads,
         n_threads_batch=args.threads,
         logits_all=args.logits == "all",
+        flash_attn=args.flash_attn == "on",
         verbose=False,
     )
     decode_seconds(llm, ids, args.logits == "all")  # warm-up: pages, buffers, repacking
@@ -108,6 +109,8 @@ def main():
     r.add_argument("--ids", required=True)
     r.add_argument("--threads", type=int, default=2)
     r.add_argument("--runs", type=int, default=5)
+    r.add_argument("--flash-attn", choices=["on", "off"], default="off",
+                   help="llama.cpp's flash attention (off: the kernels --arithmetic ggml reproduces)")
     r.add_argument("--logits", choices=["all", "last"], default="all")
     args = p.parse_args()
     tokenize(args) if args.cmd == "tokenize" else timed(args)

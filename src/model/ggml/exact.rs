@@ -2,7 +2,7 @@
 //! (`kernels.rs`), on candle tensors: RMSNorm, the rotation, q·kᵀ, the softmax, the weights'
 //! product with the values and SiLU. Each gives llama.cpp's bits (tests/it/ggml.rs).
 
-use super::kernels::{self, dot_f16, rms_norm_row, rope_angles, rotate_row, soft_max_rows};
+use super::kernels::{self, dots_f16, rms_norm_row, rope_angles, rotate_row, soft_max_rows};
 use crate::config::Rope;
 use anyhow::Result;
 use candle_core::{Tensor, D};
@@ -52,7 +52,12 @@ fn rows_f16(t: &Tensor, interleaved: bool) -> Result<(Vec<f32>, usize)> {
     let d = t.dim(D::Minus1)?;
     let v = values(t)?;
     let order: Vec<usize> = (0..d).map(|i| if interleaved { i / 2 + (i % 2) * (d / 2) } else { i }).collect();
-    let out = v.chunks_exact(d).flat_map(|row| order.iter().map(|&i| f16::from_f32(row[i]).to_f32())).collect();
+    let mut out = Vec::with_capacity(v.len());
+    for row in v.chunks_exact(d.max(1)) {
+        for &i in &order {
+            out.push(f16::from_f32(row[i]).to_f32());
+        }
+    }
     Ok((out, d))
 }
 
@@ -66,10 +71,7 @@ pub fn scores(q: &Tensor, k: &Tensor, interleaved: bool) -> Result<Tensor> {
     let out = by_heads(heads, |h| {
         let g = h / (heads / kv_heads);
         let mut out = Vec::with_capacity(n * keys);
-        for i in 0..n {
-            let a = &qv[(h * n + i) * d..(h * n + i + 1) * d];
-            out.extend((0..keys).map(|j| dot_f16(a, &kv[(g * keys + j) * d..(g * keys + j + 1) * d], single)));
-        }
+        dots_f16(&qv[h * n * d..(h + 1) * n * d], &kv[g * keys * d..(g + 1) * keys * d], d, single, &mut out);
         out
     })?;
     Ok(Tensor::from_vec(out, (heads, n, keys), q.device())?)
@@ -107,10 +109,7 @@ pub fn context(weights: &Tensor, v: &Tensor) -> Result<Tensor> {
     let out = by_heads(heads, |h| {
         let g = h / (heads / kv_heads);
         let mut out = Vec::with_capacity(n * d);
-        for i in 0..n {
-            let a = &w[(h * n + i) * keys..(h * n + i + 1) * keys];
-            out.extend((0..d).map(|c| dot_f16(a, &vt[(g * d + c) * keys..(g * d + c + 1) * keys], single)));
-        }
+        dots_f16(&w[h * n * keys..(h + 1) * n * keys], &vt[g * d * keys..(g + 1) * d * keys], keys, single, &mut out);
         out
     })?;
     Ok(Tensor::from_vec(out, (heads, n, d), weights.device())?)

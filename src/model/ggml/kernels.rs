@@ -57,8 +57,14 @@ pub fn silu(x: f32, vector: bool) -> f32 {
 /// are padded with masked keys to a multiple of 8, which add 0.
 #[inline(always)]
 pub fn soft_max_row(row: &mut [f32]) {
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    row.iter_mut().for_each(|v| *v = v_expf(*v - max));
+    // Plain loops, not closures: a closure would be compiled without the caller's FMA.
+    let mut max = f32::NEG_INFINITY;
+    for &v in row.iter() {
+        max = max.max(v);
+    }
+    for v in row.iter_mut() {
+        *v = v_expf(*v - max);
+    }
     let mut sum = 0f64;
     for chunk in row.chunks(8) {
         let mut lanes = [0f32; 8];
@@ -66,7 +72,9 @@ pub fn soft_max_row(row: &mut [f32]) {
         sum += hsum8(&lanes) as f64;
     }
     let inv = (1.0 / sum) as f32;
-    row.iter_mut().for_each(|v| *v *= inv);
+    for v in row.iter_mut() {
+        *v *= inv;
+    }
 }
 
 /// `ggml_compute_forward_rms_norm` and the weight's multiply: Σ x² in f64 (each square
@@ -110,17 +118,41 @@ pub fn rope_angles(p: usize, base: f32, dims: usize) -> Vec<(f32, f32)> {
 #[inline(always)]
 pub fn dot_f16(a: &[f32], b: &[f32], single: bool) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+    if has_fma() {
         // SAFETY: the features were detected on this CPU.
         return unsafe { dot_f16_avx2(a, b, single) };
     }
     dot_f16_scalar(a, b, single)
 }
 
+/// [`dot_f16`] of every row of `a` with every row of `b` (rows `width` wide), row of `a` by
+/// row of `a`, appended to `out`.
+pub fn dots_f16(a: &[f32], b: &[f32], width: usize, single: bool, out: &mut Vec<f32>) {
+    #[cfg(target_arch = "x86_64")]
+    if has_fma() {
+        // SAFETY: the features were detected on this CPU.
+        return unsafe { dots_f16_avx2(a, b, width, single, out) };
+    }
+    for x in a.chunks_exact(width.max(1)) {
+        out.extend(b.chunks_exact(width.max(1)).map(|y| dot_f16_scalar(x, y, single)));
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dots_f16_avx2(a: &[f32], b: &[f32], width: usize, single: bool, out: &mut Vec<f32>) {
+    for x in a.chunks_exact(width.max(1)) {
+        for y in b.chunks_exact(width.max(1)) {
+            out.push(dot_f16_avx2(x, y, single));
+        }
+    }
+}
+
 /// [`dot_f16`] 8 products at a time, as ggml's AVX2 code takes them; the tail (fewer than 8
 /// or 32 values) goes to the lanes its positions name, as zeros padding the row would.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
+#[inline]
 unsafe fn dot_f16_avx2(a: &[f32], b: &[f32], single: bool) -> f32 {
     use std::arch::x86_64::*;
     let n = a.len().min(b.len());
@@ -216,7 +248,9 @@ macro_rules! with_fma {
 with_fma! {
     /// [`soft_max_row`] on every `keys`-long row of `v`.
     pub fn soft_max_rows(v: &mut [f32], keys: usize) {
-        v.chunks_exact_mut(keys.max(1)).for_each(soft_max_row);
+        for row in v.chunks_exact_mut(keys.max(1)) {
+            soft_max_row(row);
+        }
     }
 }
 
