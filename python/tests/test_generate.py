@@ -47,3 +47,14 @@ def test_generation_errors_carry_the_cli_message(cli):
     assert "attn-trace: " + str(e.value) == err.strip()
     with pytest.raises(TypeError):
         attn_trace.generate(PROMPT, LLAMA, generate=3)
+
+
+def test_ggml_arithmetic_is_a_keyword_and_writes_llama_cpps_tokens():
+    # fixtures/oracle/llamacpp/smollm2_greedy.json: llama.cpp's own greedy tokens.
+    from conftest import SMOLLM2
+    oracle = json.loads((ROOT / "fixtures" / "oracle" / "llamacpp" / "smollm2_greedy.json").read_text())
+    case = oracle["cases"]["capital"]
+    g = attn_trace.generate(case["text"], SMOLLM2, max_new_tokens=8, arithmetic="ggml", no_special_tokens=True,
+                            steps=["ids"])
+    assert g.token_ids == case["generated_ids"][:8]
+    assert json.loads(g.trace.to_json())["config"]["arithmetic"] == "ggml"
