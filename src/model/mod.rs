@@ -5,6 +5,7 @@
 //! the tensor's shape in a comment. Model code records; it never prints.
 
 pub mod attention;
+pub mod attrpatch;
 pub mod attribute;
 pub mod cross;
 pub mod embed;

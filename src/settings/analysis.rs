@@ -31,6 +31,8 @@ pub struct Analysis {
     /// `--patch CORRUPTED`, what it copies, and `--metric A B`.
     pub patch: Option<String>,
     pub patch_resid: bool,
+    /// `--patch-method attribution`: the gradient's estimate of the grid.
+    pub patch_attribution: bool,
     pub metric: Option<(String, String)>,
     /// `--attribute ANSWER [FOIL]` and `--at POS|WORD` (resolved by the plan).
     pub attribute: Option<(String, Option<String>)>,
@@ -142,6 +144,22 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
     if cli.metric.is_some() && cli.patch.is_none() {
         return Err(usage("--metric", "it is the metric of --patch", "add --patch CORRUPTED, or drop --metric"));
     }
+    if cli.patch_method.is_some() && cli.patch.is_none() {
+        return Err(usage(
+            "--patch-method",
+            "it is how --patch computes its grid",
+            "add --patch CORRUPTED, or drop --patch-method",
+        ));
+    }
+    if cli.patch_method == Some(cli::PatchMethodArg::Attribution) && !cli.knockout.is_empty() {
+        // A query that sees no key has weights 0 by definition, not by the softmax: the
+        // softmax's backward there is 0/0, and NaN would reach every gradient before it.
+        return Err(usage(
+            "--patch-method attribution",
+            "--knockout can leave a query without any key, where the softmax has no gradient",
+            "drop --knockout, or use --patch-method exact",
+        ));
+    }
     if cli.patch.is_some() && cli.format == cli::Format::Jsonl {
         return Err(usage(
             "--patch",
@@ -180,6 +198,7 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
         induction: cli.induction,
         patch: cli.patch.clone(),
         patch_resid: cli.patch_what == cli::PatchArg::Resid,
+        patch_attribution: cli.patch_method == Some(cli::PatchMethodArg::Attribution),
         metric: cli.metric.as_ref().map(|m| (m[0].clone(), m[1].clone())),
         attribute: cli.attribute.as_ref().map(|a| (a[0].clone(), a.get(1).cloned())),
         at: cli.at.clone(),
