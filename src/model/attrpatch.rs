@@ -28,8 +28,8 @@
 //! whether the weight needs one), about one more forward pass of arithmetic and the weights'
 //! size in memory, still far below one run per cell.
 
-use super::patch::{self, Method, Metric, Row, Sweep, What};
 use super::pass::{Pass, Taps};
+use super::patch::{self, Method, Metric, Row, Sweep, What};
 use super::{head, stack, unembed};
 use crate::config::ModelConfig;
 use crate::params::{Input, LayerParams, Layers, Params};
@@ -66,7 +66,8 @@ fn metric_tensor(
             let row = x.narrow(0, *position, 1)?; // [1, d_model]
             let logits = unembed::logits(cfg, params, head, &row)?
                 .ok_or_else(|| anyhow!("internal: a logit metric needs a head"))?; // [1, vocab]
-            (logits.narrow(1, *a as usize, 1)? - logits.narrow(1, *b as usize, 1)?)?.sum_all()? // []
+            (logits.narrow(1, *a as usize, 1)? - logits.narrow(1, *b as usize, 1)?)?.sum_all()?
+            // []
         }
         Metric::OutputDistance => (&x - clean)?.sqr()?.sum_all()?.sqrt()?, // []
     })
@@ -88,7 +89,8 @@ fn deltas(clean: &Tensor, corrupted: &Tensor, grad: Option<&Tensor>) -> Result<V
 pub fn sweep(
     cfg: &ModelConfig,
     params: &Params,
-    (clean, corrupted): (&Input, &Input),
+    clean: &Input,
+    corrupted: &Input,
     what: What,
     metric: &Metric,
 ) -> Result<Sweep> {

@@ -5,8 +5,8 @@
 //! the tensor's shape in a comment. Model code records; it never prints.
 
 pub mod attention;
-pub mod attrpatch;
 pub mod attribute;
+pub mod attrpatch;
 pub mod cross;
 pub mod embed;
 pub mod ffn;

@@ -197,7 +197,10 @@ pub fn write_patching(
         Metric::OutputDistance => "‖output − clean output‖".to_string(),
     };
     let (name, runs) = match sweep.method {
-        Method::Exact => ("activation patching", format!("layer runs {} of {} without reuse", sweep.layer_runs, sweep.layer_runs_without_reuse)),
+        Method::Exact => (
+            "activation patching",
+            format!("layer runs {} of {} without reuse", sweep.layer_runs, sweep.layer_runs_without_reuse),
+        ),
         Method::Attribution => (
             crate::views::patching::ATTRIBUTION_TITLE,
             format!(

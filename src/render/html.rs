@@ -190,7 +190,11 @@ pub fn section(trace: &Trace, maps: &Maps, views: &Views, out: &Output, sfx: &st
 
 /// `--patch`: the sweep's effects as a static table, each cell on its colour.
 fn patch_section(s: &mut String, (p, title): (&PatchGrid, &str), precision: usize, sfx: &str) {
-    let h2 = if title == crate::views::patching::ATTRIBUTION_TITLE { "Attribution patching (gradient approximation)" } else { "Activation patching" };
+    let h2 = if title == crate::views::patching::ATTRIBUTION_TITLE {
+        "Attribution patching (gradient approximation)"
+    } else {
+        "Activation patching"
+    };
     let _ = writeln!(s, "<section id=\"patching{sfx}\">\n<h2>{h2}</h2>");
     let _ = writeln!(
         s,

@@ -141,6 +141,41 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
             ));
         }
     }
+    patching(cli)?;
+    attribution(cli)?;
+    if cli.rollout && cli.head.is_some() {
+        return Err(usage(
+            "--rollout",
+            "it averages every head, and --head keeps only some",
+            "drop --head or --rollout",
+        ));
+    }
+    Ok(Analysis {
+        ablate,
+        ablate_stacked,
+        ablate_mode: match cli.ablate_mode {
+            cli::AblateArg::Zero => AblateMode::Zero,
+            cli::AblateArg::Mean => AblateMode::Mean,
+        },
+        ablate_expert,
+        knockout: cli.knockout.clone(),
+        lens: cli.lens,
+        stats: cli.stats,
+        rollout: cli.rollout,
+        induction: cli.induction,
+        patch: cli.patch.clone(),
+        patch_resid: cli.patch_what == cli::PatchArg::Resid,
+        patch_attribution: cli.patch_method == Some(cli::PatchMethodArg::Attribution),
+        metric: cli.metric.as_ref().map(|m| (m[0].clone(), m[1].clone())),
+        attribute: cli.attribute.as_ref().map(|a| (a[0].clone(), a.get(1).cloned())),
+        at: cli.at.clone(),
+        steer: steer::options(cli)?,
+    })
+}
+
+/// `--patch`, `--patch-method` and `--metric` among the other flags; the corrupted sentence
+/// and the answers are checked by the plan (`plan.rs`).
+fn patching(cli: &Cli) -> Result<()> {
     if cli.metric.is_some() && cli.patch.is_none() {
         return Err(usage("--metric", "it is the metric of --patch", "add --patch CORRUPTED, or drop --metric"));
     }
@@ -175,35 +210,7 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
             "drop PAIR, or join the pair into one sentence",
         ));
     }
-    attribution(cli)?;
-    if cli.rollout && cli.head.is_some() {
-        return Err(usage(
-            "--rollout",
-            "it averages every head, and --head keeps only some",
-            "drop --head or --rollout",
-        ));
-    }
-    Ok(Analysis {
-        ablate,
-        ablate_stacked,
-        ablate_mode: match cli.ablate_mode {
-            cli::AblateArg::Zero => AblateMode::Zero,
-            cli::AblateArg::Mean => AblateMode::Mean,
-        },
-        ablate_expert,
-        knockout: cli.knockout.clone(),
-        lens: cli.lens,
-        stats: cli.stats,
-        rollout: cli.rollout,
-        induction: cli.induction,
-        patch: cli.patch.clone(),
-        patch_resid: cli.patch_what == cli::PatchArg::Resid,
-        patch_attribution: cli.patch_method == Some(cli::PatchMethodArg::Attribution),
-        metric: cli.metric.as_ref().map(|m| (m[0].clone(), m[1].clone())),
-        attribute: cli.attribute.as_ref().map(|a| (a[0].clone(), a.get(1).cloned())),
-        at: cli.at.clone(),
-        steer: steer::options(cli)?,
-    })
+    Ok(())
 }
 
 /// `--attribute` and `--at` among the other flags; the answers are read by the run's
