@@ -16,17 +16,24 @@
 //!
 //! Gradients come from candle's autograd rather than a backward pass written by hand: the
 //! corrupted run's embedding output is a `Var`, so every tensor after it records its op, and
-//! `Tensor::backward` gives the gradient of every intermediate tensor on the way. The forward
-//! pass is then the one every trace runs (every family, norm, rotary and activation option
-//! at once, with no second copy to keep in step); `Pass::tap` hands back each layer's
-//! `attn.context` and output with a handle on its gradient (candle keeps only variables'
-//! gradients: each activation goes on as itself plus a zero variable, whose gradient is the
-//! activation's). Every
-//! op on that path has a backward in candle 0.11 except the softmax's fused kernels, which
-//! `softmax.rs` replaces by candle's plain ops when its input tracks gradients. Its cost:
-//! candle also computes the gradient of each weight a matrix product reads (it does not ask
-//! whether the weight needs one), about one more forward pass of arithmetic and the weights'
-//! size in memory, still far below one run per cell.
+//! `Tensor::backward` differentiates the metric through all of them. The forward pass is then
+//! the one every trace runs (every family, norm, rotary and activation option at once, with no
+//! second copy of the model's arithmetic to keep in step, as a hand-written backward would
+//! need for each option). Three adjustments make candle 0.11's autograd fit:
+//!
+//! - its backward pass keeps only variables' gradients (an intermediate's is dropped once
+//!   passed on), so `Pass::tap` adds a zero `Var` to each layer's `attn.context` and output
+//!   and keeps it: its gradient is the activation's, and t + 0 is t to the bit;
+//! - the softmax's fused kernels have no backward, so `softmax.rs` uses candle's plain ops
+//!   when its input tracks gradients;
+//! - a matrix product's backward computes both operands' gradients, every weight's included,
+//!   so `grad_linear.rs` makes a linear layer one op of its input alone (BENCHMARKS.md: 1.55 s
+//!   and 1.68 GiB before, 0.87 s and 605 MiB after, on SmolLM2).
+//!
+//! What has no gradient path is refused: `--knockout` (settings; a query without keys has a
+//! 0/0 softmax backward) and a mixture of experts (here; its routing leaves the graph). An
+//! encoder's output-distance metric is kept: ‖out − clean‖ is differentiable at the corrupted
+//! run, where it is not 0 (when it is, clean = corrupted and every effect is 0/0 anyway).
 
 use super::pass::{Pass, Taps};
 use super::patch::{self, Method, Metric, Row, Sweep, What};
