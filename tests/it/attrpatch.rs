@@ -114,6 +114,24 @@ fn the_table_names_the_method() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("attribution patching (gradient approximation): each head's context"), "{text}");
     assert!(text.contains("one backward pass"), "{text}");
+    // The heatmap, the page and the picture carry the same title.
+    let tmp = tempfile::tempdir().unwrap();
+    let (html, svg) = (tmp.path().join("p.html"), tmp.path().join("p.svg"));
+    let out = cmd()
+        .current_dir(root())
+        .args(["my shoes are small, my feet are", "--model", "fixtures/decoders/gpt2"])
+        .args(["--patch", "my shoes are big, my feet are", "--metric", " big", " small"])
+        .args(["--patch-method", "attribution", "--format", "heatmap", "--color", "never"])
+        .args(["--html", html.to_str().unwrap(), "--svg", svg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("attribution patching (gradient approximation) · layers × heads"), "{text}");
+    let html = std::fs::read_to_string(&html).unwrap();
+    assert!(html.contains("<h2>Attribution patching (gradient approximation)</h2>"));
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.contains("attribution patching (gradient approximation), layers × heads"));
 }
 
 #[test]
