@@ -114,7 +114,8 @@ pub fn sweep(
     let layers: Vec<LayerParams> =
         (0..params.layers.len()).map(|i| Ok(params.layers.get(i)?.into_owned())).collect::<Result<_>>()?;
     let (l_count, layers) = (layers.len(), Layers::Ready(layers));
-    let head = head::Unembed::of(cfg, params);
+    // Read three times (both metrics, then the graph's): a stored head is made f32 once.
+    let head = head::Unembed::of(cfg, params).map(head::Unembed::dense).transpose()?;
     if params.token.is_none() && params.stored.is_none() {
         return Err(anyhow!("internal: patching needs the whole token table"));
     }
