@@ -31,9 +31,10 @@
 //!   and 1.68 GiB before, 0.87 s and 605 MiB after, on SmolLM2).
 //!
 //! What has no gradient path is refused: `--knockout` (settings; a query without keys has a
-//! 0/0 softmax backward) and a mixture of experts (here; its routing leaves the graph). An
-//! encoder's output-distance metric is kept: ‖out − clean‖ is differentiable at the corrupted
-//! run, where it is not 0 (when it is, clean = corrupted and every effect is 0/0 anyway).
+//! 0/0 softmax backward), `--arithmetic ggml` (settings; llama.cpp's kernels) and a mixture of
+//! experts (here; its routing leaves the graph). An encoder's output-distance metric is kept:
+//! ‖out − clean‖ is differentiable at the corrupted run, where it is not 0 (when it is,
+//! clean = corrupted and every effect is 0/0 anyway).
 
 use super::pass::{Pass, Taps};
 use super::patch::{self, Method, Metric, Row, Sweep, What};

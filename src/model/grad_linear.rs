@@ -73,6 +73,7 @@ mod tests {
         let lin = Linear {
             weight: Tensor::new(&[[1f32, 2.0], [3.0, 4.0]], &dev).unwrap(),
             bias: Some(Tensor::new(&[10f32, 20.0], &dev).unwrap()),
+            ggml: None,
         };
         let x = Var::new(&[[1f32, 1.0], [0.0, 2.0]], &dev).unwrap();
         let y = tracked(x.as_tensor(), &lin, plain).unwrap();

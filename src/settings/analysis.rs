@@ -195,6 +195,14 @@ fn patching(cli: &Cli) -> Result<()> {
             "drop --knockout, or use --patch-method exact",
         ));
     }
+    if cli.patch_method == Some(cli::PatchMethodArg::Attribution) && cli.arithmetic == cli::ArithmeticArg::Ggml {
+        // llama.cpp's kernels compute from Vecs and integer blocks, outside the graph.
+        return Err(usage(
+            "--patch-method attribution",
+            "--arithmetic ggml computes with llama.cpp's kernels, which have no gradient",
+            "drop --arithmetic ggml, or use --patch-method exact",
+        ));
+    }
     if cli.patch.is_some() && cli.format == cli::Format::Jsonl {
         return Err(usage(
             "--patch",

@@ -157,6 +157,15 @@ fn attribution_without_a_gradient_path_is_refused() {
             "attn-trace: --patch-method attribution: --knockout",
         ),
         (
+            [
+                &[clean, "--model", "fixtures/decoders/gpt2", "--patch-method", "attribution", "--arithmetic", "ggml"]
+                    [..],
+                &sweep,
+            ]
+            .concat(),
+            "attn-trace: --patch-method attribution: --arithmetic ggml",
+        ),
+        (
             [&[clean, "--model", "fixtures/decoders/mixtral", "--patch-method", "attribution"][..], &sweep].concat(),
             "attn-trace: --patch-method attribution: a mixture of experts",
         ),
