@@ -503,6 +503,11 @@ pub struct Cli {
     /// What --patch copies: each head's context, or each position of each layer's output.
     #[arg(long, value_enum, default_value = "heads", help_heading = "Interventions")]
     pub patch_what: PatchArg,
+    /// How --patch computes its grid: exact (one patched run per cell) or attribution (one
+    /// clean run, one corrupted run and one backward pass: the gradient's first-order
+    /// estimate of every cell; docs/INTERVENTIONS.md). Default: exact.
+    #[arg(long, value_enum, value_name = "METHOD", help_heading = "Interventions")]
+    pub patch_method: Option<PatchMethodArg>,
     /// With --patch: the metric is logit[A] − logit[B] for two one-token answers, at the last
     /// position of a language model or at the [MASK] of a BERT checkpoint with a masked-LM
     /// head, e.g. --metric " Paris" " London". Without it an encoder's metric is the distance
@@ -563,6 +568,12 @@ pub enum PaddingArg {
 pub enum PatchArg {
     Heads,
     Resid,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PatchMethodArg {
+    Exact,
+    Attribution,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

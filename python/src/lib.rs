@@ -66,10 +66,12 @@ fn kinds(cmd: &clap::Command) -> Vec<(String, &'static str)> {
     let mut out = Vec::new();
     for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
         let Some(long) = arg.get_long() else { continue };
+        // A two-value option (`--metric A B`) is a pair before anything else: clap gives its
+        // `Vec` the action Append, which would make it a list of single-value flags.
         let kind = match arg.get_action() {
             clap::ArgAction::SetTrue => "flag",
-            clap::ArgAction::Append => "append",
             _ if arg.get_num_args().is_some_and(|n| n.min_values() == 2) => "pair",
+            clap::ArgAction::Append => "append",
             _ => "value",
         };
         out.push((long.replace('-', "_"), kind));

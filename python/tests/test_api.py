@@ -80,6 +80,18 @@ def test_ablate_expert_is_a_keyword_from_the_flag(cli):
     assert np.isneginf(t.steps["layers.1.ffn.router.logits"][:, 3]).all()
 
 
+def test_patch_method_is_a_keyword_from_the_flag(cli):
+    # --patch-method from its clap definition: attribution patching's grid, as the command's.
+    m = str(ROOT / "fixtures" / "decoders" / "gpt2")
+    kw = dict(model=m, patch="my shoes are big, my feet are", metric=[" big", " small"])
+    t = attn_trace.trace("my shoes are small, my feet are", patch_method="attribution", **kw)
+    code, out, err = cli("my shoes are small, my feet are", "--model", m, "--patch", "my shoes are big, my feet are",
+                         "--metric", " big", " small", "--patch-method", "attribution", "--format", "json")
+    assert code == 0, err
+    assert t.to_json().encode() == out
+    assert json.loads(out)["patching"]["method"] == "attribution"
+
+
 def test_chat_and_system_are_keywords_from_the_flags(cli):
     # --chat (a flag) and --system (a value) from their clap definitions, as the command has them.
     m = str(ROOT / "fixtures" / "decoders" / "qwen2")

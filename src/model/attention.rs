@@ -76,6 +76,7 @@ pub fn attention(
         false => weights.matmul(&v)?,                // [head, pos, d_v]
     };
     let context = super::intervene::ablate(cfg, (l, pass.patch), context)?; // [head, pos, d_v]
+    let context = pass.tap(context, super::pass::Tap::Context)?; // [head, pos, d_v]
     rec.tensor(&format!("layers.{l}.attn.context"), cfg, &context)?;
     let concat = context.transpose(0, 1)?.contiguous()?.reshape((n, h * d_v))?; // [pos, heads·d_v]
     rec.tensor(&format!("layers.{l}.attn.concat"), cfg, &concat)?;

@@ -6,11 +6,13 @@
 
 pub mod attention;
 pub mod attribute;
+pub mod attrpatch;
 pub mod cross;
 pub mod embed;
 pub mod ffn;
 pub mod generate;
 pub mod ggml;
+pub mod grad_linear;
 pub mod head;
 pub mod intervene;
 pub mod layer;
@@ -76,8 +78,17 @@ pub fn forward_pass(
 
 /// `x·Wᵀ + b` for `x` of shape [pos, in], PyTorch's `nn.Linear`.
 /// Under `--arithmetic ggml` (`lin.ggml`), `x` is first rounded as llama.cpp quantizes it
-/// for the weight's type (`ggml.rs`).
+/// for the weight's type (`ggml.rs`). An `x` that tracks gradients (attribution patching's
+/// corrupted run, never under `--arithmetic ggml`) goes through `grad_linear`, whose backward
+/// pass computes no weight's gradient.
 pub fn linear(x: &Tensor, lin: &Linear) -> Result<Tensor> {
+    if x.track_op() && lin.ggml.is_none() {
+        return grad_linear::tracked(x, lin, untracked_linear);
+    }
+    untracked_linear(x, lin)
+}
+
+fn untracked_linear(x: &Tensor, lin: &Linear) -> Result<Tensor> {
     if let Some(blocks) = lin.ggml.as_ref().and_then(|g| g.blocks.as_ref()) {
         let y = ggml::blocks::matmul(x, blocks)?; // [pos, out]: llama.cpp's kernel
         return Ok(match &lin.bias {

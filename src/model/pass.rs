@@ -21,12 +21,55 @@ pub struct Pass<'a> {
     /// An encoder–decoder's decoder pass: the encoder's output, `[enc_pos, d_model]`, which
     /// every layer's cross-attention reads.
     pub memory: Option<&'a Tensor>,
+    /// An attribution-patching run (`attrpatch.rs`): every layer's `attn.context` and output,
+    /// as [`Pass::tap`] keeps them.
+    pub taps: Option<Taps>,
+}
+
+/// Per layer, an attribution-patching run's activations, each as (its value, the handle whose
+/// gradient is its own: the zero variable added to it where it tracks gradients, else itself).
+#[derive(Default)]
+pub struct Taps {
+    pub contexts: Vec<(Tensor, Tensor)>,
+    pub outputs: Vec<(Tensor, Tensor)>,
+}
+
+/// Which activation a tap keeps.
+#[derive(Clone, Copy)]
+pub enum Tap {
+    Context,
+    Output,
 }
 
 impl<'a> Pass<'a> {
     /// A pass of a patching sweep's run with `patch` copied in.
     pub fn patched(patch: Option<&'a Patch>) -> Self {
         Pass { patch, ..Default::default() }
+    }
+
+    /// A pass that keeps every layer's context and output (`attrpatch.rs`).
+    pub fn tapped() -> Self {
+        Pass { taps: Some(Taps::default()), ..Default::default() }
+    }
+
+    /// `t` as the pass goes on with it, kept where the pass has taps. A tensor that tracks
+    /// gradients goes on as t + 0, the 0 a `Var` of t's shape, and the variable is kept:
+    /// candle 0.11's backward pass drops an intermediate tensor's gradient once it has passed
+    /// it on and keeps only the variables', and the zero's gradient is t's (the sum's
+    /// derivative by either term is 1). t + 0 is t to the bit.
+    pub fn tap(&mut self, t: Tensor, which: Tap) -> Result<Tensor> {
+        let Some(taps) = self.taps.as_mut() else { return Ok(t) };
+        let (t, kept) = if t.track_op() {
+            let zero = candle_core::Var::zeros(t.shape(), t.dtype(), t.device())?;
+            ((&t + zero.as_tensor())?, (t.detach(), zero.as_tensor().clone()))
+        } else {
+            (t.clone(), (t.clone(), t))
+        };
+        match which {
+            Tap::Context => taps.contexts.push(kept),
+            Tap::Output => taps.outputs.push(kept),
+        }
+        Ok(t)
     }
 
     /// A pass that reads and extends `cache`.

@@ -35,6 +35,16 @@ pub enum What {
     Resid,
 }
 
+/// How the grid is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// One patched run per cell (this file).
+    Exact,
+    /// One clean run, one corrupted run and one backward pass: the first-order estimate of
+    /// every cell at once (`attrpatch.rs`).
+    Attribution,
+}
+
 /// The metric, with what it needs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Metric {
@@ -59,6 +69,7 @@ pub struct Row {
 /// A whole sweep.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sweep {
+    pub method: Method,
     pub what: What,
     pub metric: Metric,
     pub clean: f64,
@@ -70,7 +81,7 @@ pub struct Sweep {
 }
 
 /// A recorder that keeps only `attn.context` (what a head patch copies).
-fn quiet(cfg: &ModelConfig, n: usize, keep_context: bool) -> Recorder {
+pub(super) fn quiet(cfg: &ModelConfig, n: usize, keep_context: bool) -> Recorder {
     let steps = if keep_context { ["attn.context".to_string()].into_iter().collect() } else { Default::default() };
     Recorder::new(vec![String::new(); n], cfg.clone(), Selection { steps: Some(steps), ..Default::default() })
 }
@@ -106,7 +117,7 @@ fn run_from(
 
 /// The metric of a run's last hidden state (before the final norm), through the same final
 /// norm and head as the forward pass.
-fn score(
+pub(super) fn score(
     params: &Params,
     cfg: &ModelConfig,
     head: Option<&head::Unembed>,
@@ -129,6 +140,20 @@ fn score(
             Ok((d as f64).sqrt())
         }
     }
+}
+
+/// The embeddings of `input`. An encoder's `token_rows` are the clean sentence's: the
+/// corrupted one (`whole_table`) looks its rows up in the whole table (kept for `--patch`).
+pub(super) fn embedded(cfg: &ModelConfig, params: &Params, input: &Input, whole_table: bool) -> Result<Tensor> {
+    let n = match input {
+        Input::Ids { ids, .. } => ids.len(),
+        Input::Matrix(m) => m.dim(0)?,
+    };
+    let mut rec = quiet(cfg, n, false);
+    if whole_table {
+        return embed::embed(cfg, &Params { token_rows: None, ..params.clone() }, input, &mut rec);
+    }
+    embed::embed(cfg, params, input, &mut rec)
 }
 
 /// (patched − corrupted) / (clean − corrupted), or `None` where the denominator is 0 (the
@@ -157,18 +182,8 @@ pub fn sweep(
     if params.token.is_none() && params.stored.is_none() {
         return Err(anyhow!("internal: patching needs the whole token table"));
     }
-    // An encoder's `token_rows` are the clean sentence's: the corrupted one looks its rows up
-    // in the whole table (kept for `--patch`).
-    let table_only = Params { token_rows: None, ..params.clone() };
-    let embed_of = |input: &Input, p: &Params| -> Result<Tensor> {
-        let n = match input {
-            Input::Ids { ids, .. } => ids.len(),
-            Input::Matrix(m) => m.dim(0)?,
-        };
-        embed::embed(cfg, p, input, &mut quiet(cfg, n, false))
-    };
-    let c = run_from(cfg, &layers, (0, None), embed_of(clean, params)?, true)?;
-    let base = run_from(cfg, &layers, (0, None), embed_of(corrupted, &table_only)?, false)?;
+    let c = run_from(cfg, &layers, (0, None), embedded(cfg, params, clean, false)?, true)?;
+    let base = run_from(cfg, &layers, (0, None), embedded(cfg, params, corrupted, true)?, false)?;
     let final_clean = unembed::final_norm(cfg, params, &c.last)?; // [pos, d_model]
     let clean_m = score(params, cfg, head.as_ref(), metric, &c.last, Some(&final_clean))?;
     let corrupted_m = score(params, cfg, head.as_ref(), metric, &base.last, Some(&final_clean))?;
@@ -200,6 +215,7 @@ pub fn sweep(
     }
     let runs = rows.len();
     Ok(Sweep {
+        method: Method::Exact,
         what,
         metric: metric.clone(),
         clean: clean_m,

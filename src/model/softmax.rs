@@ -7,10 +7,15 @@
 //! time (issue 27). Below [`ON_THIS_THREAD`] elements the rows are computed here, with
 //! candle's own kernels in candle's order (the row's maximum, `exp(x − max)`, their sum, each
 //! divided by it), so the bits are the same (`tests::the_same_bits_as_candle_nn`).
+//!
+//! Neither path has a backward pass (candle_nn's is `apply_op1_no_bwd`; ours leaves the
+//! graph through a Vec), so a tensor that tracks gradients (attribution patching's
+//! corrupted run, `attrpatch.rs`) takes the softmax as candle's differentiable ops instead:
+//! the same arithmetic, with the row maximum detached (its gradient is 0 in exact arithmetic).
 
 use anyhow::Result;
 use candle_core::cpu::kernels::VecOps;
-use candle_core::{DType, Tensor};
+use candle_core::{DType, Tensor, D};
 
 /// Tensors with fewer elements are computed on this thread (about 30 µs of work, less than
 /// waking a pool costs on a busy machine).
@@ -19,6 +24,11 @@ pub const ON_THIS_THREAD: usize = 1 << 14;
 /// The softmax of `x` along its last dimension.
 pub fn softmax_last_dim(x: &Tensor) -> Result<Tensor> {
     let last = x.dims().last().copied().unwrap_or(0);
+    if x.track_op() {
+        let max = x.max_keepdim(D::Minus1)?.detach(); // [.., 1]
+        let num = x.broadcast_sub(&max)?.exp()?;
+        return Ok(num.broadcast_div(&num.sum_keepdim(D::Minus1)?)?);
+    }
     if x.elem_count() >= ON_THIS_THREAD || x.dtype() != DType::F32 || last == 0 {
         return Ok(candle_nn::ops::softmax_last_dim(x)?);
     }

@@ -28,6 +28,7 @@ pub fn stack(
     layers.each_from(from, |i, p| {
         let out = layer::layer(cfg, p, &x, i, pass, rec)?; // [pos, d_model]
         let out = intervene::patch_resid(pass.patch, i, out)?; // [pos, d_model]
+        let out = pass.tap(out, super::pass::Tap::Output)?; // [pos, d_model]
         after(i, &x, &out, rec)?;
         x = out;
         Ok(())

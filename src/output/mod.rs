@@ -73,7 +73,13 @@ pub fn view_files(trace: &Trace, views: &Views, out: &Output) -> Result<()> {
     if let (Some(path), Some(maps)) = (&out.views.svg, &views.maps) {
         let mut buf = Vec::new();
         match views.generation_maps.as_slice() {
-            [] => render::svg::write(trace, maps, views.patch_grid.as_ref(), out, &mut buf)?,
+            [] => render::svg::write(
+                trace,
+                maps,
+                views.patch_grid.as_ref().map(|p| (p, views.patch_text())),
+                out,
+                &mut buf,
+            )?,
             // A generation's picture is what each generated token looked at.
             gen => render::svg::write_generation(trace, gen, out.precision, &mut buf)?,
         }
@@ -106,7 +112,13 @@ impl BatchViews {
             self.html.push((render::html::sentence(trace), section));
         }
         if out.views.svg.is_some() {
-            let block = render::svg::block(trace, maps, views.patch_grid.as_ref(), out, Some((index, count)));
+            let block = render::svg::block(
+                trace,
+                maps,
+                views.patch_grid.as_ref().map(|p| (p, views.patch_text())),
+                out,
+                Some((index, count)),
+            );
             self.bytes += block.svg.len();
             self.svg.push(block);
         }

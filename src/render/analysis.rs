@@ -6,7 +6,7 @@
 use super::numbers::f64_json;
 use super::table;
 use super::text::{blocks, cut, wrap_parts, wrap_words};
-use crate::model::patch::{Metric, Sweep, What};
+use crate::model::patch::{Method, Metric, Sweep, What};
 use crate::trace::{Prediction, Trace};
 use crate::views::analysis::{HeadStats, ROLLOUT_RULE};
 use std::io::{self, Write};
@@ -196,22 +196,36 @@ pub fn write_patching(
         Metric::LogitDiff { a, b, position } => format!("logit[{a}] − logit[{b}] at position {position}"),
         Metric::OutputDistance => "‖output − clean output‖".to_string(),
     };
+    let (name, runs) = match sweep.method {
+        Method::Exact => (
+            "activation patching",
+            format!("layer runs {} of {} without reuse", sweep.layer_runs, sweep.layer_runs_without_reuse),
+        ),
+        Method::Attribution => (
+            crate::views::patching::ATTRIBUTION_TITLE,
+            format!(
+                "each effect estimated as (clean − corrupted activation) · ∂metric/∂activation at the corrupted run, \
+                 from {} layer runs and one backward pass in place of {} layer runs",
+                sweep.layer_runs, sweep.layer_runs_without_reuse
+            ),
+        ),
+    };
     let text = format!(
-        "activation patching: {what} copied from the clean run into the corrupted one ({}); effect = (patched − \
-         corrupted) / (clean − corrupted), metric {metric}: clean {:.4}, corrupted {:.4}; layer runs {} of {} \
-         without reuse",
+        "{name}: {what} copied from the clean run into the corrupted one ({}); effect = (patched − \
+         corrupted) / (clean − corrupted), metric {metric}: clean {:.4}, corrupted {:.4}; {runs}",
         corrupted.join(" "),
         sweep.clean,
         sweep.corrupted,
-        sweep.layer_runs,
-        sweep.layer_runs_without_reuse
     );
     for line in wrap_words(&text, width, "  ") {
         writeln!(w, "{line}")?;
     }
     let col_w = cells.iter().chain(&cols).map(|c| c.chars().count()).max().unwrap_or(1);
     for (start, end) in blocks(count, col_w + 3, 9, width) {
-        let mut t = vec!["patching effect".to_string()];
+        let mut t = vec![match sweep.method {
+            Method::Exact => "patching effect".to_string(),
+            Method::Attribution => crate::views::patching::ATTRIBUTION_TITLE.to_string(),
+        }];
         if start > 0 || end < count {
             t.push(format!("columns {start}–{} of {count}", end - 1));
         }
@@ -221,7 +235,7 @@ pub fn write_patching(
     Ok(())
 }
 
-/// `patching`: `{"what", "metric": {"kind": "logit_diff", "a", "b", "position"} | {"kind":
+/// `patching`: `{"method": "exact" | "attribution", "what", "metric": {"kind": "logit_diff", "a", "b", "position"} | {"kind":
 /// "output_distance"}, "corrupted_tokens", "clean_metric", "corrupted_metric", "layer_runs",
 /// "rows": [{"layer", "head" | "position", "metric", "effect"}]}`; `effect` is null when the
 /// clean and corrupted metrics are equal (0/0).
@@ -251,7 +265,8 @@ pub fn patching_json(patching: &(Sweep, Vec<String>)) -> String {
         Metric::OutputDistance => "{\"kind\": \"output_distance\"}".to_string(),
     };
     format!(
-        "{{\"what\": \"{}\", \"metric\": {metric}, \"corrupted_tokens\": {}, \"clean_metric\": {}, \"corrupted_metric\": {}, \"layer_runs\": {}, \"layer_runs_without_reuse\": {}, \"rows\": [{}]}}",
+        "{{\"method\": \"{}\", \"what\": \"{}\", \"metric\": {metric}, \"corrupted_tokens\": {}, \"clean_metric\": {}, \"corrupted_metric\": {}, \"layer_runs\": {}, \"layer_runs_without_reuse\": {}, \"rows\": [{}]}}",
+        if s.method == Method::Exact { "exact" } else { "attribution" },
         if s.what == What::Heads { "heads" } else { "resid" },
         serde_json::to_string(corrupted).unwrap_or_default(),
         f64_json(s.clean),

@@ -19,7 +19,6 @@ use crate::trace::steps;
 use crate::trace::Trace;
 use crate::views::grid::{self, GridText};
 use crate::views::maps::{Map, Maps};
-use crate::views::patching::{self, PatchGrid};
 use crate::views::Views;
 use std::io::{self, Write};
 
@@ -88,7 +87,7 @@ pub fn write(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Write) -> i
         write_maps(maps, out, w)?;
     }
     if let Some(p) = &views.patch_grid {
-        write_patching(p, out, w)?;
+        write_grid(p, views.patch_text(), out, w)?;
     }
     for m in &views.generation_maps {
         let title = crate::views::generation::title(m.layer);
@@ -103,11 +102,6 @@ pub fn write(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Write) -> i
         focus::write(f, out, w)?;
     }
     Ok(())
-}
-
-/// The patching grid: layers down, heads (or positions) across, each effect in its cell.
-fn write_patching(p: &PatchGrid, out: &Output, w: &mut dyn Write) -> io::Result<()> {
-    write_grid(p, patching::TEXT, out, w)
 }
 
 /// A grid of numbers (`views::grid`): layers down, heads (or positions) across, each value in

@@ -157,7 +157,7 @@ pub fn section(trace: &Trace, maps: &Maps, views: &Views, out: &Output, sfx: &st
     let _ = writeln!(s, "<div id=\"tip{sfx}\" class=\"tip\">Hover a cell to see its weight.</div>");
     let _ = writeln!(s, "<div id=\"maps{sfx}\" class=\"maps\"></div>\n</section>");
     if let Some(p) = patch {
-        patch_section(&mut s, p, out.precision, sfx);
+        patch_section(&mut s, (p, views.patch_text().title), out.precision, sfx);
     }
     attribution_section(&mut s, trace, out, sfx)?;
     if let Some(f) = focus {
@@ -189,8 +189,13 @@ pub fn section(trace: &Trace, maps: &Maps, views: &Views, out: &Output, sfx: &st
 }
 
 /// `--patch`: the sweep's effects as a static table, each cell on its colour.
-fn patch_section(s: &mut String, p: &PatchGrid, precision: usize, sfx: &str) {
-    let _ = writeln!(s, "<section id=\"patching{sfx}\">\n<h2>Activation patching</h2>");
+fn patch_section(s: &mut String, (p, title): (&PatchGrid, &str), precision: usize, sfx: &str) {
+    let h2 = if title == crate::views::patching::ATTRIBUTION_TITLE {
+        "Attribution patching (gradient approximation)"
+    } else {
+        "Activation patching"
+    };
+    let _ = writeln!(s, "<section id=\"patching{sfx}\">\n<h2>{h2}</h2>");
     let _ = writeln!(
         s,
         "<p class=\"rule\">Effect of each patch, layers × {}: 0 = the corrupted run, 1 = the clean run; colour \

@@ -17,7 +17,7 @@ use crate::settings::Output;
 use crate::trace::Trace;
 use crate::views::grid::GridText;
 use crate::views::maps::{Map, Maps};
-use crate::views::patching::{self, PatchGrid};
+use crate::views::patching::PatchGrid;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -26,7 +26,13 @@ const CHAR_W: usize = 7;
 /// Panels per row in the all-heads grid.
 const PER_ROW: usize = 4;
 
-pub fn write(trace: &Trace, maps: &Maps, patch: Option<&PatchGrid>, out: &Output, w: &mut dyn Write) -> io::Result<()> {
+pub fn write(
+    trace: &Trace,
+    maps: &Maps,
+    patch: Option<(&PatchGrid, GridText)>,
+    out: &Output,
+    w: &mut dyn Write,
+) -> io::Result<()> {
     let b = block(trace, maps, patch, out, None);
     let height = b.height + 40;
     let mut s = open(b.width, height, b.pads);
@@ -96,7 +102,7 @@ pub struct Block {
 pub fn block(
     trace: &Trace,
     maps: &Maps,
-    patch: Option<&PatchGrid>,
+    patch: Option<(&PatchGrid, GridText)>,
     out: &Output,
     item: Option<(usize, usize)>,
 ) -> Block {
@@ -113,7 +119,7 @@ pub fn block(
     let cols = shown.len().clamp(1, PER_ROW);
     let rows = shown.len().div_ceil(PER_ROW).max(1);
     let (width, top) = (cols * panel_w + 16, 56);
-    let patch_size = patch.map(patch_size);
+    let patch_size = patch.map(|(g, _)| patch_size(g));
     let width = width.max(patch_size.map_or(0, |(w, _)| w + 16));
     let height = top + rows * panel_h + patch_size.map_or(0, |(_, h)| h);
     let p = out.precision.min(2);
@@ -143,8 +149,8 @@ pub fn block(
         let axes = [(&labels[..], maps.pad.as_slice()), (&keys[..], maps.key_pad())];
         panel(&mut s, map, axes, (x0, y0), (cell, label_px), values_fit.then_some(p));
     }
-    if let Some(p) = patch {
-        grid_panel(&mut s, p, patching::TEXT, (8, top + rows * panel_h), out.precision.min(2));
+    if let Some((p, text)) = patch {
+        grid_panel(&mut s, p, text, (8, top + rows * panel_h), out.precision.min(2));
     }
     Block { svg: s, width, height, pads }
 }

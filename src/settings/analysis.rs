@@ -31,6 +31,8 @@ pub struct Analysis {
     /// `--patch CORRUPTED`, what it copies, and `--metric A B`.
     pub patch: Option<String>,
     pub patch_resid: bool,
+    /// `--patch-method attribution`: the gradient's estimate of the grid.
+    pub patch_attribution: bool,
     pub metric: Option<(String, String)>,
     /// `--attribute ANSWER [FOIL]` and `--at POS|WORD` (resolved by the plan).
     pub attribute: Option<(String, Option<String>)>,
@@ -139,24 +141,7 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
             ));
         }
     }
-    if cli.metric.is_some() && cli.patch.is_none() {
-        return Err(usage("--metric", "it is the metric of --patch", "add --patch CORRUPTED, or drop --metric"));
-    }
-    if cli.patch.is_some() && cli.format == cli::Format::Jsonl {
-        return Err(usage(
-            "--patch",
-            "--format jsonl streams one trace; a sweep reports many runs",
-            "use --format json or table",
-        ));
-    }
-    if cli.patch.is_some() && cli.pair.is_some() {
-        // The corrupted input is one sentence: a pair's segment ids would not fit it.
-        return Err(usage(
-            "--patch",
-            "the corrupted input is one sentence, and a second positional sentence (PAIR) makes the clean one two",
-            "drop PAIR, or join the pair into one sentence",
-        ));
-    }
+    patching(cli)?;
     attribution(cli)?;
     if cli.rollout && cli.head.is_some() {
         return Err(usage(
@@ -180,11 +165,60 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
         induction: cli.induction,
         patch: cli.patch.clone(),
         patch_resid: cli.patch_what == cli::PatchArg::Resid,
+        patch_attribution: cli.patch_method == Some(cli::PatchMethodArg::Attribution),
         metric: cli.metric.as_ref().map(|m| (m[0].clone(), m[1].clone())),
         attribute: cli.attribute.as_ref().map(|a| (a[0].clone(), a.get(1).cloned())),
         at: cli.at.clone(),
         steer: steer::options(cli)?,
     })
+}
+
+/// `--patch`, `--patch-method` and `--metric` among the other flags; the corrupted sentence
+/// and the answers are checked by the plan (`plan.rs`).
+fn patching(cli: &Cli) -> Result<()> {
+    if cli.metric.is_some() && cli.patch.is_none() {
+        return Err(usage("--metric", "it is the metric of --patch", "add --patch CORRUPTED, or drop --metric"));
+    }
+    if cli.patch_method.is_some() && cli.patch.is_none() {
+        return Err(usage(
+            "--patch-method",
+            "it is how --patch computes its grid",
+            "add --patch CORRUPTED, or drop --patch-method",
+        ));
+    }
+    if cli.patch_method == Some(cli::PatchMethodArg::Attribution) && !cli.knockout.is_empty() {
+        // A query that sees no key has weights 0 by definition, not by the softmax: the
+        // softmax's backward there is 0/0, and NaN would reach every gradient before it.
+        return Err(usage(
+            "--patch-method attribution",
+            "--knockout can leave a query without any key, where the softmax has no gradient",
+            "drop --knockout, or use --patch-method exact",
+        ));
+    }
+    if cli.patch_method == Some(cli::PatchMethodArg::Attribution) && cli.arithmetic == cli::ArithmeticArg::Ggml {
+        // llama.cpp's kernels compute from Vecs and integer blocks, outside the graph.
+        return Err(usage(
+            "--patch-method attribution",
+            "--arithmetic ggml computes with llama.cpp's kernels, which have no gradient",
+            "drop --arithmetic ggml, or use --patch-method exact",
+        ));
+    }
+    if cli.patch.is_some() && cli.format == cli::Format::Jsonl {
+        return Err(usage(
+            "--patch",
+            "--format jsonl streams one trace; a sweep reports many runs",
+            "use --format json or table",
+        ));
+    }
+    if cli.patch.is_some() && cli.pair.is_some() {
+        // The corrupted input is one sentence: a pair's segment ids would not fit it.
+        return Err(usage(
+            "--patch",
+            "the corrupted input is one sentence, and a second positional sentence (PAIR) makes the clean one two",
+            "drop PAIR, or join the pair into one sentence",
+        ));
+    }
+    Ok(())
 }
 
 /// `--attribute` and `--at` among the other flags; the answers are read by the run's

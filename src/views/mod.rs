@@ -72,6 +72,11 @@ impl Views {
         self.corrupted_labels = corrupted_labels;
         self.patching = Some((sweep, corrupted));
     }
+
+    /// The patching grid's title and scale, as its method labels it.
+    pub fn patch_text(&self) -> grid::GridText<'static> {
+        patching::text(self.patching.as_ref().map(|(s, _)| s.method))
+    }
 }
 
 /// Whether this run draws attention maps (as opposed to only deriving them for tables).

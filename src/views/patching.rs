@@ -4,7 +4,7 @@
 //! clean run) are always on it, so two sweeps' colours mean the same where they overlap, and
 //! effects beyond them (a head that overshoots, or pushes the wrong way) keep their own colour.
 
-use crate::model::patch::{Sweep, What};
+use crate::model::patch::{Method, Sweep, What};
 
 /// The grid the heatmaps draw (its struct is shared with other grids: `grid.rs`).
 pub type PatchGrid = super::grid::Grid;
@@ -16,6 +16,18 @@ pub const TEXT: super::grid::GridText<'static> = super::grid::GridText {
     value: "effect",
     group: "patching",
 };
+
+/// The grid's text for a sweep computed by `method`: attribution patching's grid is titled
+/// as the estimate it is.
+pub fn text(method: Option<Method>) -> super::grid::GridText<'static> {
+    match method {
+        Some(Method::Attribution) => TEXT.with_title(ATTRIBUTION_TITLE),
+        _ => TEXT,
+    }
+}
+
+/// The title of an attribution-patching grid, in every renderer.
+pub const ATTRIBUTION_TITLE: &str = "attribution patching (gradient approximation)";
 
 /// The note for a sweep whose effects are undefined: the clean and corrupted runs give the
 /// same metric, so no patch can restore anything (effect = 0/0).
@@ -58,6 +70,7 @@ mod tests {
     fn the_scale_always_holds_zero_and_one() {
         let row = |layer, index, effect| Row { layer, index, metric: 0.0, effect: Some(effect) };
         let sweep = Sweep {
+            method: crate::model::patch::Method::Exact,
             what: What::Resid,
             metric: Metric::OutputDistance,
             clean: 0.0,

@@ -98,7 +98,14 @@ fn seed000(c: &mut Criterion) {
     };
     view(&mut group, "render_html", &[sentence, "--heads", "2", "--html", "/dev/null"], html);
     let svg = |t: &Trace, v: &views::Views, s: &Settings, w: &mut dyn std::io::Write| {
-        render::svg::write(t, v.maps.as_ref().unwrap(), v.patch_grid.as_ref(), &s.output, w).unwrap()
+        render::svg::write(
+            t,
+            v.maps.as_ref().unwrap(),
+            v.patch_grid.as_ref().map(|p| (p, v.patch_text())),
+            &s.output,
+            w,
+        )
+        .unwrap()
     };
     view(&mut group, "render_svg", &[sentence, "--heads", "2", "--svg", "/dev/null"], svg);
     group.finish();

@@ -2,6 +2,7 @@
 
 mod architecture;
 mod attribution;
+mod attrpatch;
 mod batch;
 mod batch_views;
 mod bert;

@@ -1,0 +1,157 @@
+//! Attribution patching (Nanda 2023, "Attribution patching: activation patching at
+//! industrial scale"; Syed, Rager & Conmy 2023, "Attribution patching outperforms automated
+//! circuit discovery"): the activation-patching grid of `patch.rs` estimated to first order
+//! from one clean run, one corrupted run and one backward pass. Patching activation a (a
+//! head's context, or one position of a layer's output) changes the metric by about
+//!
+//! ```text
+//! Δ ≈ Σ (a_clean − a_corrupted) · ∂metric/∂a |corrupted run
+//! ```
+//!
+//! summed over the head's positions and width (or the position's width). Each cell is then
+//! normalised as the exact grid is: its metric is corrupted + Δ and its effect
+//! Δ / (clean − corrupted) (`patch::effect`). The estimate is exact when the metric is linear
+//! in a; through a saturated softmax or a norm a large change is under- or over-estimated
+//! (docs/INTERVENTIONS.md).
+//!
+//! Gradients come from candle's autograd rather than a backward pass written by hand: the
+//! corrupted run's embedding output is a `Var`, so every tensor after it records its op, and
+//! `Tensor::backward` differentiates the metric through all of them. The forward pass is then
+//! the one every trace runs (every family, norm, rotary and activation option at once, with no
+//! second copy of the model's arithmetic to keep in step, as a hand-written backward would
+//! need for each option). Three adjustments make candle 0.11's autograd fit:
+//!
+//! - its backward pass keeps only variables' gradients (an intermediate's is dropped once
+//!   passed on), so `Pass::tap` adds a zero `Var` to each layer's `attn.context` and output
+//!   and keeps it: its gradient is the activation's, and t + 0 is t to the bit;
+//! - the softmax's fused kernels have no backward, so `softmax.rs` uses candle's plain ops
+//!   when its input tracks gradients;
+//! - a matrix product's backward computes both operands' gradients, every weight's included,
+//!   so `grad_linear.rs` makes a linear layer one op of its input alone (BENCHMARKS.md: 1.55 s
+//!   and 1.68 GiB before, 0.87 s and 605 MiB after, on SmolLM2).
+//!
+//! What has no gradient path is refused: `--knockout` (settings; a query without keys has a
+//! 0/0 softmax backward), `--arithmetic ggml` (settings; llama.cpp's kernels) and a mixture of
+//! experts (here; its routing leaves the graph). An encoder's output-distance metric is kept:
+//! ‖out − clean‖ is differentiable at the corrupted run, where it is not 0 (when it is,
+//! clean = corrupted and every effect is 0/0 anyway).
+
+use super::pass::{Pass, Taps};
+use super::patch::{self, Method, Metric, Row, Sweep, What};
+use super::{head, stack, unembed};
+use crate::config::ModelConfig;
+use crate::params::{Input, LayerParams, Layers, Params};
+use anyhow::{anyhow, Result};
+use candle_core::{Tensor, Var};
+
+/// One full run: each layer's context `[head, pos, d_v]` and output `[pos, d_model]` (the
+/// tensors, or for the corrupted run the variables whose gradients are theirs: `Pass::tap`),
+/// and the last hidden state (before the final norm).
+struct Run {
+    taps: Taps,
+    last: Tensor,
+}
+
+fn run(cfg: &ModelConfig, layers: &Layers, x: Tensor) -> Result<Run> {
+    let mut rec = patch::quiet(cfg, x.dim(0)?, false);
+    let mut pass = Pass::tapped();
+    let last = stack::stack(cfg, layers, (0, &mut pass), x, &mut rec, |_, _, _, _| Ok(()))?; // [pos, d_model]
+    Ok(Run { taps: pass.taps.unwrap_or_default(), last })
+}
+
+/// The metric of a run's last hidden state as a scalar tensor of the graph (what `patch.rs`'s
+/// `score` computes as a number).
+fn metric_tensor(
+    cfg: &ModelConfig,
+    params: &Params,
+    head: Option<&head::Unembed>,
+    metric: &Metric,
+    (x, clean): (&Tensor, &Tensor),
+) -> Result<Tensor> {
+    let x = unembed::final_norm(cfg, params, x)?; // [pos, d_model]
+    Ok(match metric {
+        Metric::LogitDiff { a, b, position } => {
+            let row = x.narrow(0, *position, 1)?; // [1, d_model]
+            let logits = unembed::logits(cfg, params, head, &row)?
+                .ok_or_else(|| anyhow!("internal: a logit metric needs a head"))?; // [1, vocab]
+            (logits.narrow(1, *a as usize, 1)? - logits.narrow(1, *b as usize, 1)?)?.sum_all()?
+            // []
+        }
+        Metric::OutputDistance => (&x - clean)?.sqr()?.sum_all()?.sqrt()?, // []
+    })
+}
+
+/// Σ over every axis but the first of (clean − corrupted) · gradient: one estimate per head
+/// (`[head, pos, d_v]`) or per position (`[pos, d_model]`). A tensor the metric does not
+/// depend on has no gradient: its estimates are 0.
+fn deltas(clean: &Tensor, corrupted: &Tensor, grad: Option<&Tensor>) -> Result<Vec<f64>> {
+    let count = clean.dim(0)?;
+    let Some(grad) = grad else { return Ok(vec![0.0; count]) };
+    let product = (clean - corrupted)?.mul(grad)?.flatten_from(1)?; // [count, rest]
+    let rows = product.to_dtype(candle_core::DType::F64)?.sum(1)?; // [count]
+    Ok(rows.to_vec1::<f64>()?)
+}
+
+/// The sweep of `patch::sweep`, estimated: the clean run, the corrupted run with gradients,
+/// one backward pass from its metric, and every cell from the products above.
+pub fn sweep(
+    cfg: &ModelConfig,
+    params: &Params,
+    clean: &Input,
+    corrupted: &Input,
+    what: What,
+    metric: &Metric,
+) -> Result<Sweep> {
+    if cfg.parts.experts.is_some() {
+        // The router's top-k is chosen from numbers read out of the graph (`ffn.rs`): no
+        // gradient would reach the experts, and the estimate would silently miss them.
+        return Err(crate::error::usage(
+            "--patch-method attribution",
+            "a mixture of experts routes tokens outside the gradient's graph",
+            "use --patch-method exact",
+        ));
+    }
+    // Both runs read every layer: a lazily loaded checkpoint is read once.
+    let layers: Vec<LayerParams> =
+        (0..params.layers.len()).map(|i| Ok(params.layers.get(i)?.into_owned())).collect::<Result<_>>()?;
+    let (l_count, layers) = (layers.len(), Layers::Ready(layers));
+    // Read three times (both metrics, then the graph's): a stored head is made f32 once.
+    let head = head::Unembed::of(cfg, params).map(head::Unembed::dense).transpose()?;
+    if params.token.is_none() && params.stored.is_none() {
+        return Err(anyhow!("internal: patching needs the whole token table"));
+    }
+    let c = run(cfg, &layers, patch::embedded(cfg, params, clean, false)?)?;
+    // The corrupted run's embeddings are the graph's leaf: everything after them tracks ops.
+    let leaf = Var::from_tensor(&patch::embedded(cfg, params, corrupted, true)?)?;
+    let base = run(cfg, &layers, leaf.as_tensor().clone())?;
+    let final_clean = unembed::final_norm(cfg, params, &c.last)?; // [pos, d_model]
+    let clean_m = patch::score(params, cfg, head.as_ref(), metric, &c.last, Some(&final_clean))?;
+    let corrupted_m = patch::score(params, cfg, head.as_ref(), metric, &base.last, Some(&final_clean))?;
+    let grads = metric_tensor(cfg, params, head.as_ref(), metric, (&base.last, &final_clean))?.backward()?;
+    let (ours, theirs) = match what {
+        What::Heads => (&c.taps.contexts, &base.taps.contexts),
+        What::Resid => (&c.taps.outputs, &base.taps.outputs),
+    };
+    if ours.len() != l_count || theirs.len() != l_count {
+        return Err(anyhow!("internal: attribution patching kept {} of {l_count} layers", theirs.len()));
+    }
+    let mut rows = Vec::new();
+    for (l, (a_clean, a_corrupted)) in ours.iter().zip(theirs).enumerate() {
+        let estimates = deltas(&a_clean.0, &a_corrupted.0, grads.get(&a_corrupted.1))?;
+        rows.extend(estimates.into_iter().enumerate().map(|(index, delta)| {
+            let m = corrupted_m + delta;
+            Row { layer: l, index, metric: m, effect: patch::effect(m, clean_m, corrupted_m) }
+        }));
+    }
+    let runs = rows.len();
+    Ok(Sweep {
+        method: Method::Attribution,
+        what,
+        metric: metric.clone(),
+        clean: clean_m,
+        corrupted: corrupted_m,
+        rows,
+        layer_runs: 2 * l_count,
+        layer_runs_without_reuse: (runs + 2) * l_count,
+    })
+}

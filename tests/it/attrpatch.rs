@@ -1,0 +1,185 @@
+//! Attribution patching (`--patch-method attribution`) against PyTorch autograd on
+//! transformers' own modules (fixtures/oracle/attrpatch, made by
+//! fixtures/oracle/attrpatch_oracle.py): GPT-2 and a Llama with grouped-query attention,
+//! heads and residual stream. Plus what must hold against the exact sweep, and the refusals.
+
+use crate::common::*;
+use serde_json::Value;
+
+/// Runs a command line and returns the JSON document's `patching` object.
+fn patching(args: &[&str]) -> Value {
+    let out = cmd().current_dir(root()).args(args).args(["--steps", "tokens", "--format", "json"]).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["patching"].clone()
+}
+
+fn rows(p: &Value) -> Vec<(u64, u64, f64, f64)> {
+    p["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let key = if r.get("head").is_some() { "head" } else { "position" };
+            let (m, e) = (r["metric"].as_f64().unwrap(), r["effect"].as_f64().unwrap());
+            (r["layer"].as_u64().unwrap(), r[key].as_u64().unwrap(), m, e)
+        })
+        .collect()
+}
+
+#[test]
+fn attribution_matches_pytorch_autograd() {
+    let dir = root().join("fixtures/oracle/attrpatch");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let case: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let args: Vec<&str> = case["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        let p = patching(&args);
+        assert_eq!(p["method"], "attribution", "{name}");
+        assert_eq!(p["corrupted_tokens"], case["corrupted_tokens"], "{name}");
+        // Both sides compute in float32 and sum each product in float64. Metrics (logit
+        // differences of about 0.1–2) are compared to 1e-4 absolute, as every oracle fixture
+        // is; effects are those divided by clean − corrupted (0.10 and 0.26 here), so 1e-4 on
+        // an effect is 1e-5 or less on the metric's scale. Measured: 1.4e-6 and 5.8e-6.
+        for key in ["clean_metric", "corrupted_metric"] {
+            let (x, y) = (p[key].as_f64().unwrap(), case[key].as_f64().unwrap());
+            assert!((x - y).abs() <= 1e-4, "{name} {key}: {x} vs {y}");
+        }
+        let (ours, want) = (rows(&p), rows(&case));
+        assert!(!want.is_empty(), "{name}: no rows");
+        assert_eq!(ours.len(), want.len(), "{name}: row count");
+        for (a, b) in ours.iter().zip(&want) {
+            assert_eq!((a.0, a.1), (b.0, b.1), "{name}");
+            assert!((a.2 - b.2).abs() <= 1e-4, "{name} {a:?}: metric vs {b:?}");
+            assert!((a.3 - b.3).abs() <= 1e-4, "{name} {a:?}: effect vs {b:?}");
+        }
+        n += 1;
+    }
+    assert_eq!(n, 4, "attribution patching fixtures");
+}
+
+/// What is true of both methods: the same baselines, and cells whose activation cannot differ
+/// between the runs (positions before the first changed token, under a causal mask) or cannot
+/// reach the metric (the last layer's output at any position but the metric's) are exactly 0.
+#[test]
+fn attribution_agrees_with_the_exact_sweep_where_it_must() {
+    for model in ["fixtures/decoders/gpt2", "fixtures/decoders/llama-gqa"] {
+        let base = [
+            "my shoes are small, my feet are",
+            "--model",
+            model,
+            "--patch",
+            "my shoes are big, my feet are",
+            "--metric",
+            " big",
+            " small",
+            "--patch-what",
+            "resid",
+        ];
+        let exact = patching(&base);
+        let approx = patching(&[&base[..], &["--patch-method", "attribution"]].concat());
+        assert_eq!(exact["method"], "exact");
+        assert_eq!(approx["method"], "attribution");
+        for key in ["clean_metric", "corrupted_metric", "corrupted_tokens", "layer_runs_without_reuse"] {
+            assert_eq!(exact[key], approx[key], "{model} {key}");
+        }
+        let (e, a) = (rows(&exact), rows(&approx));
+        let last_layer = e.iter().map(|r| r.0).max().unwrap();
+        let (n, changed) = (e.iter().filter(|r| r.0 == 0).count() as u64, 3); // " small" → " big"
+        for (x, y) in e.iter().zip(&a) {
+            if x.1 < changed || (x.0 == last_layer && x.1 != n - 1) {
+                assert_eq!((x.3, y.3), (0.0, 0.0), "{model}: {x:?} {y:?}");
+            }
+        }
+        // The attribution's estimates are not all 0: it measured something.
+        assert!(a.iter().any(|r| r.3.abs() > 0.01), "{model}: {a:?}");
+    }
+}
+
+#[test]
+fn the_table_names_the_method() {
+    let out = cmd()
+        .current_dir(root())
+        .args(["my shoes are small, my feet are", "--model", "fixtures/decoders/gpt2"])
+        .args(["--patch", "my shoes are big, my feet are", "--metric", " big", " small"])
+        .args(["--patch-method", "attribution", "--steps", "tokens", "--width", "200"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("attribution patching (gradient approximation): each head's context"), "{text}");
+    assert!(text.contains("one backward pass"), "{text}");
+    // The heatmap, the page and the picture carry the same title.
+    let tmp = tempfile::tempdir().unwrap();
+    let (html, svg) = (tmp.path().join("p.html"), tmp.path().join("p.svg"));
+    let out = cmd()
+        .current_dir(root())
+        .args(["my shoes are small, my feet are", "--model", "fixtures/decoders/gpt2"])
+        .args(["--patch", "my shoes are big, my feet are", "--metric", " big", " small"])
+        .args(["--patch-method", "attribution", "--format", "heatmap", "--color", "never"])
+        .args(["--html", html.to_str().unwrap(), "--svg", svg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("attribution patching (gradient approximation) · layers × heads"), "{text}");
+    let html = std::fs::read_to_string(&html).unwrap();
+    assert!(html.contains("<h2>Attribution patching (gradient approximation)</h2>"));
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.contains("attribution patching (gradient approximation), layers × heads"));
+}
+
+#[test]
+fn attribution_without_a_gradient_path_is_refused() {
+    let clean = "my shoes are small, my feet are";
+    let sweep = ["--patch", "my shoes are big, my feet are", "--metric", " big", " small"];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![clean, "--model", "fixtures/decoders/gpt2", "--patch-method", "attribution"],
+            "attn-trace: --patch-method: it is how --patch computes its grid",
+        ),
+        (
+            vec![clean, "--model", "fixtures/decoders/gpt2", "--patch-method", "exact"],
+            "attn-trace: --patch-method: it is how --patch computes its grid",
+        ),
+        (
+            [
+                &[clean, "--model", "fixtures/decoders/gpt2", "--patch-method", "attribution", "--knockout", "0:1->0"]
+                    [..],
+                &sweep,
+            ]
+            .concat(),
+            "attn-trace: --patch-method attribution: --knockout",
+        ),
+        (
+            [
+                &[clean, "--model", "fixtures/decoders/gpt2", "--patch-method", "attribution", "--arithmetic", "ggml"]
+                    [..],
+                &sweep,
+            ]
+            .concat(),
+            "attn-trace: --patch-method attribution: --arithmetic ggml",
+        ),
+        (
+            [&[clean, "--model", "fixtures/decoders/mixtral", "--patch-method", "attribution"][..], &sweep].concat(),
+            "attn-trace: --patch-method attribution: a mixture of experts",
+        ),
+        (
+            [&[clean, "--model", "fixtures/decoders/gpt2", "--patch-method", "gradient"][..], &sweep].concat(),
+            "attn-trace: invalid value 'gradient' for '--patch-method",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = cmd().current_dir(root()).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with(want), "{args:?}: {err}");
+    }
+}
