@@ -29,6 +29,10 @@ pub fn request(
         let why = "an attention module traced alone has no residual stream or head to attribute";
         return Err(usage(flag, why, "trace a language model with --model"));
     }
+    if !cfg.parts.arithmetic.is_f32() {
+        let why = "llama.cpp's arithmetic quantizes each product's input, so the logit is not the sum of its parts";
+        return Err(usage(flag, why, "drop --arithmetic ggml: the f32 arithmetic decomposes exactly"));
+    }
     let at =
         settings.analysis.at.as_deref().map(|w| super::views::resolve_for("--at", w, tokens, texts)).transpose()?;
     let mask = tokens.iter().position(|t| t == "[MASK]");

@@ -158,11 +158,13 @@ fn the_arithmetic_is_in_the_config_the_header_and_diff() {
 }
 
 #[test]
-fn ggml_arithmetic_without_a_gguf_file_is_refused() {
-    let gpt2 = root().join("fixtures/decoders/gpt2");
+fn ggml_arithmetic_without_a_gguf_file_or_with_attribution_is_refused() {
+    let (gpt2, model) = (root().join("fixtures/decoders/gpt2"), smollm2());
     for args in [
         vec!["hello", "--arithmetic", "ggml"],
         vec!["hello", "--model", gpt2.to_str().unwrap(), "--arithmetic", "ggml"],
+        // Not a sum of parts: direct logit attribution's check could not hold.
+        vec!["Paris", "--model", &model, "--arithmetic", "ggml", "--attribute", " is"],
     ] {
         let out = cmd().args(&args).output().unwrap();
         let err = String::from_utf8(out.stderr).unwrap();
