@@ -114,7 +114,7 @@ impl Family for GptNeoX {
         let lin = |name: &str, (d_in, d_out): (usize, usize), biased: bool| -> Result<Linear> {
             let weight = store.get(&format!("{p}.{name}.weight"), &[d_out, d_in])?;
             let bias = if biased { Some(store.get(&format!("{p}.{name}.bias"), &[d_out])?) } else { None };
-            Ok(Linear { weight, bias, ggml: None })
+            Ok(Linear { weight, bias, ggml: store.ggml_input(&format!("{p}.{name}.weight"))?.map(std::sync::Arc::new) })
         };
         let attn_bias = c.attention_bias.unwrap_or(true);
         let fused = lin("attention.query_key_value", (d, 3 * h * dh), attn_bias)?; // weight [3·d, d]
@@ -122,7 +122,20 @@ impl Family for GptNeoX {
         let part = |j: usize| -> Result<Linear> {
             let w = fused.weight.reshape((h, 3, dh, d))?.narrow(1, j, 1)?.contiguous()?.reshape((h * dh, d))?;
             let b = fused.bias.as_ref().map(|b| b.reshape((h, 3, dh))?.narrow(1, j, 1)?.contiguous()?.reshape(h * dh));
-            Ok(Linear { weight: w, bias: b.transpose()?, ggml: None })
+            // `--arithmetic ggml`: the input's form, and the same rows of Q4_1's block offsets
+            // (the blocks themselves are not split: these products take the rounded input).
+            let ggml = match &fused.ggml {
+                Some(g) => {
+                    let rows = |m: &Tensor| -> Result<Tensor> {
+                        let nb = m.dim(1)?;
+                        Ok(m.reshape((h, 3, dh, nb))?.narrow(1, j, 1)?.contiguous()?.reshape((h * dh, nb))?)
+                    };
+                    let mins = g.mins.as_ref().map(rows).transpose()?;
+                    Some(std::sync::Arc::new(crate::params::GgmlInput { form: g.form, mins, blocks: None }))
+                }
+                None => None,
+            };
+            Ok(Linear { weight: w, bias: b.transpose()?, ggml })
         };
         Ok(LayerParams {
             q_proj: part(0)?,

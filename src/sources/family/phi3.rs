@@ -124,9 +124,15 @@ impl Family for Phi3 {
         let (d, ff, dh) = (c.hidden_size, c.d_ff(), c.d_head());
         let (qw, kvw) = (c.num_attention_heads * dh, c.kv_heads() * dh);
         let p = format!("model.layers.{i}");
-        let get = |name: &str, shape: &[usize]| store.get(&format!("{p}.{name}.weight"), shape);
-        let rows = |w: &Tensor, start: usize, len: usize| -> Result<Linear> {
-            Ok(Linear { weight: w.narrow(0, start, len)?, bias: None, ggml: None })
+        let get = |name: &str, shape: &[usize]| -> Result<Linear> {
+            let name = format!("{p}.{name}.weight");
+            let ggml = store.ggml_input(&name)?.map(std::sync::Arc::new);
+            Ok(Linear { weight: store.get(&name, shape)?, bias: None, ggml })
+        };
+        // A fused projection's rows, with the same rows of its blocks under `--arithmetic ggml`.
+        let rows = |w: &Linear, start: usize, len: usize| -> Result<Linear> {
+            let ggml = w.ggml.as_ref().map(|g| g.rows(start, len)).transpose()?.map(std::sync::Arc::new);
+            Ok(Linear { weight: w.weight.narrow(0, start, len)?, bias: None, ggml })
         };
         let qkv = get("self_attn.qkv_proj", &[qw + 2 * kvw, d])?;
         let gate_up = get("mlp.gate_up_proj", &[2 * ff, d])?;
@@ -134,12 +140,12 @@ impl Family for Phi3 {
             q_proj: rows(&qkv, 0, qw)?,
             k_proj: rows(&qkv, qw, kvw)?,
             v_proj: rows(&qkv, qw + kvw, kvw)?,
-            out_proj: Some(Linear { weight: get("self_attn.o_proj", &[d, qw])?, bias: None, ggml: None }),
+            out_proj: Some(get("self_attn.o_proj", &[d, qw])?),
             block: Some(Block {
                 norm1: norm(store, &format!("{p}.input_layernorm"), d, false)?,
                 ffn: Ffn::Dense(Dense {
                     linear1: rows(&gate_up, ff, ff)?,
-                    linear2: Linear { weight: get("mlp.down_proj", &[d, ff])?, bias: None, ggml: None },
+                    linear2: get("mlp.down_proj", &[d, ff])?,
                     gate: Some(rows(&gate_up, 0, ff)?),
                 }),
                 norm2: norm(store, &format!("{p}.post_attention_layernorm"), d, false)?,
