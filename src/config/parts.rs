@@ -138,6 +138,11 @@ pub struct Parts {
     /// head's dimensions in the file's interleaved order (`model/ggml/exact.rs`). Not in JSON.
     #[serde(skip)]
     pub ggml_interleaved: bool,
+    /// `--arithmetic ggml` on a Gemma file: llama.cpp scales q before its f16 rounding (its
+    /// softmax's scale is 1), which differs from scaling the scores where q is tiny (f16's
+    /// subnormals). Not in JSON.
+    #[serde(skip)]
+    pub ggml_scales_q: bool,
     /// The token table and head stay stored (`params::Stored`), for the estimate. Not in JSON.
     #[serde(skip)]
     pub vocab_stored: bool,

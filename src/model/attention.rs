@@ -49,8 +49,8 @@ pub fn attention(
     let v = repeat_kv(&v, h / kvh)?; // [head, key_pos, d_v]
 
     let raw_scores = match ggml::on(cfg) {
-        true => ggml::exact::scores(&q, &k, cfg.parts.ggml_interleaved)?, // [head, query_pos, key_pos]: llama.cpp's f16 kernel
-        false => q.matmul(&k.t()?)?,                                      // [head, query_pos, key_pos]
+        true => ggml::exact::scores(&q, &k, cfg.parts.ggml_interleaved, ggml::q_scale(cfg))?, // [head, query_pos, key_pos]: llama.cpp's f16 kernel
+        false => q.matmul(&k.t()?)?, // [head, query_pos, key_pos]
     };
     rec.tensor(&format!("layers.{l}.attn.raw_scores"), cfg, &raw_scores)?;
     let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, query_pos, key_pos]

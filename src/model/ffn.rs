@@ -51,7 +51,10 @@ pub fn dense(
             record("ffn.gate", &gate)?;
             let up = linear(x, &p.linear1)?; // [pos, d_ff]
             record("ffn.up", &up)?;
-            (activated(cfg, &gate)? * up)? // [pos, d_ff]
+            match (super::ggml::on(cfg), cfg.activation) {
+                (true, Activation::GeluTanh) => super::ggml::geglu(&gate, &up)?, // [pos, d_ff]: ggml_vec_geglu_f32
+                _ => (activated(cfg, &gate)? * up)?,                             // [pos, d_ff]
+            }
         }
     };
     record("ffn.act", &act)?;

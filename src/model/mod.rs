@@ -89,8 +89,13 @@ pub fn linear(x: &Tensor, lin: &Linear) -> Result<Tensor> {
 }
 
 fn untracked_linear(x: &Tensor, lin: &Linear) -> Result<Tensor> {
-    if let Some(blocks) = lin.ggml.as_ref().and_then(|g| g.blocks.as_ref()) {
-        let y = ggml::blocks::matmul(x, blocks)?; // [pos, out]: llama.cpp's kernel
+    let exact = match lin.ggml.as_deref() {
+        Some(crate::params::GgmlInput { blocks: Some(blocks), .. }) => Some(ggml::blocks::matmul(x, blocks)?),
+        Some(crate::params::GgmlInput { kblocks: Some(k), .. }) => ggml::kquants::matmul(x, k)?,
+        _ => None,
+    };
+    if let Some(y) = exact {
+        // [pos, out]: llama.cpp's own kernel
         return Ok(match &lin.bias {
             Some(b) => y.broadcast_add(b)?,
             None => y,

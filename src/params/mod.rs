@@ -63,6 +63,25 @@ pub struct GgmlInput {
     /// Q4_1 and Q8_0 weights: the stored blocks, for the product llama.cpp's kernel takes
     /// (`model/ggml/blocks.rs`), bit for bit; other types are computed as `Σ w · x'`.
     pub blocks: Option<GgmlBlocks>,
+    /// Q4_K and Q6_K weights: the stored super-blocks (`model/ggml/kquants.rs`).
+    pub kblocks: Option<GgmlKBlocks>,
+}
+
+/// A Q4_K or Q6_K matrix as its file stores it, unpacked: per row `per_row` super-blocks of
+/// 256, each with its scale `d` (and Q4_K's `dmin`), its sub-block scales `sc` (Q4_K: 8 of
+/// 6 bits; Q6_K: 16 signed bytes) and Q4_K's sub-block mins (8), and its 256 integers (Q4_K's
+/// 0..15, Q6_K's −32..31), rows `start .. start + rows` of the shared arrays.
+#[derive(Debug, Clone)]
+pub struct GgmlKBlocks {
+    pub q6_k: bool,
+    pub per_row: usize,
+    pub d: std::sync::Arc<[f32]>,
+    pub dmin: std::sync::Arc<[f32]>,
+    pub sc: std::sync::Arc<[i16]>,
+    pub mins: std::sync::Arc<[i16]>,
+    pub q: std::sync::Arc<[i8]>,
+    pub start: usize,
+    pub rows: usize,
 }
 
 /// A Q4_1 or Q8_0 matrix as its file stores it, unpacked: per row `per_row` blocks of 32, each
@@ -101,7 +120,8 @@ impl GgmlInput {
     pub fn rows(&self, start: usize, len: usize) -> candle_core::Result<GgmlInput> {
         let mins = self.mins.as_ref().map(|m| m.narrow(0, start, len)).transpose()?;
         let blocks = self.blocks.clone().map(|b| GgmlBlocks { start: b.start + start, rows: len, ..b });
-        Ok(GgmlInput { form: self.form, mins, blocks })
+        let kblocks = self.kblocks.clone().map(|b| GgmlKBlocks { start: b.start + start, rows: len, ..b });
+        Ok(GgmlInput { form: self.form, mins, blocks, kblocks })
     }
 }
 

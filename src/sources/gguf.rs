@@ -255,11 +255,14 @@ impl super::store::TensorStore for GgufStore {
             return Ok(None);
         };
         let mins = self.file.block_mins(&file_name)?.map(|m| self.rows_as_read(name, m)).transpose()?;
-        let blocks = match self.file.block_bytes(&file_name)? {
-            Some((bytes, q4_1)) => Some(super::gguf_blocks::unpack(&self.rows_as_read(name, bytes)?, q4_1)?),
-            None => None,
-        };
-        Ok(Some(crate::params::GgmlInput { form, mins, blocks }))
+        let (mut blocks, mut kblocks) = (None, None);
+        if let Some((bytes, dtype)) = self.file.block_bytes(&file_name)? {
+            match super::gguf_blocks::unpack(&self.rows_as_read(name, bytes)?, dtype)? {
+                super::gguf_blocks::Unpacked::Blocks(b) => blocks = Some(b),
+                super::gguf_blocks::Unpacked::K(b) => kblocks = Some(b),
+            }
+        }
+        Ok(Some(crate::params::GgmlInput { form, mins, blocks, kblocks }))
     }
     fn ggml_experts(&self, pattern: &str, count: usize) -> Result<Vec<Option<crate::params::GgmlInput>>> {
         let Some(name) = super::gguf_names::gguf_experts_name(pattern).filter(|_| self.ggml) else {
@@ -270,7 +273,10 @@ impl super::store::TensorStore for GgufStore {
             Some(m) => m.chunk(count, 0)?.into_iter().map(|t| Ok(Some(t.squeeze(0)?))).collect::<Result<Vec<_>>>()?,
             None => vec![None; count],
         };
-        Ok(mins.into_iter().map(|mins| Some(crate::params::GgmlInput { form, mins, blocks: None })).collect())
+        Ok(mins
+            .into_iter()
+            .map(|mins| Some(crate::params::GgmlInput { form, mins, blocks: None, kblocks: None }))
+            .collect())
     }
     fn rows(&self, name: &str, start: usize, len: usize) -> Result<Tensor> {
         self.file.rows(&self.name(name), start, len)
@@ -364,6 +370,7 @@ pub fn open(
     loaded.cfg.parts.vocab_stored = true; // `params` keeps the token table and head stored
     loaded.cfg.parts.arithmetic = arithmetic;
     loaded.cfg.parts.ggml_interleaved = ggml && qk_heads.is_some();
+    loaded.cfg.parts.ggml_scales_q = ggml && c.model_type.starts_with("gemma");
     if ggml {
         // The stored type's note says f32 arithmetic: not this run's.
         let f32_note = super::stored_note(&format!("gguf {kinds}"));

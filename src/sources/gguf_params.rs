@@ -61,29 +61,29 @@ impl Gguf {
         Ok(Some(Tensor::from_vec(mins, dims, &candle_core::Device::Cpu)?))
     }
 
-    /// The Q4_1 or Q8_0 matrix `name`'s blocks as stored, `[rows, bytes per row]` (u8), and
-    /// whether they are Q4_1; `None` for any other type or shape.
-    pub fn block_bytes(&self, name: &str) -> Result<Option<(Tensor, bool)>> {
-        use candle_core::quantized::GgmlDType;
+    /// The Q4_1, Q5_0, Q8_0, Q4_K or Q6_K matrix `name`'s blocks as stored, `[rows, bytes per
+    /// row]` (u8), with their type; `None` for any other type or shape.
+    pub fn block_bytes(&self, name: &str) -> Result<Option<(Tensor, candle_core::quantized::GgmlDType)>> {
+        use candle_core::quantized::GgmlDType as T;
         let info = self.info(name)?;
-        let q4_1 = info.ggml_dtype == GgmlDType::Q4_1;
-        if !(q4_1 || info.ggml_dtype == GgmlDType::Q8_0) || info.shape.dims().len() != 2 {
+        let dtype = info.ggml_dtype;
+        if !matches!(dtype, T::Q4_1 | T::Q5_0 | T::Q8_0 | T::Q4K | T::Q6K) || info.shape.dims().len() != 2 {
             return Ok(None);
         }
         let (bytes, _, dims) = self.raw_blocks(name)?;
         let per_row = bytes.len() / dims[0].max(1);
-        Ok(Some((Tensor::from_vec(bytes, (dims[0], per_row), &candle_core::Device::Cpu)?, q4_1)))
+        Ok(Some((Tensor::from_vec(bytes, (dims[0], per_row), &candle_core::Device::Cpu)?, dtype)))
     }
 
     /// The bytes of tensor `name`'s blocks, the size of one block, and its shape (checked to
-    /// be whole blocks of 32 along its last dimension).
+    /// be whole blocks of 32 or 256 along its last dimension).
     fn raw_blocks(&self, name: &str) -> Result<(Vec<u8>, usize, Vec<usize>)> {
         use std::io::{Read, Seek, SeekFrom};
         let info = self.info(name)?;
         let (block, size) = (info.ggml_dtype.block_size(), info.ggml_dtype.type_size());
         let dims = info.shape.dims().to_vec();
         let bad = |why: String| usage(&self.what, format!("tensor {name}: {why}"), "use a complete GGUF file");
-        if block != 32 || dims.last().is_none_or(|c| c % block != 0) {
+        if !(block == 32 || block == 256) || dims.last().is_none_or(|c| c % block != 0) {
             return Err(bad(format!("{dims:?} is not in whole blocks of {block}")));
         }
         let mut bytes = vec![0u8; info.shape.elem_count() / block * size];

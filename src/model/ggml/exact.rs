@@ -49,8 +49,16 @@ pub fn rotate(x: &Tensor, rope: &Rope, offset: usize) -> Result<Tensor> {
 /// `t`'s rows of width `d` in f16, their dimensions in llama.cpp's order: a permuted family's
 /// (`interleaved`) dimension i of the file is Hugging Face's i/2, or d/2 + i/2 when odd.
 fn rows_f16(t: &Tensor, interleaved: bool) -> Result<(Vec<f32>, usize)> {
+    rows_f16_scaled(t, interleaved, 1.0)
+}
+
+/// [`rows_f16`] of `t · scale`, the product rounded to f32 first.
+fn rows_f16_scaled(t: &Tensor, interleaved: bool, scale: f32) -> Result<(Vec<f32>, usize)> {
     let d = t.dim(D::Minus1)?;
-    let v = values(t)?;
+    let mut v = values(t)?;
+    if scale != 1.0 {
+        v.iter_mut().for_each(|x| *x *= scale);
+    }
     let order: Vec<usize> = (0..d).map(|i| if interleaved { i / 2 + (i % 2) * (d / 2) } else { i }).collect();
     let mut out = Vec::with_capacity(v.len());
     for row in v.chunks_exact(d.max(1)) {
@@ -63,15 +71,21 @@ fn rows_f16(t: &Tensor, interleaved: bool) -> Result<(Vec<f32>, usize)> {
 
 /// q·kᵀ per head (`[head, pos, d]` × `[kv_head, keys, d]` → `[head, pos, keys]`), in f16
 /// (llama.cpp's KV cache and q converted for the product), query head h reading key head
-/// h / (heads / kv_heads).
-pub fn scores(q: &Tensor, k: &Tensor, interleaved: bool) -> Result<Tensor> {
+/// h / (heads / kv_heads). `q_scale`: a power of two llama.cpp multiplies q by before its
+/// rounding (Gemma); the products are divided by it again (exactly), so that the step is still
+/// q·kᵀ and its scaling the scores' `scale`.
+pub fn scores(q: &Tensor, k: &Tensor, interleaved: bool, q_scale: Option<f32>) -> Result<Tensor> {
     let ((heads, n, _), (kv_heads, keys, _)) = (q.dims3()?, k.dims3()?);
-    let ((qv, d), (kv, _)) = (rows_f16(q, interleaved)?, rows_f16(k, interleaved)?);
+    let s = q_scale.unwrap_or(1.0);
+    let ((qv, d), (kv, _)) = (rows_f16_scaled(q, interleaved, s)?, rows_f16(k, interleaved)?);
     let single = n == 1;
     let out = by_heads(heads, |h| {
         let g = h / (heads / kv_heads);
         let mut out = Vec::with_capacity(n * keys);
         dots_f16(&qv[h * n * d..(h + 1) * n * d], &kv[g * keys * d..(g + 1) * keys * d], d, single, &mut out);
+        if s != 1.0 {
+            out.iter_mut().for_each(|x| *x /= s);
+        }
         out
     })?;
     Ok(Tensor::from_vec(out, (heads, n, keys), q.device())?)

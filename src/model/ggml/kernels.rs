@@ -245,6 +245,24 @@ macro_rules! with_fma {
     };
 }
 
+/// `fill` run with a vector of `capacity`, compiled for FMA where the CPU has it: the
+/// k-quants' row loops (`kquants.rs`), whose `mul_add`s are then instructions.
+pub fn fused_rows(capacity: usize, fill: impl Fn(&mut Vec<f32>)) -> Vec<f32> {
+    let mut out = Vec::with_capacity(capacity);
+    #[cfg(target_arch = "x86_64")]
+    if has_fma() {
+        #[target_feature(enable = "fma,avx2")]
+        unsafe fn fused(out: &mut Vec<f32>, fill: &impl Fn(&mut Vec<f32>)) {
+            fill(out)
+        }
+        // SAFETY: the features were detected on this CPU.
+        unsafe { fused(&mut out, &fill) };
+        return out;
+    }
+    fill(&mut out);
+    out
+}
+
 with_fma! {
     /// [`soft_max_row`] on every `keys`-long row of `v`.
     pub fn soft_max_rows(v: &mut [f32], keys: usize) {

@@ -21,16 +21,18 @@
 //! 16 bits.
 //!
 //! Where llama.cpp's kernel is known operation for operation, the step is computed with it
-//! and gives llama.cpp's bits (`kernels.rs`, `exact.rs`, `blocks.rs`): the products with Q4_1
-//! and Q8_0 weights, RMSNorm, the plain rotation, the attention — its KV cache holds keys and
+//! and gives llama.cpp's bits (`kernels.rs`, `exact.rs`, `blocks.rs`, `kquants.rs`): the
+//! products with Q4_1, Q5_0, Q8_0, Q4_K and Q6_K weights, RMSNorm, the plain rotation, the
+//! attention — its KV cache holds keys and
 //! values in f16 (llama.cpp's default), q·kᵀ takes q in f16, the weights are converted to f16
-//! for their product with the values, flash attention off — and SwiGLU's SiLU. The rounding
-//! above is the rest: the products with the other weight types (k-quants, f16, …), whose
-//! sums are candle's in f32.
+//! for their product with the values, flash attention off — SwiGLU's SiLU and GELU's table.
+//! The rounding above is the rest: the products with the other weight types (Q4_0, Q5_1,
+//! Q2_K, Q3_K, Q5_K, f16, …), whose sums are candle's in f32.
 
 pub mod blocks;
 pub mod exact;
 pub mod kernels;
+pub mod kquants;
 
 use crate::config::{Arithmetic, ModelConfig};
 use crate::params::{GgmlInput, InputForm};
@@ -130,6 +132,14 @@ pub fn on(cfg: &ModelConfig) -> bool {
     cfg.parts.arithmetic == Arithmetic::Ggml
 }
 
+/// The scale llama.cpp multiplies q by before the scores (Gemma's), where it is a power of
+/// two, so that dividing the products by it again is exact.
+pub fn q_scale(cfg: &ModelConfig) -> Option<f32> {
+    let s = cfg.scale as f32;
+    let power_of_two = s > 0.0 && s.is_normal() && s.to_bits() & 0x007f_ffff == 0;
+    (cfg.parts.ggml_scales_q && power_of_two).then_some(s)
+}
+
 /// GELU's tanh form as ggml's CPU backend computes it (`GGML_GELU_FP16`): looked up in a
 /// table of its f16 values at every f16 input, so the input is rounded to f16 and so is the
 /// output; x ≤ −10 gives 0 and x ≥ 10 gives x, as there. The table's entries are
@@ -158,13 +168,23 @@ pub fn gelu_table(x: &Tensor) -> Result<Tensor> {
     Ok(Tensor::from_vec(values, x.shape(), x.device())?)
 }
 
+/// A gated GELU as `ggml_vec_geglu_f32` computes it: `table(gate) · up`, exactly 0 where the
+/// gate is at most −10 (not −0 for a negative `up`) and `gate · up` from 10 on.
+pub fn geglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+    let (g, u) = (gate.flatten_all()?.to_vec1::<f32>()?, up.flatten_all()?.to_vec1::<f32>()?);
+    let table = gelu_table(gate)?.flatten_all()?.to_vec1::<f32>()?;
+    let out: Vec<f32> =
+        g.iter().zip(&u).zip(&table).map(|((&g, &u), &t)| if g <= -10.0 { 0.0 } else { t * u }).collect();
+    Ok(Tensor::from_vec(out, gate.shape(), gate.device())?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn rounded(values: &[f32], form: InputForm) -> Vec<f32> {
         let x = Tensor::from_vec(values.to_vec(), (1, values.len()), &candle_core::Device::Cpu).unwrap();
-        let g = GgmlInput { form, mins: None, blocks: None };
+        let g = GgmlInput { form, mins: None, blocks: None, kblocks: None };
         rounded_input(&x, &g).unwrap().0.flatten_all().unwrap().to_vec1().unwrap()
     }
 
@@ -215,7 +235,7 @@ mod tests {
         let x: Vec<f32> = (0..32).map(|i| (i as f32 - 10.3) * 0.37).collect();
         let xt = Tensor::from_vec(x, (1, 32), &candle_core::Device::Cpu).unwrap();
         let mins = Tensor::ones((1, 1), candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
-        let g = GgmlInput { form: InputForm::Q8_1, mins: Some(mins), blocks: None };
+        let g = GgmlInput { form: InputForm::Q8_1, mins: Some(mins), blocks: None, kblocks: None };
         let (r, c) = rounded_input(&xt, &g).unwrap();
         let sum: f32 = r.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().sum();
         let c = c.unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap()[0];

@@ -131,7 +131,12 @@ impl Family for GptNeoX {
                         Ok(m.reshape((h, 3, dh, nb))?.narrow(1, j, 1)?.contiguous()?.reshape((h * dh, nb))?)
                     };
                     let mins = g.mins.as_ref().map(rows).transpose()?;
-                    Some(std::sync::Arc::new(crate::params::GgmlInput { form: g.form, mins, blocks: None }))
+                    Some(std::sync::Arc::new(crate::params::GgmlInput {
+                        form: g.form,
+                        mins,
+                        blocks: None,
+                        kblocks: None,
+                    }))
                 }
                 None => None,
             };
