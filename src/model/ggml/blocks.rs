@@ -1,9 +1,9 @@
-//! The products llama.cpp takes with Q4_1 and Q8_0 weights, bit for bit: the input row
+//! The products llama.cpp takes with Q4_1, Q5_0 and Q8_0 weights, bit for bit: the input row
 //! quantized to Q8_1 (Q4_1 weights) or Q8_0, then for each output `ggml_vec_dot_q4_1_q8_1` /
-//! `_q8_0_q8_0` as its AVX2 code sums (llamafile's tinyBLAS takes Q8_0 the same way): per
-//! block, 8 lanes of exact integer sums over 4 elements each, `acc[j] = fma(d_w·d_x, lane_j,
-//! acc[j])`, Q4_1's offsets `summs += m·s` in order, and `hsum8(acc) + summs`. The weight is
-//! never dequantized.
+//! `_q8_0_q8_0` as its AVX2 code sums (llamafile's tinyBLAS takes Q8_0 and Q5_0, whose values
+//! are unpacked to signed bytes, the same way): per block, 8 lanes of exact integer sums over
+//! 4 elements each, `acc[j] = fma(d_w·d_x, lane_j, acc[j])`, Q4_1's offsets `summs += m·s` in
+//! order, and `hsum8(acc) + summs`. The weight is never dequantized.
 
 use super::kernels::hsum8;
 use crate::params::GgmlBlocks;
