@@ -1,7 +1,8 @@
 //! Path patching (`--patch-path`) against hand-written PyTorch path patching with hooks on
 //! transformers' own modules (fixtures/oracle/pathpatch, made by
 //! fixtures/oracle/pathpatch_oracle.py): GPT-2 and a Llama with grouped-query attention,
-//! receivers `logits` and heads' q (GPT-2 also k and v). Plus the refusals.
+//! receivers `logits` and heads' q, k and v (a grouped key or value for one query head of its
+//! group). Plus the refusals.
 
 use crate::common::*;
 use serde_json::Value;
@@ -58,7 +59,7 @@ fn path_patching_matches_pytorch_hooks() {
         }
         n += 1;
     }
-    assert_eq!(n, 6, "path patching fixtures");
+    assert_eq!(n, 7, "path patching fixtures");
     eprintln!("path patching: largest difference from the oracle {worst:e}");
 }
 
