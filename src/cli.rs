@@ -508,6 +508,12 @@ pub struct Cli {
     /// estimate of every cell; docs/INTERVENTIONS.md). Default: exact.
     #[arg(long, value_enum, value_name = "METHOD", help_heading = "Interventions")]
     pub patch_method: Option<PatchMethodArg>,
+    /// Path patching (Wang et al. 2022): with --patch, each head's output is taken from the
+    /// corrupted run only along its direct path into RECEIVERS, in the clean run: `logits`
+    /// (or `resid`: the final residual stream) or heads' inputs, e.g. 9.6:q,9.9:q (q, k or v).
+    /// docs/INTERVENTIONS.md.
+    #[arg(long, value_name = "RECEIVERS", help_heading = "Interventions")]
+    pub patch_path: Option<String>,
     /// With --patch: the metric is logit[A] − logit[B] for two one-token answers, at the last
     /// position of a language model or at the [MASK] of a BERT checkpoint with a masked-LM
     /// head, e.g. --metric " Paris" " London". Without it an encoder's metric is the distance

@@ -215,8 +215,8 @@ fn patching(
     };
     let what = if settings.analysis.patch_resid { model::patch::What::Resid } else { model::patch::What::Heads };
     let corrupted_input = params::Input::Ids { ids: checked.ids, type_ids };
-    let sweep = if settings.analysis.patch_attribution { model::attrpatch::sweep } else { model::patch::sweep };
-    let sweep = sweep(&loaded.cfg, params, &loaded.input, &corrupted_input, what, &metric)?;
+    let how = (what, settings.analysis.patch_attribution, settings.analysis.patch_path.as_ref());
+    let sweep = model::pathpatch::any(&loaded.cfg, params, (&loaded.input, &corrupted_input), how, &metric)?;
     Ok((sweep, checked.tokens))
 }
 

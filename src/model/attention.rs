@@ -27,19 +27,8 @@ pub fn attention(
     rec: &mut Recorder,
 ) -> Result<Tensor> {
     let (n, offset) = (x.dim(0)?, pass.offset());
-    let (h, kvh, d_k, d_v) = (cfg.heads, cfg.kv_heads(), cfg.d_k, cfg.d_v);
-
-    // The fused projections hold the heads side by side: head i owns columns i·d .. (i+1)·d.
-    let split = |t: Tensor, heads: usize, d: usize| -> Result<Tensor> {
-        Ok(t.reshape((n, heads, d))?.transpose(0, 1)?.contiguous()?)
-    };
-    let q = split(linear(x, &p.q_proj)?, h, d_k)?; // [head, pos, d_k]
-    rec.tensor(&format!("layers.{l}.attn.q"), cfg, &q)?;
-    let k = split(linear(x, &p.k_proj)?, kvh, d_k)?; // [kv_head, pos, d_k]
-    rec.tensor(&format!("layers.{l}.attn.k"), cfg, &k)?;
-    let v = split(linear(x, &p.v_proj)?, kvh, d_v)?; // [kv_head, pos, d_v]
-    rec.tensor(&format!("layers.{l}.attn.v"), cfg, &v)?;
-    let (q, k) = normed_and_rotated(cfg, p, (q, k), (l, offset), rec)?; // [head, pos, d_k], [kv_head, pos, d_k]
+    let (h, kvh, d_v) = (cfg.heads, cfg.kv_heads(), cfg.d_v);
+    let (q, k, v) = projected(cfg, p, x, (l, offset), rec)?; // [head, pos, d_k], [kv_head, pos, d_k], [kv_head, pos, d_v]
     let (k, v) = match pass.cache.as_deref_mut() {
         Some(cache) => cache.extend(l, &k, &v)?, // [kv_head, key_pos, d_k], [kv_head, key_pos, d_v]
         None => (k, v),
@@ -47,6 +36,7 @@ pub fn attention(
     // Grouped-query attention: query head g reads key/value head g / (heads / kv_heads).
     let k = repeat_kv(&k, h / kvh)?; // [head, key_pos, d_k]
     let v = repeat_kv(&v, h / kvh)?; // [head, key_pos, d_v]
+    let (q, k, v) = received(cfg, p, (q, k, v), (l, pass))?; // path patching's receivers
 
     let raw_scores = match ggml::on(cfg) {
         true => ggml::exact::scores(&q, &k, cfg.parts.ggml_interleaved, ggml::q_scale(cfg))?, // [head, query_pos, key_pos]: llama.cpp's f16 kernel
@@ -87,6 +77,63 @@ pub fn attention(
     rec.tensor(&format!("layers.{l}.attn.out"), cfg, &out)?;
     super::attribute::attention(cfg, p, l, (&weights, &v, &context, &out), rec)?;
     Ok(out)
+}
+
+/// The queries, keys and values of `x` (`[pos, d_model]` at positions from `offset` on):
+/// `[head, pos, d_k]`, `[kv_head, pos, d_k]` (after any q/k norm and the rotation) and
+/// `[kv_head, pos, d_v]`.
+fn projected(
+    cfg: &ModelConfig,
+    p: &LayerParams,
+    x: &Tensor,
+    (l, offset): (usize, usize),
+    rec: &mut Recorder,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let n = x.dim(0)?;
+    let (h, kvh, d_k, d_v) = (cfg.heads, cfg.kv_heads(), cfg.d_k, cfg.d_v);
+    // The fused projections hold the heads side by side: head i owns columns i·d .. (i+1)·d.
+    let split = |t: Tensor, heads: usize, d: usize| -> Result<Tensor> {
+        Ok(t.reshape((n, heads, d))?.transpose(0, 1)?.contiguous()?)
+    };
+    let q = split(linear(x, &p.q_proj)?, h, d_k)?; // [head, pos, d_k]
+    rec.tensor(&format!("layers.{l}.attn.q"), cfg, &q)?;
+    let k = split(linear(x, &p.k_proj)?, kvh, d_k)?; // [kv_head, pos, d_k]
+    rec.tensor(&format!("layers.{l}.attn.k"), cfg, &k)?;
+    let v = split(linear(x, &p.v_proj)?, kvh, d_v)?; // [kv_head, pos, d_v]
+    rec.tensor(&format!("layers.{l}.attn.v"), cfg, &v)?;
+    let (q, k) = normed_and_rotated(cfg, p, (q, k), (l, offset), rec)?; // [head, pos, d_k], [kv_head, pos, d_k]
+    Ok((q, k, v))
+}
+
+/// Path patching (`pathpatch.rs`): each receiver head of layer `l` gets the q, k or v that its
+/// input in the patched run (`pass.received`, already through the layer's norm) gives; every
+/// other head keeps its own. A key or value is the receiver's alone: with grouped-query
+/// attention, the other query heads of its group keep the layer's. `q`, `k` and `v` are
+/// `[head, pos, d]` (keys and values already repeated per query head).
+fn received(
+    cfg: &ModelConfig,
+    p: &LayerParams,
+    (q, k, v): (Tensor, Tensor, Tensor),
+    (l, pass): (usize, &mut Pass),
+) -> Result<(Tensor, Tensor, Tensor)> {
+    use crate::params::receivers::Qkv;
+    let Some(x) = pass.received.take() else { return Ok((q, k, v)) };
+    let Some(r) = pass.receivers.iter().find(|r| r.layer == l) else { return Ok((q, k, v)) };
+    let none = crate::trace::Selection { steps: Some(Default::default()), ..Default::default() };
+    let mut quiet = Recorder::new(vec![String::new(); x.dim(0)?], cfg.clone(), none);
+    let (qr, kr, vr) = projected(cfg, p, &x, (l, 0), &mut quiet)?;
+    let times = cfg.heads / cfg.kv_heads();
+    let (kr, vr) = (repeat_kv(&kr, times)?, repeat_kv(&vr, times)?); // [head, pos, d_k], [head, pos, d_v]
+    let pick = |ours: Tensor, theirs: Tensor, which: Qkv| -> Result<Tensor> {
+        if !r.heads.iter().any(|&(_, w)| w == which) {
+            return Ok(ours);
+        }
+        let rows: Vec<Tensor> = (0..cfg.heads)
+            .map(|g| if r.heads.contains(&(g, which)) { theirs.narrow(0, g, 1) } else { ours.narrow(0, g, 1) })
+            .collect::<candle_core::Result<_>>()?;
+        Ok(Tensor::cat(&rows, 0)?) // [head, pos, d]
+    };
+    Ok((pick(q, qr, Qkv::Q)?, pick(k, kr, Qkv::K)?, pick(v, vr, Qkv::V)?))
 }
 
 /// The scaled scores as the softmax reads them: soft-capped where the model caps them

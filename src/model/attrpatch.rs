@@ -153,5 +153,6 @@ pub fn sweep(
         rows,
         layer_runs: 2 * l_count,
         layer_runs_without_reuse: (runs + 2) * l_count,
+        receivers: None,
     })
 }

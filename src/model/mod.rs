@@ -21,6 +21,7 @@ pub mod mask;
 pub mod norm;
 pub mod pass;
 pub mod patch;
+pub mod pathpatch;
 pub mod relative;
 pub mod rope;
 pub mod sample;

@@ -24,6 +24,21 @@ pub struct Pass<'a> {
     /// An attribution-patching run (`attrpatch.rs`): every layer's `attn.context` and output,
     /// as [`Pass::tap`] keeps them.
     pub taps: Option<Taps>,
+    /// A path-patching run (`pathpatch.rs`): the receiver heads of each layer that has some,
+    /// with the residual stream their inputs read instead of the layer's.
+    pub receivers: &'a [Receive],
+    /// Layer l's receivers' input through the layer's first norm, set by `layer.rs` for
+    /// `attention.rs`.
+    pub received: Option<Tensor>,
+}
+
+/// One layer's receivers in a path-patching run: their q, k or v is computed from `x` (the
+/// clean residual stream plus the sender's path), the other heads' from the layer's input.
+pub struct Receive {
+    pub layer: usize,
+    pub heads: Vec<(usize, crate::params::receivers::Qkv)>,
+    /// `[pos, d_model]`, before the layer's first norm.
+    pub x: Tensor,
 }
 
 /// Per layer, an attribution-patching run's activations, each as (its value, the handle whose
@@ -45,6 +60,11 @@ impl<'a> Pass<'a> {
     /// A pass of a patching sweep's run with `patch` copied in.
     pub fn patched(patch: Option<&'a Patch>) -> Self {
         Pass { patch, ..Default::default() }
+    }
+
+    /// A pass of a path-patching run whose receivers read `receivers`' inputs.
+    pub fn receiving(receivers: &'a [Receive]) -> Self {
+        Pass { receivers, ..Default::default() }
     }
 
     /// A pass that keeps every layer's context and output (`attrpatch.rs`).

@@ -17,6 +17,7 @@
 //! computes only layers l…L−1: a sweep over L layers costs about half the full runs.
 
 pub use super::intervene::Patch;
+use super::pass::Pass;
 use super::{embed, head, stack, unembed};
 use crate::config::ModelConfig;
 use crate::params::Input;
@@ -43,6 +44,9 @@ pub enum Method {
     /// One clean run, one corrupted run and one backward pass: the first-order estimate of
     /// every cell at once (`attrpatch.rs`).
     Attribution,
+    /// Path patching: each head's output along its direct path into the receivers taken from
+    /// the corrupted run, in the clean run (`pathpatch.rs`).
+    Path,
 }
 
 /// The metric, with what it needs.
@@ -78,6 +82,8 @@ pub struct Sweep {
     /// Layer runs computed, and what full runs without reuse would have cost.
     pub layer_runs: usize,
     pub layer_runs_without_reuse: usize,
+    /// Path patching's receivers, as `--patch-path` names them (`logits`, `9.6:q,…`).
+    pub receivers: Option<String>,
 }
 
 /// A recorder that keeps only `attn.context` (what a head patch copies).
@@ -88,28 +94,27 @@ pub(super) fn quiet(cfg: &ModelConfig, n: usize, keep_context: bool) -> Recorder
 
 /// One run from layer `from` on, with `x` the input of layer `from`: the residual stream's
 /// inputs of every layer, the per-layer contexts (if kept), and the final output.
-struct Run {
-    inputs: Vec<Tensor>,
-    contexts: Vec<Vec<f32>>,
-    outputs: Vec<Tensor>,
-    last: Tensor,
+pub(super) struct Run {
+    pub inputs: Vec<Tensor>,
+    pub contexts: Vec<Vec<f32>>,
+    pub outputs: Vec<Tensor>,
+    pub last: Tensor,
 }
 
-fn run_from(
+pub(super) fn run_from(
     cfg: &ModelConfig,
     layers: &Layers,
-    (from, patch): (usize, Option<&Patch>),
+    (from, mut pass): (usize, super::pass::Pass),
     x: Tensor,
     keep: bool,
 ) -> Result<Run> {
     let mut rec = quiet(cfg, x.dim(0)?, keep);
     let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
-    let last =
-        stack::stack(cfg, layers, (from, &mut super::pass::Pass::patched(patch)), x, &mut rec, |_, input, out, _| {
-            inputs.push(input.clone());
-            outputs.push(out.clone());
-            Ok(())
-        })?; // [pos, d_model]
+    let last = stack::stack(cfg, layers, (from, &mut pass), x, &mut rec, |_, input, out, _| {
+        inputs.push(input.clone());
+        outputs.push(out.clone());
+        Ok(())
+    })?; // [pos, d_model]
     let (trace, _) = rec.finish();
     let contexts = trace.steps.iter().filter_map(|s| s.f32s().map(<[f32]>::to_vec)).collect();
     Ok(Run { inputs, contexts, outputs, last })
@@ -182,8 +187,8 @@ pub fn sweep(
     if params.token.is_none() && params.stored.is_none() {
         return Err(anyhow!("internal: patching needs the whole token table"));
     }
-    let c = run_from(cfg, &layers, (0, None), embedded(cfg, params, clean, false)?, true)?;
-    let base = run_from(cfg, &layers, (0, None), embedded(cfg, params, corrupted, true)?, false)?;
+    let c = run_from(cfg, &layers, (0, Pass::default()), embedded(cfg, params, clean, false)?, true)?;
+    let base = run_from(cfg, &layers, (0, Pass::default()), embedded(cfg, params, corrupted, true)?, false)?;
     let final_clean = unembed::final_norm(cfg, params, &c.last)?; // [pos, d_model]
     let clean_m = score(params, cfg, head.as_ref(), metric, &c.last, Some(&final_clean))?;
     let corrupted_m = score(params, cfg, head.as_ref(), metric, &base.last, Some(&final_clean))?;
@@ -206,7 +211,7 @@ pub fn sweep(
             };
             let head_of = (what == What::Heads).then_some(index);
             let patch = Patch { layer: l, head: head_of, position: index, values: Arc::new(values) };
-            let run = run_from(cfg, &layers, (l, Some(&patch)), base.inputs[l].clone(), false)?;
+            let run = run_from(cfg, &layers, (l, Pass::patched(Some(&patch))), base.inputs[l].clone(), false)?;
             layer_runs += l_count - l;
             let m = score(params, cfg, head.as_ref(), metric, &run.last, Some(&final_clean))?;
             let effect = effect(m, clean_m, corrupted_m);
@@ -223,5 +228,6 @@ pub fn sweep(
         rows,
         layer_runs,
         layer_runs_without_reuse: (runs + 2) * l_count,
+        receivers: None,
     })
 }

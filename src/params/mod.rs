@@ -24,6 +24,7 @@
 use candle_core::Tensor;
 
 mod layers;
+pub mod receivers;
 mod stored;
 pub use layers::{Layers, LoadLayer};
 pub use stored::{RowReader, Stored, StoredRows};

@@ -196,6 +196,7 @@ pub fn write_patching(
         Metric::LogitDiff { a, b, position } => format!("logit[{a}] − logit[{b}] at position {position}"),
         Metric::OutputDistance => "‖output − clean output‖".to_string(),
     };
+    let path = crate::views::patching::path_title(sweep.receivers.as_deref().unwrap_or(""));
     let (name, runs) = match sweep.method {
         Method::Exact => (
             "activation patching",
@@ -209,14 +210,22 @@ pub fn write_patching(
                 sweep.layer_runs, sweep.layer_runs_without_reuse
             ),
         ),
+        Method::Path => (path.as_str(), format!("layer runs {}", sweep.layer_runs)),
     };
-    let text = format!(
-        "{name}: {what} copied from the clean run into the corrupted one ({}); effect = (patched − \
-         corrupted) / (clean − corrupted), metric {metric}: clean {:.4}, corrupted {:.4}; {runs}",
-        corrupted.join(" "),
-        sweep.clean,
-        sweep.corrupted,
-    );
+    let how = match sweep.method {
+        Method::Path => format!(
+            "each earlier head's output taken from the corrupted run ({}) only along its direct path into the \
+             receivers, in the clean run; effect = (patched − clean) / (corrupted − clean)",
+            corrupted.join(" ")
+        ),
+        _ => format!(
+            "{what} copied from the clean run into the corrupted one ({}); effect = (patched − corrupted) / (clean − \
+             corrupted)",
+            corrupted.join(" ")
+        ),
+    };
+    let text =
+        format!("{name}: {how}, metric {metric}: clean {:.4}, corrupted {:.4}; {runs}", sweep.clean, sweep.corrupted,);
     for line in wrap_words(&text, width, "  ") {
         writeln!(w, "{line}")?;
     }
@@ -225,6 +234,7 @@ pub fn write_patching(
         let mut t = vec![match sweep.method {
             Method::Exact => "patching effect".to_string(),
             Method::Attribution => crate::views::patching::ATTRIBUTION_TITLE.to_string(),
+            Method::Path => path.clone(),
         }];
         if start > 0 || end < count {
             t.push(format!("columns {start}–{} of {count}", end - 1));
@@ -235,7 +245,7 @@ pub fn write_patching(
     Ok(())
 }
 
-/// `patching`: `{"method": "exact" | "attribution", "what", "metric": {"kind": "logit_diff", "a", "b", "position"} | {"kind":
+/// `patching`: `{"method": "exact" | "attribution" | "path", ("receivers": with "path",) "what", "metric": {"kind": "logit_diff", "a", "b", "position"} | {"kind":
 /// "output_distance"}, "corrupted_tokens", "clean_metric", "corrupted_metric", "layer_runs",
 /// "rows": [{"layer", "head" | "position", "metric", "effect"}]}`; `effect` is null when the
 /// clean and corrupted metrics are equal (0/0).
@@ -264,9 +274,15 @@ pub fn patching_json(patching: &(Sweep, Vec<String>)) -> String {
         }
         Metric::OutputDistance => "{\"kind\": \"output_distance\"}".to_string(),
     };
+    let (method, receivers) = match s.method {
+        Method::Exact => ("exact", String::new()),
+        Method::Attribution => ("attribution", String::new()),
+        Method::Path => {
+            ("path", format!(", \"receivers\": {}", serde_json::to_string(&s.receivers).unwrap_or_default()))
+        }
+    };
     format!(
-        "{{\"method\": \"{}\", \"what\": \"{}\", \"metric\": {metric}, \"corrupted_tokens\": {}, \"clean_metric\": {}, \"corrupted_metric\": {}, \"layer_runs\": {}, \"layer_runs_without_reuse\": {}, \"rows\": [{}]}}",
-        if s.method == Method::Exact { "exact" } else { "attribution" },
+        "{{\"method\": \"{method}\"{receivers}, \"what\": \"{}\", \"metric\": {metric}, \"corrupted_tokens\": {}, \"clean_metric\": {}, \"corrupted_metric\": {}, \"layer_runs\": {}, \"layer_runs_without_reuse\": {}, \"rows\": [{}]}}",
         if s.what == What::Heads { "heads" } else { "resid" },
         serde_json::to_string(corrupted).unwrap_or_default(),
         f64_json(s.clean),

@@ -190,16 +190,20 @@ pub fn section(trace: &Trace, maps: &Maps, views: &Views, out: &Output, sfx: &st
 
 /// `--patch`: the sweep's effects as a static table, each cell on its colour.
 fn patch_section(s: &mut String, (p, title): (&PatchGrid, &str), precision: usize, sfx: &str) {
+    let path = title.starts_with("path patching");
     let h2 = if title == crate::views::patching::ATTRIBUTION_TITLE {
-        "Attribution patching (gradient approximation)"
+        "Attribution patching (gradient approximation)".to_string()
+    } else if path {
+        title.replacen('p', "P", 1) // digits, dots, colons, commas: nothing to escape
     } else {
-        "Activation patching"
+        "Activation patching".to_string()
     };
     let _ = writeln!(s, "<section id=\"patching{sfx}\">\n<h2>{h2}</h2>");
+    let scale =
+        if path { "0 = the clean run, 1 = the corrupted run" } else { "0 = the corrupted run, 1 = the clean run" };
     let _ = writeln!(
         s,
-        "<p class=\"rule\">Effect of each patch, layers × {}: 0 = the corrupted run, 1 = the clean run; colour \
-         from {:.2} to {:.2}.</p>",
+        "<p class=\"rule\">Effect of each patch, layers × {}: {scale}; colour from {:.2} to {:.2}.</p>",
         p.across, p.lo, p.hi
     );
     grid_table(s, p, precision);

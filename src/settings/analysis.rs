@@ -33,6 +33,8 @@ pub struct Analysis {
     pub patch_resid: bool,
     /// `--patch-method attribution`: the gradient's estimate of the grid.
     pub patch_attribution: bool,
+    /// `--patch-path RECEIVERS`: path patching into these receivers.
+    pub patch_path: Option<crate::params::receivers::Receivers>,
     pub metric: Option<(String, String)>,
     /// `--attribute ANSWER [FOIL]` and `--at POS|WORD` (resolved by the plan).
     pub attribute: Option<(String, Option<String>)>,
@@ -166,6 +168,7 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
         patch: cli.patch.clone(),
         patch_resid: cli.patch_what == cli::PatchArg::Resid,
         patch_attribution: cli.patch_method == Some(cli::PatchMethodArg::Attribution),
+        patch_path: path_patching(cli)?,
         metric: cli.metric.as_ref().map(|m| (m[0].clone(), m[1].clone())),
         attribute: cli.attribute.as_ref().map(|a| (a[0].clone(), a.get(1).cloned())),
         at: cli.at.clone(),
@@ -219,6 +222,29 @@ fn patching(cli: &Cli) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// `--patch-path RECEIVERS` read, and checked among the other flags (the receivers' layers
+/// and heads are checked against the model by `model::pathpatch`).
+fn path_patching(cli: &Cli) -> Result<Option<crate::params::receivers::Receivers>> {
+    let Some(text) = &cli.patch_path else { return Ok(None) };
+    let clash = if cli.patch.is_none() {
+        Some(("it is how --patch reads its corrupted run", "add --patch CORRUPTED, or drop --patch-path"))
+    } else if cli.patch_method == Some(cli::PatchMethodArg::Attribution) {
+        Some(("path patching runs exactly; attribution patching has no paths", "drop --patch-method attribution"))
+    } else if cli.patch_what == cli::PatchArg::Resid {
+        Some(("path patching's senders are heads", "drop --patch-what resid"))
+    } else if cli.arithmetic == cli::ArithmeticArg::Ggml {
+        Some(("it takes a head's output through its slice of the output projection in f32", "drop --arithmetic ggml"))
+    } else {
+        None
+    };
+    if let Some((why, fix)) = clash {
+        return Err(usage("--patch-path", why, fix));
+    }
+    let receivers = crate::params::receivers::Receivers::parse(text)
+        .map_err(|e| usage("--patch-path", e, "pass resid, logits, or heads as LAYER.HEAD:q|k|v, e.g. 9.6:q,9.9:q"))?;
+    Ok(Some(receivers))
 }
 
 /// `--attribute` and `--at` among the other flags; the answers are read by the run's

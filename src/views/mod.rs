@@ -43,6 +43,8 @@ pub struct Views {
     pub corrupted_labels: Vec<String>,
     /// `--patch`: the sweep as the heatmaps draw it.
     pub patch_grid: Option<patching::PatchGrid>,
+    /// `--patch-path`: the grid's title, "path patching → RECEIVERS".
+    pub patch_title: Option<String>,
     /// `--generate`: each generated token's strongest sources (per layer and overall), and
     /// each layer's map of generated tokens over every position.
     pub generation: Option<Vec<generation::TokenSources>>,
@@ -69,13 +71,18 @@ impl Views {
         labels: &[String],
     ) {
         self.patch_grid = Some(patching::grid(&sweep, labels));
+        self.patch_title = sweep.receivers.as_deref().map(patching::path_title);
         self.corrupted_labels = corrupted_labels;
         self.patching = Some((sweep, corrupted));
     }
 
     /// The patching grid's title and scale, as its method labels it.
-    pub fn patch_text(&self) -> grid::GridText<'static> {
-        patching::text(self.patching.as_ref().map(|(s, _)| s.method))
+    pub fn patch_text(&self) -> grid::GridText<'_> {
+        let text = patching::text(self.patching.as_ref().map(|(s, _)| s.method));
+        match &self.patch_title {
+            Some(title) => text.with_title(title),
+            None => text,
+        }
     }
 }
 

@@ -22,8 +22,23 @@ pub const TEXT: super::grid::GridText<'static> = super::grid::GridText {
 pub fn text(method: Option<Method>) -> super::grid::GridText<'static> {
     match method {
         Some(Method::Attribution) => TEXT.with_title(ATTRIBUTION_TITLE),
+        Some(Method::Path) => PATH_TEXT,
         _ => TEXT,
     }
+}
+
+/// What a path-patching grid shows: each cell's effect is the share of the corruption's
+/// change in the metric that the sender's path carries (`model/pathpatch.rs`).
+pub const PATH_TEXT: super::grid::GridText<'static> = super::grid::GridText {
+    title: "path patching",
+    scale: "0 = clean, 1 = corrupted",
+    value: "effect",
+    group: "patching",
+};
+
+/// A path-patching grid's title, with its receivers as `--patch-path` names them.
+pub fn path_title(receivers: &str) -> String {
+    format!("path patching → {receivers}")
 }
 
 /// The title of an attribution-patching grid, in every renderer.
@@ -78,6 +93,7 @@ mod tests {
             rows: vec![row(0, 0, 0.25), row(0, 1, -0.5), row(1, 0, 0.5), row(1, 1, 0.75)],
             layer_runs: 0,
             layer_runs_without_reuse: 0,
+            receivers: None,
         };
         let g = grid(&sweep, &["a".into(), "b".into()]);
         assert_eq!((g.lo, g.hi), (-0.5, 1.0));

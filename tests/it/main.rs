@@ -38,6 +38,7 @@ mod oracle;
 mod padding;
 mod parity;
 mod patching;
+mod pathpatch;
 mod props;
 mod reference;
 mod refusals;

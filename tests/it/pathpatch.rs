@@ -1,0 +1,137 @@
+//! Path patching (`--patch-path`) against hand-written PyTorch path patching with hooks on
+//! transformers' own modules (fixtures/oracle/pathpatch, made by
+//! fixtures/oracle/pathpatch_oracle.py): GPT-2 and a Llama with grouped-query attention,
+//! receivers `logits` and heads' q, k and v (a grouped key or value for one query head of its
+//! group). Plus the refusals.
+
+use crate::common::*;
+use serde_json::Value;
+
+const CLEAN: &str = "my shoes are small, my feet are";
+const SWEEP: [&str; 5] = ["--patch", "my shoes are big, my feet are", "--metric", " big", " small"];
+
+/// Runs a command line and returns the JSON document's `patching` object.
+fn patching(args: &[&str]) -> Value {
+    let out = cmd().current_dir(root()).args(args).args(["--steps", "tokens", "--format", "json"]).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["patching"].clone()
+}
+
+fn rows(p: &Value) -> Vec<(u64, u64, f64, f64)> {
+    let row = |r: &Value| {
+        let (m, e) = (r["metric"].as_f64().unwrap(), r["effect"].as_f64().unwrap());
+        (r["layer"].as_u64().unwrap(), r["head"].as_u64().unwrap(), m, e)
+    };
+    p["rows"].as_array().unwrap().iter().map(row).collect()
+}
+
+#[test]
+fn path_patching_matches_pytorch_hooks() {
+    let dir = root().join("fixtures/oracle/pathpatch");
+    let (mut n, mut worst) = (0, 0f64);
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let case: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let args: Vec<&str> = case["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        let p = patching(&args);
+        assert_eq!(p["method"], "path", "{name}");
+        assert_eq!(p["receivers"], case["receivers"], "{name}");
+        assert_eq!(p["corrupted_tokens"], case["corrupted_tokens"], "{name}");
+        for key in ["clean_metric", "corrupted_metric"] {
+            let (x, y) = (p[key].as_f64().unwrap(), case[key].as_f64().unwrap());
+            assert!((x - y).abs() <= 1e-4, "{name} {key}: {x} vs {y}");
+        }
+        // Both sides compute in float32; metrics (logit differences of 0.2–2) and effects
+        // (their changes over clean − corrupted, 0.10 and 0.26 here) to 1e-4 absolute.
+        let (ours, want) = (rows(&p), rows(&case));
+        assert!(!want.is_empty(), "{name}: no rows");
+        assert_eq!(ours.len(), want.len(), "{name}: row count");
+        for (a, b) in ours.iter().zip(&want) {
+            assert_eq!((a.0, a.1), (b.0, b.1), "{name}");
+            assert!((a.2 - b.2).abs() <= 1e-4, "{name} {a:?}: metric vs {b:?}");
+            assert!((a.3 - b.3).abs() <= 1e-4, "{name} {a:?}: effect vs {b:?}");
+            worst = worst.max((a.2 - b.2).abs()).max((a.3 - b.3).abs());
+        }
+        n += 1;
+    }
+    assert_eq!(n, 7, "path patching fixtures");
+    eprintln!("path patching: largest difference from the oracle {worst:e}");
+}
+
+#[test]
+fn the_table_and_heatmap_name_the_receivers() {
+    let out = cmd()
+        .current_dir(root())
+        .args([CLEAN, "--model", "fixtures/decoders/gpt2"])
+        .args(SWEEP)
+        .args(["--patch-path", "1.1:q", "--steps", "tokens", "--width", "200"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("path patching → 1.1:q: each earlier head's output"), "{text}");
+    let out = cmd()
+        .current_dir(root())
+        .args([CLEAN, "--model", "fixtures/decoders/gpt2"])
+        .args(SWEEP)
+        .args(["--patch-path", "logits", "--format", "heatmap", "--color", "never"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("path patching → logits"), "{text}");
+}
+
+#[test]
+fn what_path_patching_cannot_do_is_refused() {
+    let gpt2 = [CLEAN, "--model", "fixtures/decoders/gpt2"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> { [&gpt2[..], &SWEEP, extra].concat() };
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![CLEAN, "--model", "fixtures/decoders/gpt2", "--patch-path", "logits"],
+            "attn-trace: --patch-path: it is how --patch",
+        ),
+        (with(&["--patch-path", "5.0:q"]), "attn-trace: --patch-path: the model has no head 5.0"),
+        (with(&["--patch-path", "1.4:q"]), "attn-trace: --patch-path: the model has no head 1.4"),
+        (with(&["--patch-path", "0.1:q"]), "attn-trace: --patch-path: a receiver in layer 0"),
+        (with(&["--patch-path", "1.1:x"]), "attn-trace: --patch-path: \"1.1:x\": the input after ':' is q, k or v"),
+        (with(&["--patch-path", "1.1"]), "attn-trace: --patch-path: \"1.1\" is not resid, logits"),
+        (
+            with(&["--patch-path", "logits", "--patch-method", "attribution"]),
+            "attn-trace: --patch-path: path patching runs exactly",
+        ),
+        (
+            with(&["--patch-path", "logits", "--patch-what", "resid"]),
+            "attn-trace: --patch-path: path patching's senders are heads",
+        ),
+        (
+            with(&["--patch-path", "logits", "--arithmetic", "ggml"]),
+            "attn-trace: --patch-path: it takes a head's output",
+        ),
+        (
+            vec![
+                "my shoes are small, my feet are big.",
+                "--model",
+                "fixtures/tiny-bert",
+                "--patch",
+                "my shoes are big, my feet are small.",
+                "--patch-path",
+                "logits",
+            ],
+            "attn-trace: --patch-path: a post-norm block",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = cmd().current_dir(root()).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with(want), "{args:?}: {err}");
+    }
+}
