@@ -254,7 +254,6 @@ impl super::store::TensorStore for GgufStore {
         else {
             return Ok(None);
         };
-        let mins = self.file.block_mins(&file_name)?.map(|m| self.rows_as_read(name, m)).transpose()?;
         let (mut blocks, mut kblocks) = (None, None);
         if let Some((bytes, dtype)) = self.file.block_bytes(&file_name)? {
             match super::gguf_blocks::unpack(&self.rows_as_read(name, bytes)?, dtype)? {
@@ -262,6 +261,12 @@ impl super::store::TensorStore for GgufStore {
                 super::gguf_blocks::Unpacked::K(b) => kblocks = Some(b),
             }
         }
+        // Q4_1's offsets are in its unpacked blocks already: the file is read once.
+        let mins = match &blocks {
+            Some(b) if b.q4_1 => Some(Tensor::from_vec(b.m.to_vec(), (b.rows, b.per_row), &Device::Cpu)?),
+            Some(_) => None,
+            None => self.file.block_mins(&file_name)?.map(|m| self.rows_as_read(name, m)).transpose()?,
+        };
         Ok(Some(crate::params::GgmlInput { form, mins, blocks, kblocks }))
     }
     fn ggml_experts(&self, pattern: &str, count: usize) -> Result<Vec<Option<crate::params::GgmlInput>>> {

@@ -211,9 +211,12 @@ pub fn params(c: DecoderConfig, store: Box<dyn TensorStore>) -> Result<Params> {
     let (c, store) = (&both.0, both.1.as_ref());
     let (d, family) = (c.hidden_size, c.family());
     let token_name = family.token_table(store);
+    // `--arithmetic ggml`'s blocks only for the table the head multiplies by (the token table
+    // when tied): the token table's rows are looked up, never multiplied.
+    let head_table = if c.tied() { token_name.clone() } else { family.head_name().to_string() };
     let reader = |name: &str| -> Result<Arc<dyn StoredRows>> {
         let (owner, owned) = (both.clone(), name.to_string());
-        let ggml = store.ggml_input(name)?;
+        let ggml = if name == head_table { store.ggml_input(name)? } else { None };
         Ok(RowReader::shared(name, ((c.vocab_size, d), ggml), move |start, len| owner.1.rows(&owned, start, len)))
     };
     let stored = tables(store, ([c.vocab_size, d], c.tied()), (&token_name, family.head_name()), reader)?;
