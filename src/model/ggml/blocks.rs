@@ -5,7 +5,7 @@
 //! 4 elements each, `acc[j] = fma(d_w·d_x, lane_j, acc[j])`, Q4_1's offsets `summs += m·s` in
 //! order, and `hsum8(acc) + summs`. The weight is never dequantized.
 
-use super::kernels::hsum8;
+use super::kernels::{hsum8, on_two_threads};
 use crate::params::GgmlBlocks;
 use anyhow::{anyhow, Result};
 use candle_core::Tensor;
@@ -13,15 +13,15 @@ use half::f16;
 
 /// One input row quantized: per block of 32, the f16 scale (as f32), Q8_1's stored sum
 /// `s = f16(d·Σq)` (with the f32 `d`), and the integers.
-struct Quantized {
-    d: Vec<f32>,
-    s: Vec<f32>,
-    q: Vec<i8>,
+pub(super) struct Quantized {
+    pub(super) d: Vec<f32>,
+    pub(super) s: Vec<f32>,
+    pub(super) q: Vec<i8>,
 }
 
 /// `quantize_row_q8_1` (and `_q8_0`, the same without `s`) on x86: d = max|x|/127 and the
 /// multiplier 127/max|x| in f32, q = x·multiplier rounded half to even.
-fn quantize(x: &[f32]) -> Quantized {
+pub(super) fn quantize(x: &[f32]) -> Quantized {
     let blocks = x.len() / 32;
     let mut out = Quantized { d: Vec::with_capacity(blocks), s: Vec::with_capacity(blocks), q: vec![0; x.len()] };
     for (b, chunk) in x.chunks_exact(32).enumerate() {
@@ -30,7 +30,7 @@ fn quantize(x: &[f32]) -> Quantized {
         let id = if max != 0.0 { 127.0 / max } else { 0.0 };
         let mut sum = 0i32;
         for (i, &v) in chunk.iter().enumerate() {
-            let q = (v * id + 12_582_912.0) - 12_582_912.0; // half to even, as _mm256_round_ps
+            let q = super::nearest(v * id);
             out.q[b * 32 + i] = q as i8;
             sum += q as i32;
         }
@@ -183,14 +183,8 @@ pub fn matmul(x: &Tensor, w: &GgmlBlocks) -> Result<Tensor> {
     }
     let values = x.flatten_all()?.to_vec1::<f32>()?;
     let inputs: Vec<Quantized> = values.chunks_exact(width).map(quantize).collect();
-    let half = w.rows.div_ceil(2);
-    let part = |rows: std::ops::Range<usize>| rows_times(w, rows, &inputs);
-    let (first, second) = std::thread::scope(|s| {
-        let other = s.spawn(|| part(half..w.rows));
-        (part(0..half), other.join())
-    });
-    let second = second.map_err(|_| anyhow!("internal: a quantized product failed"))?;
-    let by_row = Tensor::from_vec([first, second].concat(), (w.rows, pos), x.device())?; // [rows, pos]
+    let by_row = on_two_threads(w.rows, |rows| rows_times(w, rows, &inputs))?;
+    let by_row = Tensor::from_vec(by_row, (w.rows, pos), x.device())?; // [rows, pos]
     Ok(by_row.t()?.contiguous()?) // [pos, rows]
 }
 

@@ -91,17 +91,9 @@ pub fn scores(q: &Tensor, k: &Tensor, interleaved: bool, q_scale: Option<f32>) -
     Ok(Tensor::from_vec(out, (heads, n, keys), q.device())?)
 }
 
-/// `head(h)` for every head, the heads split between two threads (each value is one kernel
-/// call, so the split changes no bit), concatenated in head order.
+/// `head(h)` for every head, the heads split between two threads, in head order.
 fn by_heads(heads: usize, head: impl Fn(usize) -> Vec<f32> + Sync) -> Result<Vec<f32>> {
-    let half = heads.div_ceil(2);
-    let part = |hs: std::ops::Range<usize>| -> Vec<f32> { hs.flat_map(&head).collect() };
-    let (first, second) = std::thread::scope(|s| {
-        let other = s.spawn(|| part(half..heads));
-        (part(0..half), other.join())
-    });
-    let second = second.map_err(|_| anyhow::anyhow!("internal: an attention product failed"))?;
-    Ok([first, second].concat())
+    kernels::on_two_threads(heads, |hs| hs.flat_map(&head).collect())
 }
 
 /// The softmax of every row of the scaled, masked scores.

@@ -209,6 +209,21 @@ fn dot_f16_scalar(a: &[f32], b: &[f32], single: bool) -> f32 {
     }
 }
 
+/// `part` of `0..count` split in two halves computed on two threads (each value is one kernel
+/// call, so the split changes no bit), concatenated in order.
+pub fn on_two_threads(
+    count: usize,
+    part: impl Fn(std::ops::Range<usize>) -> Vec<f32> + Sync,
+) -> anyhow::Result<Vec<f32>> {
+    let half = count.div_ceil(2);
+    let (first, second) = std::thread::scope(|s| {
+        let other = s.spawn(|| part(half..count));
+        (part(0..half), other.join())
+    });
+    let second = second.map_err(|_| anyhow::anyhow!("internal: a ggml kernel's thread failed"))?;
+    Ok([first, second].concat())
+}
+
 /// Whether this CPU has the FMA and AVX2 instructions ggml's kernels use.
 pub fn has_fma() -> bool {
     #[cfg(target_arch = "x86_64")]

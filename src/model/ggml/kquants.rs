@@ -10,19 +10,19 @@
 //!   elements 4l..4l+3 of every 32, scaled, less 32 · its two sub-blocks' scaled sums),
 //!   from 8 on the tiled kernel (one exact sum per super-block, `fma(S·d, d_x, acc)`).
 
-use super::kernels::hsum8;
+use super::kernels::{hsum8, on_two_threads};
 use crate::params::GgmlKBlocks;
 use anyhow::{anyhow, Result};
 use candle_core::Tensor;
 
 /// One input row in Q8_K: per 256, the integers, the f32 scale, and the sums of each 16.
-struct Q8K {
-    q: Vec<i8>,
-    d: Vec<f32>,
+pub(super) struct Q8K {
+    pub(super) q: Vec<i8>,
+    pub(super) d: Vec<f32>,
     bsums: Vec<i32>,
 }
 
-fn quantize(x: &[f32]) -> Q8K {
+pub(super) fn quantize(x: &[f32]) -> Q8K {
     let mut out = Q8K { q: vec![0; x.len()], d: Vec::new(), bsums: Vec::new() };
     for (b, block) in x.chunks_exact(256).enumerate() {
         let (mut amax, mut max) = (0f32, 0f32);
@@ -38,7 +38,7 @@ fn quantize(x: &[f32]) -> Q8K {
         }
         let iscale = -127.0 / max;
         for (i, &v) in block.iter().enumerate() {
-            let q = ((iscale * v + 12_582_912.0) - 12_582_912.0).min(127.0); // half to even
+            let q = super::nearest(iscale * v).min(127.0);
             out.q[b * 256 + i] = q as i8;
         }
         out.d.push(1.0 / iscale);
@@ -126,12 +126,6 @@ pub fn matmul(x: &Tensor, w: &GgmlKBlocks) -> Result<Option<Tensor>> {
             }
         })
     };
-    let half = w.rows.div_ceil(2);
-    let (first, second) = std::thread::scope(|s| {
-        let other = s.spawn(|| part(half..w.rows));
-        (part(0..half), other.join())
-    });
-    let second = second.map_err(|_| anyhow!("internal: a quantized product failed"))?;
-    let by_row = Tensor::from_vec([first, second].concat(), (w.rows, pos), x.device())?; // [rows, pos]
+    let by_row = Tensor::from_vec(on_two_threads(w.rows, part)?, (w.rows, pos), x.device())?; // [rows, pos]
     Ok(Some(by_row.t()?.contiguous()?)) // [pos, rows]
 }

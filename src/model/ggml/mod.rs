@@ -53,16 +53,30 @@ pub fn rounded_input(x: &Tensor, g: &GgmlInput) -> Result<(Tensor, Option<Tensor
     if width % block != 0 {
         return Err(anyhow!("internal: a {width}-wide input cannot be quantized in blocks of {block}"));
     }
+    // The quantized values dequantized, `d · q`, from the kernels' own quantizers; for Q8_1 the
+    // stored sum's difference from the rounded values' sum, `s − d · Σq` (exact in f32: `d`
+    // has 11 significant bits and |Σq| ≤ 4064).
     let mut deltas = Vec::new();
-    for chunk in values.chunks_mut(block) {
+    for row in values.chunks_mut(width.max(1)) {
         match g.form {
-            InputForm::F16 => chunk[0] = f16::from_f32(chunk[0]).to_f32(),
-            InputForm::Bf16 => chunk[0] = bf16::from_f32(chunk[0]).to_f32(),
-            InputForm::Q8_0 => {
-                q8(chunk);
+            InputForm::F16 => row.iter_mut().for_each(|v| *v = f16::from_f32(*v).to_f32()),
+            InputForm::Bf16 => row.iter_mut().for_each(|v| *v = bf16::from_f32(*v).to_f32()),
+            InputForm::Q8_0 | InputForm::Q8_1 => {
+                let quantized = blocks::quantize(row);
+                for (b, chunk) in row.chunks_mut(32).enumerate() {
+                    let (d, q) = (quantized.d[b], &quantized.q[b * 32..b * 32 + 32]);
+                    chunk.iter_mut().zip(q).for_each(|(v, &q)| *v = d * q as f32);
+                    let sum: i32 = q.iter().map(|&q| q as i32).sum();
+                    deltas.push(quantized.s[b] - d * sum as f32);
+                }
             }
-            InputForm::Q8_1 => deltas.push(q8(chunk)),
-            InputForm::Q8K => q8k(chunk),
+            InputForm::Q8K => {
+                let quantized = kquants::quantize(row);
+                for (b, chunk) in row.chunks_mut(256).enumerate() {
+                    let (d, q) = (quantized.d[b], &quantized.q[b * 256..b * 256 + 256]);
+                    chunk.iter_mut().zip(q).for_each(|(v, &q)| *v = d * q as f32);
+                }
+            }
         }
     }
     let rounded = Tensor::from_vec(values, (pos, width), x.device())?; // [pos, in]
@@ -79,43 +93,6 @@ pub fn rounded_input(x: &Tensor, g: &GgmlInput) -> Result<(Tensor, Option<Tensor
 fn nearest(v: f32) -> f32 {
     const MAGIC: f32 = 12_582_912.0; // 1.5 · 2²³
     (v + MAGIC) - MAGIC
-}
-
-/// Rounds one block of 32 as `quantize_row_q8_0`/`_q8_1` quantizes it and returns Q8_1's
-/// stored sum minus the sum of the rounded values, `s − d_f16 · Σq` (exact in f32: `d_f16`
-/// has 11 significant bits and |Σq| ≤ 4064).
-fn q8(block: &mut [f32]) -> f32 {
-    let max = block.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let d = max / 127.0;
-    let d16 = f16::from_f32(d).to_f32();
-    let id = if max != 0.0 { 127.0 / max } else { 0.0 };
-    let mut sum = 0i32;
-    for v in block.iter_mut() {
-        let q = nearest(*v * id);
-        sum += q as i32;
-        *v = d16 * q;
-    }
-    let s = f16::from_f32(d * sum as f32).to_f32();
-    s - d16 * sum as f32
-}
-
-/// Rounds one block of 256 as `quantize_row_q8_K_ref` quantizes it.
-fn q8k(block: &mut [f32]) {
-    let (mut amax, mut max) = (0f32, 0f32);
-    for &v in block.iter() {
-        if v.abs() > amax {
-            (amax, max) = (v.abs(), v);
-        }
-    }
-    if amax == 0.0 {
-        block.fill(0.0);
-        return;
-    }
-    let iscale = -127.0 / max;
-    let d = 1.0 / iscale;
-    for v in block.iter_mut() {
-        *v = d * nearest(iscale * *v).min(127.0);
-    }
 }
 
 /// `y` (`[pos, out]`) with Q8_1's sums in place of the rounded inputs' (`correction`,
