@@ -388,6 +388,12 @@ pub struct Cli {
     /// auto: three quarters of the memory available to this process (2GiB where unknown).
     #[arg(long, value_name = "SIZE|auto", default_value = "auto", help_heading = "Output")]
     pub max_memory: String,
+    /// Queries per tile of attention. A layer none of whose [head × query × key] steps is
+    /// recorded (a summary table, --stats, a few steps of a long input) computes its scores a
+    /// tile of queries at a time and never holds them whole; the default keeps a tile's scores
+    /// near 16 MiB (every input of up to ~900 tokens on a 9-head model is one tile).
+    #[arg(long, value_name = "ROWS", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Output")]
+    pub query_tile: Option<u64>,
 
     // ---- views ----
     /// Walk through one token's attention, head by head: its query, its dot product with

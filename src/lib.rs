@@ -57,6 +57,7 @@ pub struct Traced {
 /// Opens the sources the settings name and checks the settings against the model.
 pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
     let (mut loaded, source) = sources::open(settings)?;
+    loaded.cfg.parts.query_tile = settings.query_tile;
     let mut plan = Plan::new(settings, &loaded.cfg, &loaded.tokens, loaded.texts().as_deref())?;
     plan.attribution = attribution(settings, &loaded)?;
     // Before any parameter or activation exists: the estimate follows what the plan records.
@@ -336,9 +337,7 @@ pub(crate) fn computed(
     }
     clock.lap("parameters");
     let mut rec = recorder(&loaded, plan.record.clone(), settings).with_attribution(plan.attribution.clone());
-    let reduced = plan
-        .reduce_summary
-        .then(|| views::summary::reduce_as_recorded(&mut rec, &loaded.tokens, loaded.cfg.parts.lm_head.is_some()));
+    let reducing = views::Reducing::attach(&plan, &mut rec, &loaded.tokens, loaded.cfg.parts.lm_head.is_some());
     let (last, generation) = run_model(settings, (&loaded, &params, &plan), &mut rec)?;
     let flops = match &generation {
         Some(g) => generating::flops(&loaded, g),
@@ -352,9 +351,7 @@ pub(crate) fn computed(
     let seen = views::stacks::seen_as(&trace, o.stack); // an encoder–decoder's attention `--stack` names
     let all_maps = maps.then(|| views::maps::maps(seen.as_ref().unwrap_or(&trace), o.merge_pieces, o.average_heads));
     let (trace, mut views) = views::derive(trace, &plan, &settings.output)?;
-    if let Some(links) = reduced {
-        views.summary = Some(std::mem::take(&mut *links.lock().map_err(|_| anyhow::anyhow!("summary lock"))?));
-    }
+    reducing.fill(&mut views)?;
     clock.lap("views");
     if settings.output.params {
         views.params = Some(views::params::steps(&params, &plan.show)?);

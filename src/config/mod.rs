@@ -10,6 +10,7 @@ mod generate;
 mod moe;
 mod parts;
 mod seq2seq;
+pub mod tiles;
 pub use flops::{forward_flops, Flops};
 pub use generate::{Generate, Strategy};
 pub use moe::Experts;

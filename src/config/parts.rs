@@ -143,6 +143,10 @@ pub struct Parts {
     /// subnormals). Not in JSON.
     #[serde(skip)]
     pub ggml_scales_q: bool,
+    /// `--query-tile`: queries per tile of an attention that runs in tiles (`tiles.rs`);
+    /// `None` sizes tiles by memory. Not in JSON: it changes how much is held, not what.
+    #[serde(skip)]
+    pub query_tile: Option<usize>,
     /// The token table and head stay stored (`params::Stored`), for the estimate. Not in JSON.
     #[serde(skip)]
     pub vocab_stored: bool,

@@ -10,9 +10,10 @@ use super::pass::Pass;
 use super::{ggml, linear};
 use crate::config::ModelConfig;
 use crate::params::LayerParams;
-use crate::trace::{steps, Recorder, Values};
+use crate::trace::rows::WeightRows;
+use crate::trace::Recorder;
 use anyhow::Result;
-use candle_core::{Device, Tensor};
+use candle_core::Tensor;
 
 /// Layer `l`'s attention on `x`, `[pos, d_model]` at positions `offset..offset + pos`, where
 /// `offset` is how many positions `pass`'s cache holds (0 without one): queries read the
@@ -38,32 +39,9 @@ pub fn attention(
     let v = repeat_kv(&v, h / kvh)?; // [head, key_pos, d_v]
     let (q, k, v) = received(cfg, p, (q, k, v), (l, pass))?; // path patching's receivers
 
-    let raw_scores = match ggml::on(cfg) {
-        true => ggml::exact::scores(&q, &k, cfg.parts.ggml_interleaved, ggml::q_scale(cfg))?, // [head, query_pos, key_pos]: llama.cpp's f16 kernel
-        false => q.matmul(&k.t()?)?, // [head, query_pos, key_pos]
-    };
-    rec.tensor(&format!("layers.{l}.attn.raw_scores"), cfg, &raw_scores)?;
-    let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, query_pos, key_pos]
-    let scaled = match &pass.bias {
-        Some(bias) => scaled.broadcast_add(bias)?, // [head, query_pos, key_pos]: T5's position bias
-        None => scaled,
-    };
-    let hidden = super::mask::hidden_keys(cfg, l, (offset, n));
-    let scores = capped_and_masked(cfg, scaled, hidden.as_deref(), l, rec)?; // [head, query_pos, key_pos]
-    let scores = super::intervene::knockout(cfg, (l, offset), scores)?; // [head, query_pos, key_pos]
-    rec.tensor(&format!("layers.{l}.attn.scores"), cfg, &scores)?;
-    let weights = match ggml::on(cfg) {
-        true => ggml::exact::softmax(&scores)?,              // [head, query_pos, key_pos]
-        false => super::softmax::softmax_last_dim(&scores)?, // [head, query_pos, key_pos]
-    };
-    let weights = match super::mask::blind_rows(cfg, l, hidden.as_deref(), (h, offset, n)) {
-        Some(rows) => zero_rows(&weights, &rows)?, // [head, query_pos, key_pos]
-        None => weights,
-    };
-    rec.tensor(&format!("layers.{l}.attn.weights"), cfg, &weights)?;
-    let context = match ggml::on(cfg) {
-        true => ggml::exact::context(&weights, &v)?, // [head, pos, d_v]: in f16, as llama.cpp's cache holds v
-        false => weights.matmul(&v)?,                // [head, pos, d_v]
+    let (weights, context) = match super::tiled::tiles(cfg, l, pass, rec) {
+        true => (None, super::tiled::context(cfg, (&q, &k, &v), (l, offset), rec)?), // [head, pos, d_v]
+        false => whole(cfg, (&q, &k, &v), (l, offset), pass, rec)?,
     };
     let context = super::intervene::ablate(cfg, (l, pass.patch), context)?; // [head, pos, d_v]
     let context = pass.tap(context, super::pass::Tap::Context)?; // [head, pos, d_v]
@@ -75,8 +53,57 @@ pub fn attention(
         None => concat,                 // [pos, heads·d_v]: the wrapper's torch.cat of heads
     };
     rec.tensor(&format!("layers.{l}.attn.out"), cfg, &out)?;
-    super::attribute::attention(cfg, p, l, (&weights, &v, &context, &out), rec)?;
+    if let Some(weights) = &weights {
+        super::attribute::attention(cfg, p, l, (weights, &v, &context, &out), rec)?;
+    }
     Ok(out)
+}
+
+/// The layer's scores, mask, softmax and context over every query at once (`attention`
+/// when a square step is recorded or something reads the whole matrices; else `tiled.rs`):
+/// the weights `[head, query_pos, key_pos]` and the context `[head, pos, d_v]`.
+fn whole(
+    cfg: &ModelConfig,
+    (q, k, v): (&Tensor, &Tensor, &Tensor),
+    (l, offset): (usize, usize),
+    pass: &Pass,
+    rec: &mut Recorder,
+) -> Result<(Option<Tensor>, Tensor)> {
+    let (h, n) = (cfg.heads, q.dim(1)?);
+    let raw_scores = match ggml::on(cfg) {
+        true => ggml::exact::scores(q, k, cfg.parts.ggml_interleaved, ggml::q_scale(cfg))?, // [head, query_pos, key_pos]: llama.cpp's f16 kernel
+        false => q.matmul(&k.t()?)?, // [head, query_pos, key_pos]
+    };
+    rec.tensor(&format!("layers.{l}.attn.raw_scores"), cfg, &raw_scores)?;
+    let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, query_pos, key_pos]
+    let scaled = match &pass.bias {
+        Some(bias) => scaled.broadcast_add(bias)?, // [head, query_pos, key_pos]: T5's position bias
+        None => scaled,
+    };
+    let hidden = super::mask::hidden_keys(cfg, l, (offset, n));
+    let scores = super::mask::capped_and_masked(cfg, scaled, hidden.as_deref(), l, rec)?; // [head, query_pos, key_pos]
+    let scores = super::intervene::knockout(cfg, (l, offset), scores)?; // [head, query_pos, key_pos]
+    rec.tensor(&format!("layers.{l}.attn.scores"), cfg, &scores)?;
+    let weights = match ggml::on(cfg) {
+        true => ggml::exact::softmax(&scores)?,              // [head, query_pos, key_pos]
+        false => super::softmax::softmax_last_dim(&scores)?, // [head, query_pos, key_pos]
+    };
+    let weights = match super::mask::blind_rows(cfg, l, hidden.as_deref(), (h, offset, n)) {
+        Some(rows) => super::mask::zero_rows(&weights, &rows)?, // [head, query_pos, key_pos]
+        None => weights,
+    };
+    rec.tensor(&format!("layers.{l}.attn.weights"), cfg, &weights)?;
+    let context = match ggml::on(cfg) {
+        true => ggml::exact::context(&weights, v)?, // [head, pos, d_v]: in f16, as llama.cpp's cache holds v
+        false => weights.matmul(v)?,                // [head, pos, d_v]
+    };
+    if rec.reads_rows(l) {
+        let values = weights.flatten_all()?.to_vec1::<f32>()?;
+        let keys = weights.dim(2)?;
+        let tile = WeightRows { layer: l, first: 0, queries: n, heads: h, rows: n, keys, values: &values };
+        rec.weight_rows(&tile);
+    }
+    Ok((Some(weights), context))
 }
 
 /// The queries, keys and values of `x` (`[pos, d_model]` at positions from `offset` on):
@@ -136,42 +163,6 @@ fn received(
     Ok((pick(q, qr, Qkv::Q)?, pick(k, kr, Qkv::K)?, pick(v, vr, Qkv::V)?))
 }
 
-/// The scaled scores as the softmax reads them: soft-capped where the model caps them
-/// (Gemma 2: `cap · tanh(scaled / cap)`, after the scale and before the mask, as transformers
-/// computes it), then −inf where `hidden` hides a key, so exp gives exactly 0.
-fn capped_and_masked(
-    cfg: &ModelConfig,
-    scaled: Tensor,
-    hidden: Option<&[bool]>,
-    l: usize,
-    rec: &mut Recorder,
-) -> Result<Tensor> {
-    let (_, n, keys) = scaled.dims3()?;
-    let bias = match hidden {
-        Some(hidden) => {
-            let bias: Vec<f32> = hidden.iter().map(|&m| if m { f32::NEG_INFINITY } else { 0.0 }).collect();
-            let mask = Values::Bool(hidden.to_vec());
-            rec.record(&format!("layers.{l}.attn.mask"), &steps::dims("attn.mask", cfg), &[n, keys], mask);
-            Some(Tensor::from_vec(bias, (n, keys), &Device::Cpu)?) // [query_pos, key_pos]
-        }
-        None => None,
-    };
-    let masked = |t: Tensor| -> Result<Tensor> {
-        Ok(match &bias {
-            Some(b) => t.broadcast_add(b)?,
-            None => t,
-        })
-    };
-    Ok(match cfg.parts.attn_softcap {
-        Some(cap) => {
-            let uncapped = masked(scaled.clone())?; // [head, query_pos, key_pos]
-            rec.tensor(&format!("layers.{l}.attn.scores_uncapped"), cfg, &uncapped)?;
-            masked(super::softcap(&scaled, cap)?)? // [head, query_pos, key_pos]
-        }
-        None => masked(scaled)?,
-    })
-}
-
 /// q and k as the scores read them: each head's RMSNorm where the layer has one (Qwen3),
 /// then the rotary positions (from `offset` on) where the layer has them.
 fn normed_and_rotated(
@@ -214,13 +205,6 @@ fn normed_and_rotated(
     })
 }
 
-/// `weights` with the flagged `[head, query]` rows set to 0.
-fn zero_rows(weights: &Tensor, rows: &[u8]) -> Result<Tensor> {
-    let (h, n, k) = weights.dims3()?;
-    let flags = Tensor::from_vec(rows.to_vec(), (h, n, 1), &Device::Cpu)?.broadcast_as((h, n, k))?;
-    Ok(flags.where_cond(&weights.zeros_like()?, weights)?)
-}
-
 /// Repeats each key/value head `times` times along the head axis: [kv_head, pos, d] →
 /// [kv_head·times, pos, d] (Hugging Face's `repeat_kv`).
 fn repeat_kv(t: &Tensor, times: usize) -> Result<Tensor> {
@@ -236,6 +220,7 @@ mod tests {
     use super::*;
     use crate::config::{Activation, InitConfig, Norm, Positions};
     use crate::params::{Block, Dense, Ffn, LayerNorm, Linear};
+    use candle_core::Device;
 
     fn eye() -> Linear {
         Linear { weight: Tensor::new(&[[1f32, 0.0], [0.0, 1.0]], &Device::Cpu).unwrap(), bias: None, ggml: None }

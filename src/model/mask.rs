@@ -4,6 +4,9 @@
 //! see `intervene`).
 
 use crate::config::ModelConfig;
+use crate::trace::{steps, Recorder, Values};
+use anyhow::Result;
+use candle_core::{Device, Tensor};
 use std::collections::BTreeSet;
 
 /// Layer `layer`'s `[query, key]` flags for the `n` queries at positions `offset..offset + n`
@@ -13,6 +16,12 @@ use std::collections::BTreeSet;
 /// 4.46: query i sees keys i − window + 1 ..= i), or a pad (`--pad-to`, transformers'
 /// `attention_mask`). `None` when nothing is hidden.
 pub fn hidden_keys(cfg: &ModelConfig, layer: usize, (offset, n): (usize, usize)) -> Option<Vec<bool>> {
+    hidden_rows(cfg, layer, (offset, n), offset + n)
+}
+
+/// [`hidden_keys`]' flags for the `n` queries at positions `first..first + n` against the keys
+/// at `0..keys`: a tile of a pass's queries (`tiled.rs`).
+pub fn hidden_rows(cfg: &ModelConfig, layer: usize, (first, n): (usize, usize), keys: usize) -> Option<Vec<bool>> {
     let window = cfg.parts.window_at(layer);
     let pads = cfg.parts.padding.as_ref().map(|p| &p.attention_mask);
     if !cfg.causal && window.is_none() && pads.is_none() {
@@ -20,8 +29,7 @@ pub fn hidden_keys(cfg: &ModelConfig, layer: usize, (offset, n): (usize, usize))
     }
     let pad = |k: usize| pads.is_some_and(|m| m.get(k) == Some(&0));
     let hidden = |q: usize, k: usize| (cfg.causal && k > q) || window.is_some_and(|w| q >= k + w) || pad(k);
-    let keys = offset + n;
-    Some((0..n * keys).map(|i| hidden(offset + i / keys, i % keys)).collect())
+    Some((0..n * keys).map(|i| hidden(first + i / keys, i % keys)).collect())
 }
 
 /// This layer's `[head, query]` flags for the `n` queries from position `offset` on, 1 where
@@ -56,6 +64,49 @@ fn knocked(cfg: &ModelConfig, layer: usize, h: usize) -> BTreeSet<(usize, usize,
     edges
         .flat_map(|k| (0..h).filter(move |&g| k.head.is_none_or(|x| x == g)).map(move |g| (g, k.query, k.key)))
         .collect()
+}
+
+/// The scaled scores as the softmax reads them: soft-capped where the model caps them
+/// (Gemma 2: `cap · tanh(scaled / cap)`, after the scale and before the mask, as transformers
+/// computes it), then −inf where `hidden` hides a key, so exp gives exactly 0.
+pub fn capped_and_masked(
+    cfg: &ModelConfig,
+    scaled: Tensor,
+    hidden: Option<&[bool]>,
+    l: usize,
+    rec: &mut Recorder,
+) -> Result<Tensor> {
+    let (_, n, keys) = scaled.dims3()?;
+    let bias = match hidden {
+        Some(hidden) => {
+            let bias: Vec<f32> = hidden.iter().map(|&m| if m { f32::NEG_INFINITY } else { 0.0 }).collect();
+            let mask = Values::Bool(hidden.to_vec());
+            rec.record(&format!("layers.{l}.attn.mask"), &steps::dims("attn.mask", cfg), &[n, keys], mask);
+            Some(Tensor::from_vec(bias, (n, keys), &Device::Cpu)?) // [query_pos, key_pos]
+        }
+        None => None,
+    };
+    let masked = |t: Tensor| -> Result<Tensor> {
+        Ok(match &bias {
+            Some(b) => t.broadcast_add(b)?,
+            None => t,
+        })
+    };
+    Ok(match cfg.parts.attn_softcap {
+        Some(cap) => {
+            let uncapped = masked(scaled.clone())?; // [head, query_pos, key_pos]
+            rec.tensor(&format!("layers.{l}.attn.scores_uncapped"), cfg, &uncapped)?;
+            masked(super::softcap(&scaled, cap)?)? // [head, query_pos, key_pos]
+        }
+        None => masked(scaled)?,
+    })
+}
+
+/// `weights` with the flagged `[head, query]` rows set to 0.
+pub fn zero_rows(weights: &Tensor, rows: &[u8]) -> Result<Tensor> {
+    let (h, n, k) = weights.dims3()?;
+    let flags = Tensor::from_vec(rows.to_vec(), (h, n, 1), &Device::Cpu)?.broadcast_as((h, n, k))?;
+    Ok(flags.where_cond(&weights.zeros_like()?, weights)?)
 }
 
 #[cfg(test)]

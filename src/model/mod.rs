@@ -29,6 +29,7 @@ pub mod seq2seq;
 pub mod softmax;
 pub mod stack;
 pub mod steer;
+pub mod tiled;
 pub mod unembed;
 
 use crate::config::ModelConfig;

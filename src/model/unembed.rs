@@ -85,6 +85,12 @@ pub fn unembed_with_logits(
     }
     rec.tensor("output", cfg, &x)?;
     let wanted = logits || logits_wanted(params, rec);
+    if wanted && !logits && predictions_only(params, rec) {
+        if let Some(top) = predictions(cfg, params, head, &x, rec.top_k())? {
+            rec.set_predictions(top);
+        }
+        return Ok((x, None));
+    }
     let raw = if wanted { uncapped_logits(cfg, params, head, &x)? } else { None }; // [pos, vocab]
     let mut returned = None;
     if let Some(raw) = &raw {
@@ -102,6 +108,36 @@ pub fn unembed_with_logits(
     }
     super::attribute::readout::close(cfg, params, head, (&resid, &x, raw.as_ref()), rec)?;
     Ok((x, returned))
+}
+
+/// Per position, the most probable next tokens as (id, probability).
+type Top = Vec<Vec<(u32, f32)>>;
+
+/// Whether a language model's logits are computed for its predictions alone: not recorded,
+/// not returned, not read by `--attribute`.
+fn predictions_only(params: &Params, rec: &Recorder) -> bool {
+    params.mlm.is_none() && !rec.wants("logits") && !rec.wants("logits_uncapped") && rec.attribution().is_none()
+}
+
+/// The `k` most probable next tokens at each position (None without a head) of the final-normed `x` [pos,
+/// d_model], from the logits of a few positions at a time (`ModelConfig::logit_rows`): a long
+/// input's logits never exist whole (SmolLM2 at 8,192 tokens: 1.6 GB).
+fn predictions(
+    cfg: &ModelConfig,
+    params: &Params,
+    head: Option<&Unembed>,
+    x: &Tensor,
+    k: usize,
+) -> Result<Option<Top>> {
+    let n = x.dim(0)?;
+    let rows = cfg.logit_rows();
+    let mut top = Vec::with_capacity(n);
+    for first in (0..n).step_by(rows) {
+        let x = x.narrow(0, first, rows.min(n - first))?; // [rows, d_model]
+        let Some(logits) = logits(cfg, params, head, &x)? else { return Ok(None) }; // [rows, vocab]
+        top.extend(super::head::top_k(&logits, k)?);
+    }
+    Ok(Some(top))
 }
 
 /// Whether [`unembed`] computes logits: always for a masked-LM head, for a language-model

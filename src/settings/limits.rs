@@ -73,15 +73,27 @@ pub fn estimate(cfg: &ModelConfig, n: usize, record: &Selection, streamed: bool)
     // next is read while one runs).
     params += if cfg.parts.layer_at_a_time { 2.0 * per_layer_params } else { u(cfg.layers) * per_layer_params };
     let n = n_f;
-    let per_layer_acts =
-        n * (2.0 * qk + v) + 3.0 * h * n * n + n * n + 2.0 * n * v + 8.0 * n * d + 2.0 * n * ff + expert_acts(cfg, n);
+    // The scores, their scaled and masked copies and the weights, with the mask: a whole
+    // layer's, or one tile's (`config::tiles`).
+    let rows =
+        if cfg.tiles_attention() && !record.keeps_square() { u(cfg.query_tile(n_f as usize, n_f as usize)) } else { n };
+    let per_layer_acts = n * (2.0 * qk + v)
+        + 3.0 * h * rows * n
+        + rows * n
+        + 2.0 * n * v
+        + 8.0 * n * d
+        + 2.0 * n * ff
+        + expert_acts(cfg, n);
     let working = per_layer_acts + 6.0 * n * d;
     let mut logits = 0.0;
     if cfg.parts.lm_head.is_some() {
         // The head (a copy of the table when tied; one 4,096-row slice of a stored one, and
         // its product) and the logits with their softmax.
         params += if cfg.parts.vocab_stored { 4096.0 * (d + n_f) } else { u(cfg.vocab_size) * d };
-        logits = 2.0 * n * u(cfg.vocab_size);
+        // Only a few positions' at once when only their predictions are kept (`model::unembed`).
+        let named = record.steps.as_ref().is_some_and(|s| s.contains("logits") || s.contains("logits_uncapped"));
+        let positions = if named { n } else { n.min(u(cfg.logit_rows())) };
+        logits = 2.0 * positions * u(cfg.vocab_size);
     }
     let (total, largest) = recorded(cfg, n_f as usize, record);
     let kept = if streamed { largest } else { total };
@@ -216,7 +228,9 @@ pub fn check_run(cfg: &ModelConfig, n: usize, record: (&Selection, bool), s: &su
         .seq2seq
         .as_ref()
         .map_or(0.0, |d| estimate(&d.decoder, n.max(d.decoder_ids.len()), record.0, record.1));
-    let need = estimate(cfg, n, record.0, record.1) + decoder + attribution_bytes(cfg, n, s);
+    // A generation reads the prompt's logits whole, where `estimate` counts a few positions'.
+    let prompt_logits = if s.generate.is_some() { 8.0 * n as f64 * cfg.vocab_size as f64 } else { 0.0 };
+    let need = estimate(cfg, n, record.0, record.1) + decoder + attribution_bytes(cfg, n, s) + prompt_logits;
     if s.held == 0 {
         return check_bytes(need, "of tensors", s.max_memory, s.memory_available);
     }

@@ -16,6 +16,7 @@ mod model;
 pub mod outputs;
 pub mod plan;
 pub mod recipe;
+mod reduce;
 pub mod shape;
 pub mod stacks;
 pub mod views;
@@ -179,6 +180,8 @@ pub struct Settings {
     /// `--max-memory` in bytes, and the machine's available memory if known (a second cap).
     pub max_memory: u128,
     pub memory_available: Option<u128>,
+    /// `--query-tile`: queries per tile of an attention that runs in tiles (`config::tiles`).
+    pub query_tile: Option<usize>,
     /// Bytes a batch holds for earlier sentences (output, page parts), counted against the caps.
     pub held: u128,
     /// `--quiet`: no notes on stderr.
@@ -261,6 +264,7 @@ impl Settings {
             outputs,
             max_memory,
             memory_available: env.memory_available,
+            query_tile: cli.query_tile.map(|t| usize::try_from(t).unwrap_or(usize::MAX)),
             held: 0,
             quiet: cli.quiet,
             analysis: analysis::options(&cli)?,

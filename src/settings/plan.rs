@@ -25,8 +25,10 @@ pub struct Plan {
     /// Ablations and knockouts, checked against the model and resolved against the tokens.
     pub interventions: Interventions,
     /// The summary table alone reads the weights: each layer's are reduced to its strongest
-    /// links as they are recorded, and dropped (memory holds one layer's, not every layer's).
+    /// links as the model computes them, a tile of queries at a time (`trace::rows`).
     pub reduce_summary: bool,
+    /// `--stats` is gathered the same way (`reduce::stats`), not read from recorded weights.
+    pub reduce_stats: bool,
     /// Recorded steps are handed on as they are made (`reduce_summary`, or `--format jsonl`
     /// without `--save-trace`): the memory estimate counts only the largest.
     pub streamed: bool,
@@ -64,31 +66,17 @@ impl Plan {
             _ => None,
         };
         let a = &settings.analysis;
-        let v = &settings.output.views;
-        // The summary table shows only what the weights say: every other step of a real
-        // model would cost memory for nothing (gigabytes at 4,096 tokens). A trace file or
-        // another view that reads the steps keeps them.
-        let reduce_summary = settings.output.summary
-            && settings.output.format == Format::Table
-            && show.steps.is_none()
-            && focus.is_none()
-            && !(a.stats || a.rollout || v.derived() || v.html.is_some() || v.svg.is_some())
-            && settings.outputs.save_trace.is_none()
-            // What each generated token looked at reads the prompt's weights after the pass.
-            && settings.generate.is_none()
-            // An encoder–decoder's summary reads the attention `--stack` names (`views::stacks`).
-            && cfg.parts.seq2seq.is_none();
+        let reduce_summary = super::reduce::summary_alone(settings, cfg, &show, focus.is_some());
+        let reduce_stats = super::reduce::stats(settings, cfg);
         let mut record = widen(settings, &show, focus.is_some());
         if reduce_summary {
-            // The weights, and a mixture's routing (which experts each token went to).
-            let experts = cfg.parts.experts.is_some();
-            let read = ["attn.weights", "ffn.router.chosen", "ffn.router.weights"];
-            record.steps = Some(read.iter().take(if experts { 3 } else { 1 }).map(|s| s.to_string()).collect());
+            record.steps = Some(super::reduce::summary_steps(cfg));
         }
         let streamed =
             reduce_summary || (settings.output.format == Format::Jsonl && settings.outputs.save_trace.is_none());
-        // What each generated token looked at is read from the weights.
-        if (a.stats || a.rollout || settings.generate.is_some()) && record.steps.is_some() {
+        // Rollout and what each generated token looked at read the weights after the pass;
+        // `--stats` reads them as they are computed, unless it cannot (`reduce::stats`).
+        if (a.rollout || settings.generate.is_some() || (a.stats && !reduce_stats)) && record.steps.is_some() {
             record.steps.get_or_insert_with(Default::default).insert("attn.weights".to_string());
         }
         if a.lens && cfg.parts.lm_head.is_none() {
@@ -100,7 +88,17 @@ impl Plan {
         }
         drawing_fits(settings, cfg, tokens.len())?;
         let interventions = interventions(settings, cfg, (tokens, texts))?;
-        Ok(Plan { record, show, focus, focus_pieces, interventions, reduce_summary, streamed, attribution: None })
+        Ok(Plan {
+            record,
+            show,
+            focus,
+            focus_pieces,
+            interventions,
+            reduce_summary,
+            reduce_stats,
+            streamed,
+            attribution: None,
+        })
     }
 }
 

@@ -13,6 +13,7 @@ pub mod generation;
 mod ids;
 pub mod label;
 pub mod record;
+pub mod rows;
 pub mod schema;
 pub mod steps;
 

@@ -4,6 +4,7 @@
 //! the forward pass ends, [`Recorder::finish`] hands over the plain [`Trace`].
 
 use super::{narrow_heads, split_id, steps, Dim, Step, Trace, Values};
+use crate::config::tiles::SQUARE_STEPS;
 use crate::config::ModelConfig;
 use anyhow::Result;
 use candle_core::Tensor;
@@ -21,6 +22,14 @@ pub struct Selection {
 }
 
 impl Selection {
+    /// Whether some layer's step as large as `[head, query, key]` is kept (then the memory
+    /// estimate counts whole layers' scores, not tiles': `config::tiles`).
+    pub fn keeps_square(&self) -> bool {
+        let Some(steps) = &self.steps else { return true };
+        let square = |s: &String| SQUARE_STEPS.iter().any(|q| s == q || s.ends_with(&format!(".{q}")));
+        steps.iter().any(square)
+    }
+
     pub fn wants(&self, id: &str, layer: Option<usize>, name: &str) -> bool {
         if let (Some(want), Some(l)) = (&self.layer, layer) {
             if !want.contains(&l) {
@@ -64,6 +73,8 @@ pub struct Recorder {
     /// The stack whose steps are being recorded: its prefix goes before every id
     /// (`encoder.`, `decoder.`; none in a one-stack model).
     stack: steps::Stack,
+    /// Readers of attention weights tile by tile (`rows.rs`), for the selected layers.
+    rows: Vec<super::rows::RowsFn>,
 }
 
 impl Recorder {
@@ -78,6 +89,7 @@ impl Recorder {
             attribute: None,
             ledger: None,
             stack: steps::Stack::Only,
+            rows: Vec::new(),
         }
     }
 
@@ -202,6 +214,26 @@ impl Recorder {
     /// the steps itself, so memory holds one step at a time.
     pub fn stream(&mut self, f: SinkFn, keep: bool) {
         self.sink = Sink { f: Some(f), keep, failed: None };
+    }
+
+    /// Hands layer weights to `f` a tile of queries at a time (`rows.rs`), for the layers the
+    /// selection keeps; the weights themselves need not be recorded.
+    pub fn read_rows(&mut self, f: super::rows::RowsFn) {
+        self.rows.push(f);
+    }
+
+    /// Whether layer `l`'s weights have a reader ([`Recorder::read_rows`]).
+    pub fn reads_rows(&self, l: usize) -> bool {
+        !self.rows.is_empty()
+            && matches!(self.stack, steps::Stack::Only)
+            && self.selection.layer.as_ref().is_none_or(|ls| ls.contains(&l))
+    }
+
+    /// Gives a tile of layer weights to every reader.
+    pub fn weight_rows(&mut self, tile: &super::rows::WeightRows) {
+        if self.reads_rows(tile.layer) {
+            self.rows.iter_mut().for_each(|f| f(tile));
+        }
     }
 
     /// Ends recording: drops the sink (closing whatever it writes to) and returns the trace

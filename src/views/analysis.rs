@@ -16,7 +16,8 @@
 //! all need queries and keys to be the same tokens), so they read square maps only: a
 //! non-square map (keys of another sequence, `Trace::keys`) is left out of them.
 
-use crate::trace::Trace;
+use crate::trace::rows::WeightRows;
+use crate::trace::{Step, Trace};
 
 /// The rule, stated in the output beside the numbers.
 pub const ROLLOUT_RULE: &str =
@@ -40,49 +41,124 @@ pub struct HeadStats {
 /// The weights of each recorded square `attn.weights` step as (layer, head, n×n row-major
 /// f64).
 fn maps(trace: &Trace) -> Vec<(usize, usize, Vec<f64>)> {
-    let mut out = Vec::new();
-    for step in trace.steps.iter().filter(|s| s.name == "attn.weights") {
-        let (Some(v), Some(layer)) = (step.f32s(), step.layer) else { continue };
+    squares(trace)
+        .flat_map(|(step, layer, n)| {
+            let v = step.f32s().unwrap_or_default();
+            (0..step.shape[0]).map(move |g| {
+                let head = step.heads.as_ref().map_or(g, |hs| hs[g]);
+                (layer, head, v[g * n * n..(g + 1) * n * n].iter().map(|&x| x as f64).collect())
+            })
+        })
+        .collect()
+}
+
+/// The recorded square `attn.weights` steps, with their layer and size.
+fn squares(trace: &Trace) -> impl Iterator<Item = (&Step, usize, usize)> {
+    let square = trace.keys.is_none();
+    trace.steps.iter().filter(|s| s.name == "attn.weights").filter_map(move |step| {
+        let (Some(_), Some(layer)) = (step.f32s(), step.layer) else { return None };
         let n = step.shape[1];
-        if trace.keys.is_some() || step.shape[2] != n {
-            continue;
-        }
-        for g in 0..step.shape[0] {
-            let head = step.heads.as_ref().map_or(g, |hs| hs[g]);
-            out.push((layer, head, v[g * n * n..(g + 1) * n * n].iter().map(|&x| x as f64).collect()));
-        }
-    }
-    out
+        (square && step.shape[2] == n).then_some((step, layer, n))
+    })
 }
 
 /// Every recorded head's statistics, in trace order.
 pub fn stats(trace: &Trace) -> Vec<HeadStats> {
-    let induction = trace.config.interventions.induction;
-    maps(trace)
-        .into_iter()
-        .map(|(layer, head, w)| {
-            let n = (w.len() as f64).sqrt() as usize;
-            let rows = |f: &dyn Fn(usize) -> f64, from: usize| -> Option<f64> {
-                (n > from).then(|| (from..n).map(f).sum::<f64>() / (n - from) as f64)
-            };
-            let entropy =
-                |q: usize| -> f64 { (0..n).map(|k| w[q * n + k]).filter(|&x| x > 0.0).map(|x| -x * x.ln()).sum() };
-            let distance = |q: usize| (0..n).map(|k| w[q * n + k] * (q as f64 - k as f64).abs()).sum::<f64>();
-            HeadStats {
-                layer,
-                head,
-                entropy: rows(&entropy, 0).unwrap_or(0.0),
-                mean_distance: rows(&distance, 0).unwrap_or(0.0),
-                first_token: rows(&|q| w[q * n], 0).unwrap_or(0.0),
-                previous_token: rows(&|q| w[q * n + q - 1], 1),
-                induction: induction.map(|r| {
-                    // The input is a prefix, then N tokens, then the same N again.
-                    let start = n - r;
-                    (start..n).map(|q| w[q * n + q - r + 1]).sum::<f64>() / r as f64
-                }),
+    let mut sums = StatsRows::new(None, trace.config.interventions.induction);
+    for (step, layer, n) in squares(trace) {
+        let v = step.f32s().unwrap_or_default();
+        for g in 0..step.shape[0] {
+            let head = step.heads.as_ref().map_or(g, |hs| hs[g]);
+            sums.head_rows((layer, head), (0, n), &v[g * n * n..(g + 1) * n * n]);
+        }
+    }
+    sums.finish()
+}
+
+/// `--stats` gathered from weights a tile of queries at a time (`trace::rows`): each head's
+/// sums over its queries so far, in the order the heads' first rows came.
+pub struct StatsRows {
+    /// `--head`: the heads kept, if narrowed.
+    heads: Option<Vec<usize>>,
+    /// `--induction N`.
+    induction: Option<usize>,
+    sums: Vec<((usize, usize), Sums)>,
+}
+
+/// One head's sums over its queries of each statistic, and the size of its map.
+#[derive(Default)]
+struct Sums {
+    n: usize,
+    entropy: f64,
+    distance: f64,
+    first: f64,
+    previous: f64,
+    induction: f64,
+}
+
+impl StatsRows {
+    pub fn new(heads: Option<Vec<usize>>, induction: Option<usize>) -> Self {
+        StatsRows { heads, induction, sums: Vec::new() }
+    }
+
+    /// A tile of a layer's weights, every head; a non-square map is left out.
+    pub fn add(&mut self, tile: &WeightRows) {
+        if tile.keys != tile.queries {
+            return;
+        }
+        for g in 0..tile.heads {
+            if self.heads.as_ref().is_some_and(|hs| !hs.contains(&g)) {
+                continue;
             }
-        })
-        .collect()
+            self.head_rows((tile.layer, g), (tile.first, tile.queries), tile.head(g));
+        }
+    }
+
+    /// Rows `first..` of head (layer, head)'s n×n map, `w` holding whole rows.
+    fn head_rows(&mut self, id: (usize, usize), (first, n): (usize, usize), w: &[f32]) {
+        let at = match self.sums.iter().position(|(x, _)| *x == id) {
+            Some(at) => at,
+            None => {
+                self.sums.push((id, Sums { n, ..Default::default() }));
+                self.sums.len() - 1
+            }
+        };
+        let s = &mut self.sums[at].1;
+        for (i, row) in w.chunks_exact(n).enumerate() {
+            let q = first + i;
+            let wide = || row.iter().map(|&x| x as f64);
+            s.entropy += wide().filter(|&x| x > 0.0).map(|x| -x * x.ln()).sum::<f64>();
+            s.distance += wide().enumerate().map(|(k, x)| x * (q as f64 - k as f64).abs()).sum::<f64>();
+            s.first += row[0] as f64;
+            if q >= 1 {
+                s.previous += row[q - 1] as f64;
+            }
+            // With `--induction r`, the input is a prefix, then r tokens, then the same r again.
+            if let Some(r) = self.induction.filter(|&r| q + r >= n) {
+                s.induction += row[q + 1 - r] as f64;
+            }
+        }
+    }
+
+    /// Each head's statistics: the sums over its queries as means.
+    pub fn finish(self) -> Vec<HeadStats> {
+        let induction = self.induction;
+        self.sums
+            .into_iter()
+            .map(|((layer, head), s)| {
+                let mean = |sum: f64, count: usize| if count > 0 { sum / count as f64 } else { 0.0 };
+                HeadStats {
+                    layer,
+                    head,
+                    entropy: mean(s.entropy, s.n),
+                    mean_distance: mean(s.distance, s.n),
+                    first_token: mean(s.first, s.n),
+                    previous_token: (s.n > 1).then(|| s.previous / (s.n - 1) as f64),
+                    induction: induction.map(|r| s.induction / r as f64),
+                }
+            })
+            .collect()
+    }
 }
 
 /// The rollout after every recorded layer: (layer, n×n row-major), from the first layer.

@@ -16,10 +16,11 @@ pub mod summary;
 
 use crate::settings::plan::Plan;
 use crate::settings::{Format, Output};
-use crate::trace::Trace;
+use crate::trace::{Recorder, Trace};
 use anyhow::Result;
 use focus::Focus;
 use maps::Maps;
+use std::sync::{Arc, Mutex};
 use summary::LayerLinks;
 
 /// Everything the views derived from one trace.
@@ -86,6 +87,47 @@ impl Views {
     }
 }
 
+/// The views a run gathers while the model computes (`Plan::reduce_summary`,
+/// `Plan::reduce_stats`): attached to the recorder before the pass, read after it.
+pub struct Reducing {
+    summary: Option<Arc<Mutex<Vec<LayerLinks>>>>,
+    stats: Option<Arc<Mutex<analysis::StatsRows>>>,
+}
+
+impl Reducing {
+    /// Attaches the plan's reducers to `rec`, a run over `tokens` (`decoder`: a language model).
+    pub fn attach(plan: &Plan, rec: &mut Recorder, tokens: &[String], decoder: bool) -> Reducing {
+        let heads = plan.record.head.clone();
+        let summary = plan.reduce_summary.then(|| summary::reduce_as_recorded(rec, tokens, decoder, heads.clone()));
+        let stats = plan.reduce_stats.then(|| {
+            let induction = rec.trace().config.interventions.induction;
+            let stats = Arc::new(Mutex::new(analysis::StatsRows::new(heads, induction)));
+            let sink = stats.clone();
+            rec.read_rows(Box::new(move |tile| {
+                if let Ok(mut s) = sink.lock() {
+                    s.add(tile);
+                }
+            }));
+            stats
+        });
+        Reducing { summary, stats }
+    }
+
+    /// Puts what was gathered into `views`.
+    pub fn fill(self, views: &mut Views) -> Result<()> {
+        let lock = || anyhow::anyhow!("internal: a reducer's lock was poisoned");
+        if let Some(links) = self.summary {
+            views.summary = Some(std::mem::take(&mut *links.lock().map_err(|_| lock())?));
+        }
+        if let Some(stats) = self.stats {
+            let stats =
+                std::mem::replace(&mut *stats.lock().map_err(|_| lock())?, analysis::StatsRows::new(None, None));
+            views.stats = Some(stats.finish());
+        }
+        Ok(())
+    }
+}
+
 /// Whether this run draws attention maps (as opposed to only deriving them for tables).
 fn draws_maps(out: &Output) -> bool {
     out.format == Format::Heatmap || out.views.html.is_some() || out.views.svg.is_some()
@@ -120,7 +162,7 @@ fn derive_one(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
     let focus = focus.map(|f| if o.strongest_head && f.heads.len() > 1 { f.strongest() } else { f });
     let focus = focus.map(|f| focus::Focus { pieces: plan.focus_pieces.clone(), ..f });
     // Statistics and rollout read the weights before `--steps` narrows what is shown.
-    let stats = out.stats.then(|| analysis::stats(&trace));
+    let stats = (out.stats && !plan.reduce_stats).then(|| analysis::stats(&trace));
     let rollout = out.rollout.then(|| analysis::rollout(&trace));
     // What each generated token looked at reads the prompt's weights, shown or not.
     let generation = generation::sources(&trace, 3);

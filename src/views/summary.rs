@@ -6,6 +6,7 @@
 //! token went to, with their weights (`ffn.router.chosen`, `ffn.router.weights`).
 //! `render::summary` lays them out.
 
+use crate::trace::rows::WeightRows;
 use crate::trace::{steps, Recorder, Step, Trace, Values};
 use std::sync::{Arc, Mutex};
 
@@ -77,6 +78,10 @@ pub struct Reducer {
     marker: &'static str,
     /// A layer's `ffn.router.chosen`, until its `ffn.router.weights` arrives.
     chosen: Option<Step>,
+    /// The layer whose weights are arriving in tiles ([`Reducer::add_rows`]): each head's so far.
+    tile: Vec<HeadRows>,
+    /// `--head`: the heads kept, if narrowed.
+    kept: Option<Vec<usize>>,
 }
 
 /// Which queries and which keys are markers; `keys` None when the keys are the queries'
@@ -98,7 +103,8 @@ impl Reducer {
             }
         };
         let markers = Markers { queries: markers(tokens), keys: keys.map(markers) };
-        Reducer { markers, marker: if decoder { "position 0" } else { "markers" }, chosen: None }
+        let marker = if decoder { "position 0" } else { "markers" };
+        Reducer { markers, marker, chosen: None, tile: Vec::new(), kept: None }
     }
 
     /// One `attn.weights` step's rows of the summary.
@@ -111,6 +117,26 @@ impl Reducer {
                 .map(|(head, links, on_markers)| HeadLinks { head, links, on_markers })
                 .collect(),
             routing: None,
+        }
+    }
+
+    /// Adds a tile of a layer's weights (`trace::rows`); its last tile makes the layer's row.
+    pub fn add_rows(&mut self, tile: &WeightRows, rows: &mut Vec<LayerLinks>) {
+        if tile.first == 0 {
+            self.tile = vec![HeadRows::default(); tile.heads];
+        }
+        for (g, head) in self.tile.iter_mut().enumerate() {
+            head.add(tile.head(g), (tile.first, tile.keys), &self.markers);
+        }
+        if tile.is_last() {
+            let kept = |g: &usize| self.kept.as_ref().is_none_or(|hs| hs.contains(g));
+            let heads = std::mem::take(&mut self.tile).into_iter().enumerate().filter(|(g, _)| kept(g));
+            let heads = heads.map(|(head, h)| HeadLinks {
+                head,
+                links: h.links,
+                on_markers: h.on_markers / tile.queries as f32,
+            });
+            rows.push(LayerLinks { marker: self.marker, layer: tile.layer, heads: heads.collect(), routing: None });
         }
     }
 
@@ -131,20 +157,33 @@ impl Reducer {
     }
 }
 
-/// Hands each step `rec` records (`attn.weights`, and the router's) to a [`Reducer`] and drops it; the summary's
-/// rows gather in the returned list as the model runs (`Plan::reduce_summary`).
-pub fn reduce_as_recorded(rec: &mut Recorder, tokens: &[String], decoder: bool) -> Arc<Mutex<Vec<LayerLinks>>> {
+/// Reduces each layer's weights as the model computes them, tile by tile (`trace::rows`), and
+/// hands each router step `rec` records to the same [`Reducer`]: the summary's rows gather
+/// in the returned list as the model runs (`Plan::reduce_summary`); `heads` is `--head`.
+pub fn reduce_as_recorded(
+    rec: &mut Recorder,
+    tokens: &[String],
+    decoder: bool,
+    heads: Option<Vec<usize>>,
+) -> Arc<Mutex<Vec<LayerLinks>>> {
     let links = Arc::new(Mutex::new(Vec::new()));
-    let mut reducer = Reducer::new(tokens, None, decoder);
-    let sink = links.clone();
+    let reducer = Arc::new(Mutex::new(Reducer { kept: heads, ..Reducer::new(tokens, None, decoder) }));
+    let (sink, by_steps) = (links.clone(), reducer.clone());
     rec.stream(
         Box::new(move |step| {
             let mut rows = sink.lock().map_err(|_| std::io::Error::other("summary lock"))?;
+            let mut reducer = by_steps.lock().map_err(|_| std::io::Error::other("summary lock"))?;
             reducer.add(step, &mut rows);
             Ok(())
         }),
         false,
     );
+    let sink = links.clone();
+    rec.read_rows(Box::new(move |tile| {
+        if let (Ok(mut rows), Ok(mut reducer)) = (sink.lock(), reducer.lock()) {
+            reducer.add_rows(tile, &mut rows);
+        }
+    }));
     links
 }
 
@@ -156,50 +195,76 @@ pub type Links = Vec<(usize, usize, f32)>;
 fn heads(step: &Step, markers: &Markers) -> Vec<(usize, Links, f32)> {
     let Some(v) = step.f32s() else { return Vec::new() };
     let [groups, rows, cols] = step.shape[..] else { return Vec::new() };
-    let key_markers = markers.keys.as_deref().unwrap_or(&markers.queries);
-    let ordinary =
-        |m: &[bool], n: usize| -> Vec<usize> { (0..n).filter(|&i| !m.get(i).copied().unwrap_or(false)).collect() };
-    let (queries, keys) = (ordinary(&markers.queries, rows), ordinary(key_markers, cols));
-    let to_itself = markers.keys.is_none();
     (0..groups)
         .map(|g| {
-            let m = &v[g * rows * cols..(g + 1) * rows * cols];
-            let links = top_links(queries.iter().flat_map(|&q| {
-                keys.iter().filter(move |&&k| !(to_itself && k == q)).map(move |&k| (q, k, m[q * cols + k]))
-            }));
-            let is_marker = |k: usize| key_markers.get(k).copied().unwrap_or(false);
-            let on_markers = (0..rows)
-                .map(|q| (0..cols).filter(|&k| is_marker(k)).map(|k| m[q * cols + k]).sum::<f32>())
-                .sum::<f32>()
-                / rows as f32;
+            let mut head = HeadRows::default();
+            head.add(&v[g * rows * cols..(g + 1) * rows * cols], (0, cols), markers);
             let h = step.heads.as_ref().map_or(g, |hs| hs[g]);
-            (h, links, on_markers)
+            (h, head.links, head.on_markers / rows as f32)
         })
         .collect()
 }
 
-/// The `TOP` largest links; ties go to the earlier (query, key), so the choice is the same
-/// on every machine. One pass keeping a short sorted list, rather than sorting all n² links
-/// of every head (MiniLM at 256 tokens: 172 ms of sorting for a 17 KB table).
-fn top_links(links: impl Iterator<Item = (usize, usize, f32)>) -> Links {
+/// One head's strongest links and summed weight on markers over its queries so far.
+#[derive(Default, Clone)]
+struct HeadRows {
+    links: Links,
+    on_markers: f32,
+}
+
+impl HeadRows {
+    /// Whole rows `m` (`cols` keys each) of queries from `first` on.
+    fn add(&mut self, m: &[f32], (first, cols): (usize, usize), markers: &Markers) {
+        let key_markers = markers.keys.as_deref().unwrap_or(&markers.queries);
+        let marked = |ms: &[bool], i: usize| ms.get(i).copied().unwrap_or(false);
+        let marker_keys: Vec<usize> = (0..cols).filter(|&k| marked(key_markers, k)).collect();
+        let to_itself = markers.keys.is_none();
+        for (i, row) in m.chunks_exact(cols.max(1)).enumerate() {
+            let q = first + i;
+            self.on_markers += marker_keys.iter().map(|&k| row[k]).sum::<f32>();
+            if marked(&markers.queries, q) {
+                continue;
+            }
+            for (k, &w) in row.iter().enumerate() {
+                // Most links lose to the weakest of a full list: one comparison each.
+                let full = self.links.len() == TOP;
+                if full && w.total_cmp(&self.links[TOP - 1].2) == std::cmp::Ordering::Less {
+                    continue;
+                }
+                if !(marked(key_markers, k) || to_itself && k == q) {
+                    offer(&mut self.links, (q, k, w));
+                }
+            }
+        }
+    }
+}
+
+/// Puts `link` into `top` (at most `TOP` links, strongest first) if it is among the `TOP`
+/// strongest so far; ties go to the earlier (query, key), so the choice is the same on every
+/// machine. A short sorted list, rather than sorting all n² links of every head (MiniLM at
+/// 256 tokens: 172 ms of sorting for a 17 KB table).
+fn offer(top: &mut Links, link: (usize, usize, f32)) {
     let beats = |a: &(usize, usize, f32), b: &(usize, usize, f32)| {
         b.2.total_cmp(&a.2).then((a.0, a.1).cmp(&(b.0, b.1))) == std::cmp::Ordering::Less
     };
-    let mut top: Links = Vec::with_capacity(TOP + 1);
-    for link in links {
-        if top.len() == TOP && !beats(&link, &top[TOP - 1]) {
-            continue;
-        }
-        let at = top.iter().position(|t| beats(&link, t)).unwrap_or(top.len());
-        top.insert(at, link);
-        top.truncate(TOP);
+    if top.len() == TOP && !beats(&link, &top[TOP - 1]) {
+        return;
     }
-    top
+    let at = top.iter().position(|t| beats(&link, t)).unwrap_or(top.len());
+    top.insert(at, link);
+    top.truncate(TOP);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `TOP` largest of `links`, as [`offer`] keeps them.
+    fn top_links(links: impl Iterator<Item = (usize, usize, f32)>) -> Links {
+        let mut top: Links = Vec::with_capacity(TOP + 1);
+        links.for_each(|link| offer(&mut top, link));
+        top
+    }
 
     #[test]
     fn top_links_match_a_full_sort() {

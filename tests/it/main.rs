@@ -49,6 +49,7 @@ mod serve_load;
 mod steer;
 mod students;
 mod textbook;
+mod tiles;
 mod token_text;
 mod toy_padding;
 mod transformer_lens;
