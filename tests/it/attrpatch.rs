@@ -4,60 +4,18 @@
 //! heads and residual stream. Plus what must hold against the exact sweep, and the refusals.
 
 use crate::common::*;
-use serde_json::Value;
-
-/// Runs a command line and returns the JSON document's `patching` object.
-fn patching(args: &[&str]) -> Value {
-    let out = cmd().current_dir(root()).args(args).args(["--steps", "tokens", "--format", "json"]).output().unwrap();
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    doc["patching"].clone()
-}
-
-fn rows(p: &Value) -> Vec<(u64, u64, f64, f64)> {
-    p["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let key = if r.get("head").is_some() { "head" } else { "position" };
-            let (m, e) = (r["metric"].as_f64().unwrap(), r["effect"].as_f64().unwrap());
-            (r["layer"].as_u64().unwrap(), r[key].as_u64().unwrap(), m, e)
-        })
-        .collect()
-}
+use crate::patching::{assert_sweep_matches, oracle_cases, patching, rows};
 
 #[test]
 fn attribution_matches_pytorch_autograd() {
-    let dir = root().join("fixtures/oracle/attrpatch");
     let mut n = 0;
-    for e in std::fs::read_dir(&dir).unwrap() {
-        let path = e.unwrap().path();
-        if path.extension().is_none_or(|x| x != "json") {
-            continue;
-        }
-        let case: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let args: Vec<&str> = case["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
-        let p = patching(&args);
+    for (name, case, p) in oracle_cases("attrpatch") {
         assert_eq!(p["method"], "attribution", "{name}");
-        assert_eq!(p["corrupted_tokens"], case["corrupted_tokens"], "{name}");
         // Both sides compute in float32 and sum each product in float64. Metrics (logit
         // differences of about 0.1–2) are compared to 1e-4 absolute, as every oracle fixture
         // is; effects are those divided by clean − corrupted (0.10 and 0.26 here), so 1e-4 on
         // an effect is 1e-5 or less on the metric's scale. Measured: 1.4e-6 and 5.8e-6.
-        for key in ["clean_metric", "corrupted_metric"] {
-            let (x, y) = (p[key].as_f64().unwrap(), case[key].as_f64().unwrap());
-            assert!((x - y).abs() <= 1e-4, "{name} {key}: {x} vs {y}");
-        }
-        let (ours, want) = (rows(&p), rows(&case));
-        assert!(!want.is_empty(), "{name}: no rows");
-        assert_eq!(ours.len(), want.len(), "{name}: row count");
-        for (a, b) in ours.iter().zip(&want) {
-            assert_eq!((a.0, a.1), (b.0, b.1), "{name}");
-            assert!((a.2 - b.2).abs() <= 1e-4, "{name} {a:?}: metric vs {b:?}");
-            assert!((a.3 - b.3).abs() <= 1e-4, "{name} {a:?}: effect vs {b:?}");
-        }
+        assert_sweep_matches(&name, &p, &case);
         n += 1;
     }
     assert_eq!(n, 4, "attribution patching fixtures");
@@ -89,15 +47,15 @@ fn attribution_agrees_with_the_exact_sweep_where_it_must() {
             assert_eq!(exact[key], approx[key], "{model} {key}");
         }
         let (e, a) = (rows(&exact), rows(&approx));
-        let last_layer = e.iter().map(|r| r.0).max().unwrap();
-        let (n, changed) = (e.iter().filter(|r| r.0 == 0).count() as u64, 3); // " small" → " big"
+        let last_layer = e.iter().map(|r| r.layer).max().unwrap();
+        let (n, changed) = (e.iter().filter(|r| r.layer == 0).count() as u64, 3); // " small" → " big"
         for (x, y) in e.iter().zip(&a) {
-            if x.1 < changed || (x.0 == last_layer && x.1 != n - 1) {
-                assert_eq!((x.3, y.3), (0.0, 0.0), "{model}: {x:?} {y:?}");
+            if x.index < changed || (x.layer == last_layer && x.index != n - 1) {
+                assert_eq!((x.effect, y.effect), (0.0, 0.0), "{model}: {x:?} {y:?}");
             }
         }
         // The attribution's estimates are not all 0: it measured something.
-        assert!(a.iter().any(|r| r.3.abs() > 0.01), "{model}: {a:?}");
+        assert!(a.iter().any(|r| r.effect.abs() > 0.01), "{model}: {a:?}");
     }
 }
 

@@ -6,46 +6,83 @@
 use crate::common::*;
 use serde_json::Value;
 
-/// Runs a fixture's command line and returns the JSON document's `patching` object.
-fn patching(args: &[&str]) -> Value {
+/// Runs a command line and returns the JSON document's `patching` object (also for
+/// attrpatch.rs and pathpatch.rs, as are the helpers below).
+pub(crate) fn patching(args: &[&str]) -> Value {
     let out = cmd().current_dir(root()).args(args).args(["--steps", "tokens", "--format", "json"]).output().unwrap();
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     doc["patching"].clone()
 }
 
-#[test]
-fn patching_matches_pytorch_hooks() {
-    let dir = root().join("fixtures/oracle/patching");
-    let (mut n, mut kinds) = (0, std::collections::BTreeSet::new());
-    for e in std::fs::read_dir(&dir).unwrap() {
-        let path = e.unwrap().path();
-        if path.extension().is_none_or(|x| x != "json") {
-            continue;
-        }
+/// One cell of a sweep: its layer, what it patched (`unit`, "head" or "position") and which,
+/// the metric and the effect.
+#[derive(Debug)]
+pub(crate) struct Row {
+    pub layer: u64,
+    pub unit: &'static str,
+    pub index: u64,
+    pub metric: f64,
+    pub effect: f64,
+}
+
+/// The rows of a `patching` object or of an oracle fixture.
+pub(crate) fn rows(p: &Value) -> Vec<Row> {
+    let row = |r: &Value| {
+        let unit = if r.get("head").is_some() { "head" } else { "position" };
+        let (layer, index) = (r["layer"].as_u64().unwrap(), r[unit].as_u64().unwrap());
+        Row { layer, unit, index, metric: r["metric"].as_f64().unwrap(), effect: r["effect"].as_f64().unwrap() }
+    };
+    p["rows"].as_array().unwrap().iter().map(row).collect()
+}
+
+/// Every oracle fixture of fixtures/oracle/`dir` (its `*.json` files, in directory order),
+/// run: (file name, fixture, the `patching` object of the fixture's `args`).
+pub(crate) fn oracle_cases(dir: &str) -> impl Iterator<Item = (String, Value, Value)> {
+    let paths = std::fs::read_dir(root().join("fixtures/oracle").join(dir)).unwrap().map(|e| e.unwrap().path());
+    paths.filter(|path| path.extension().is_some_and(|x| x == "json")).map(|path| {
         let case: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         let args: Vec<&str> = case["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
         let p = patching(&args);
-        assert_eq!(p["corrupted_tokens"], case["corrupted_tokens"], "{name}");
+        (name, case, p)
+    })
+}
+
+/// Every oracle fixture's metrics and effects are compared to 1e-4 absolute (both sides
+/// compute in float32; each test says what that means for its sweep).
+const TOL: f64 = 1e-4;
+
+/// A sweep `p` against its oracle fixture `case` (named `name` in messages): the same
+/// corrupted tokens; the clean and corrupted metrics within [`TOL`]; as many rows, not none,
+/// each of the same layer and head (or position) as the fixture's, its metric and effect
+/// within [`TOL`]. Returns the largest difference of a row's metric or effect.
+pub(crate) fn assert_sweep_matches(name: &str, p: &Value, case: &Value) -> f64 {
+    assert_eq!(p["corrupted_tokens"], case["corrupted_tokens"], "{name}");
+    for key in ["clean_metric", "corrupted_metric"] {
+        let (x, y) = (p[key].as_f64().unwrap(), case[key].as_f64().unwrap());
+        assert!((x - y).abs() <= TOL, "{name} {key}: {x} vs {y}");
+    }
+    let (ours, want) = (rows(p), rows(case));
+    assert!(!want.is_empty(), "{name}: no rows");
+    assert_eq!(ours.len(), want.len(), "{name}: row count");
+    let mut worst = 0f64;
+    for (a, b) in ours.iter().zip(&want) {
+        assert_eq!((a.layer, a.unit, a.index), (b.layer, b.unit, b.index), "{name}");
+        assert!((a.metric - b.metric).abs() <= TOL, "{name} {a:?}: metric vs {b:?}");
+        assert!((a.effect - b.effect).abs() <= TOL, "{name} {a:?}: effect vs {b:?}");
+        worst = worst.max((a.metric - b.metric).abs()).max((a.effect - b.effect).abs());
+    }
+    worst
+}
+
+#[test]
+fn patching_matches_pytorch_hooks() {
+    let (mut n, mut kinds) = (0, std::collections::BTreeSet::new());
+    for (name, case, p) in oracle_cases("patching") {
         kinds.insert(p["metric"]["kind"].as_str().unwrap().to_string());
-        // Both sides compute in float32; the difference of two logits (or a distance) is
-        // compared to 1e-4 absolute, as every oracle fixture is.
-        for key in ["clean_metric", "corrupted_metric"] {
-            let (x, y) = (p[key].as_f64().unwrap(), case[key].as_f64().unwrap());
-            assert!((x - y).abs() <= 1e-4, "{name} {key}: {x} vs {y}");
-        }
-        let (ours, want) = (p["rows"].as_array().unwrap(), case["rows"].as_array().unwrap());
-        assert!(!want.is_empty(), "{name}: no rows");
-        assert_eq!(ours.len(), want.len(), "{name}: row count");
-        for (a, b) in ours.iter().zip(want) {
-            let index = if b.get("head").is_some() { "head" } else { "position" };
-            assert_eq!((&a["layer"], &a[index]), (&b["layer"], &b[index]), "{name}");
-            for key in ["metric", "effect"] {
-                let (x, y) = (a[key].as_f64().unwrap(), b[key].as_f64().unwrap());
-                assert!((x - y).abs() <= 1e-4, "{name} {a}: {key} {x} vs {y}");
-            }
-        }
+        // The difference of two logits (or a distance) to 1e-4 absolute.
+        assert_sweep_matches(&name, &p, &case);
         n += 1;
     }
     assert!(n >= 9, "only {n} patching fixtures");

@@ -5,58 +5,22 @@
 //! group). Plus the refusals.
 
 use crate::common::*;
-use serde_json::Value;
+use crate::patching::{assert_sweep_matches, oracle_cases, rows};
 
 const CLEAN: &str = "my shoes are small, my feet are";
 const SWEEP: [&str; 5] = ["--patch", "my shoes are big, my feet are", "--metric", " big", " small"];
 
-/// Runs a command line and returns the JSON document's `patching` object.
-fn patching(args: &[&str]) -> Value {
-    let out = cmd().current_dir(root()).args(args).args(["--steps", "tokens", "--format", "json"]).output().unwrap();
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    doc["patching"].clone()
-}
-
-fn rows(p: &Value) -> Vec<(u64, u64, f64, f64)> {
-    let row = |r: &Value| {
-        let (m, e) = (r["metric"].as_f64().unwrap(), r["effect"].as_f64().unwrap());
-        (r["layer"].as_u64().unwrap(), r["head"].as_u64().unwrap(), m, e)
-    };
-    p["rows"].as_array().unwrap().iter().map(row).collect()
-}
-
 #[test]
 fn path_patching_matches_pytorch_hooks() {
-    let dir = root().join("fixtures/oracle/pathpatch");
     let (mut n, mut worst) = (0, 0f64);
-    for e in std::fs::read_dir(&dir).unwrap() {
-        let path = e.unwrap().path();
-        if path.extension().is_none_or(|x| x != "json") {
-            continue;
-        }
-        let case: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let args: Vec<&str> = case["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
-        let p = patching(&args);
+    for (name, case, p) in oracle_cases("pathpatch") {
         assert_eq!(p["method"], "path", "{name}");
         assert_eq!(p["receivers"], case["receivers"], "{name}");
-        assert_eq!(p["corrupted_tokens"], case["corrupted_tokens"], "{name}");
-        for key in ["clean_metric", "corrupted_metric"] {
-            let (x, y) = (p[key].as_f64().unwrap(), case[key].as_f64().unwrap());
-            assert!((x - y).abs() <= 1e-4, "{name} {key}: {x} vs {y}");
-        }
+        // Path patching's senders are heads.
+        assert!(rows(&case).iter().all(|r| r.unit == "head"), "{name}: a row without a head");
         // Both sides compute in float32; metrics (logit differences of 0.2–2) and effects
         // (their changes over clean − corrupted, 0.10 and 0.26 here) to 1e-4 absolute.
-        let (ours, want) = (rows(&p), rows(&case));
-        assert!(!want.is_empty(), "{name}: no rows");
-        assert_eq!(ours.len(), want.len(), "{name}: row count");
-        for (a, b) in ours.iter().zip(&want) {
-            assert_eq!((a.0, a.1), (b.0, b.1), "{name}");
-            assert!((a.2 - b.2).abs() <= 1e-4, "{name} {a:?}: metric vs {b:?}");
-            assert!((a.3 - b.3).abs() <= 1e-4, "{name} {a:?}: effect vs {b:?}");
-            worst = worst.max((a.2 - b.2).abs()).max((a.3 - b.3).abs());
-        }
+        worst = worst.max(assert_sweep_matches(&name, &p, &case));
         n += 1;
     }
     assert_eq!(n, 7, "path patching fixtures");
