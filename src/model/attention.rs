@@ -81,7 +81,7 @@ fn whole(
         None => scaled,
     };
     let hidden = super::mask::hidden_keys(cfg, l, (offset, n));
-    let scores = super::mask::capped_and_masked(cfg, scaled, hidden.as_deref(), l, rec)?; // [head, query_pos, key_pos]
+    let scores = super::mask::capped_and_masked(cfg, scaled, hidden.as_deref(), l, Some(rec))?; // [head, query_pos, key_pos]
     let scores = super::intervene::knockout(cfg, (l, offset), scores)?; // [head, query_pos, key_pos]
     rec.tensor(&format!("layers.{l}.attn.scores"), cfg, &scores)?;
     let weights = match ggml::on(cfg) {

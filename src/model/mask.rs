@@ -29,7 +29,11 @@ pub fn hidden_rows(cfg: &ModelConfig, layer: usize, (first, n): (usize, usize), 
     }
     let pad = |k: usize| pads.is_some_and(|m| m.get(k) == Some(&0));
     let hidden = |q: usize, k: usize| (cfg.causal && k > q) || window.is_some_and(|w| q >= k + w) || pad(k);
-    Some((0..n * keys).map(|i| hidden(first + i / keys, i % keys)).collect())
+    let mut flags = vec![false; n * keys];
+    for (i, row) in flags.chunks_exact_mut(keys.max(1)).enumerate() {
+        row.iter_mut().enumerate().for_each(|(k, flag)| *flag = hidden(first + i, k));
+    }
+    Some(flags)
 }
 
 /// This layer's `[head, query]` flags for the `n` queries from position `offset` on, 1 where
@@ -66,7 +70,8 @@ fn knocked(cfg: &ModelConfig, layer: usize, h: usize) -> BTreeSet<(usize, usize,
         .collect()
 }
 
-/// The scaled scores as the softmax reads them: soft-capped where the model caps them
+/// The scaled scores as the softmax reads them (`attn.mask` and `attn.scores_uncapped`
+/// recorded in `rec`, if given): soft-capped where the model caps them
 /// (Gemma 2: `cap · tanh(scaled / cap)`, after the scale and before the mask, as transformers
 /// computes it), then −inf where `hidden` hides a key, so exp gives exactly 0.
 pub fn capped_and_masked(
@@ -74,14 +79,16 @@ pub fn capped_and_masked(
     scaled: Tensor,
     hidden: Option<&[bool]>,
     l: usize,
-    rec: &mut Recorder,
+    mut rec: Option<&mut Recorder>,
 ) -> Result<Tensor> {
     let (_, n, keys) = scaled.dims3()?;
     let bias = match hidden {
         Some(hidden) => {
             let bias: Vec<f32> = hidden.iter().map(|&m| if m { f32::NEG_INFINITY } else { 0.0 }).collect();
             let mask = Values::Bool(hidden.to_vec());
-            rec.record(&format!("layers.{l}.attn.mask"), &steps::dims("attn.mask", cfg), &[n, keys], mask);
+            if let Some(rec) = rec.as_deref_mut() {
+                rec.record(&format!("layers.{l}.attn.mask"), &steps::dims("attn.mask", cfg), &[n, keys], mask);
+            }
             Some(Tensor::from_vec(bias, (n, keys), &Device::Cpu)?) // [query_pos, key_pos]
         }
         None => None,
@@ -95,7 +102,9 @@ pub fn capped_and_masked(
     Ok(match cfg.parts.attn_softcap {
         Some(cap) => {
             let uncapped = masked(scaled.clone())?; // [head, query_pos, key_pos]
-            rec.tensor(&format!("layers.{l}.attn.scores_uncapped"), cfg, &uncapped)?;
+            if let Some(rec) = rec {
+                rec.tensor(&format!("layers.{l}.attn.scores_uncapped"), cfg, &uncapped)?;
+            }
             masked(super::softcap(&scaled, cap)?)? // [head, query_pos, key_pos]
         }
         None => masked(scaled)?,

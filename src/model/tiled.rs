@@ -1,27 +1,35 @@
 //! A layer's attention a tile of queries at a time (`config/tiles.rs`): when none of its
-//! `[head, query, key]` steps is recorded, each tile's scores, mask, softmax and context are
-//! computed as `attention.rs` computes the whole layer's, the tile's weights go to the
-//! recorder's readers (`--stats`, the summary's strongest links) and are dropped, and the
-//! tiles' contexts are joined. Each query's row is the untiled row's arithmetic, so a layer
-//! of one tile (every short input) is the untiled layer.
+//! `[head, query, key]` steps is recorded (or only `--head`'s few heads' are), each tile's
+//! scores, mask, softmax and context are computed as `attention.rs` computes the whole
+//! layer's, the tile's weights go to the recorder's readers (`--stats`, the summary's
+//! strongest links) and are dropped, the kept heads' rows of any recorded square step are
+//! gathered, and the tiles' contexts are joined. Each query's row is the untiled row's
+//! arithmetic, so a layer of one tile (every short input) is the untiled layer.
 
 use super::pass::Pass;
 use crate::config::tiles::SQUARE_STEPS;
 use crate::config::ModelConfig;
 use crate::trace::rows::WeightRows;
-use crate::trace::Recorder;
+use crate::trace::{steps, Recorder, Values};
 use anyhow::Result;
-use candle_core::Tensor;
+use candle_core::{Device, Tensor};
 
-/// Whether layer `l`'s attention runs in tiles: the model allows it, no square step of the
-/// layer is recorded, and nothing reads the whole matrices (`--attribute`'s ledger, a T5
-/// bias, an attribution-patching run's gradients).
+/// Whether layer `l`'s attention runs in tiles: the model allows it, nothing reads the whole
+/// matrices (`--attribute`'s ledger, a T5 bias, an attribution-patching run's gradients), and
+/// no square step of the layer is recorded, or only a few heads' (never a soft-capped
+/// model's uncapped scores, which `mask::capped_and_masked` keeps to itself).
 pub fn tiles(cfg: &ModelConfig, l: usize, pass: &Pass, rec: &Recorder) -> bool {
-    cfg.tiles_attention()
-        && pass.bias.is_none()
-        && pass.taps.is_none()
-        && rec.attribution().is_none()
-        && !SQUARE_STEPS.iter().any(|s| rec.wants(&format!("layers.{l}.{s}")))
+    let whole_matrices = pass.bias.is_some() || pass.taps.is_some() || rec.attribution().is_some();
+    let recorded = wanted(rec, l);
+    let few_heads = rec.kept_heads().is_some_and(|hs| hs.len() < cfg.heads);
+    cfg.tiles_attention() && !whole_matrices && (recorded.is_empty() || few_heads && !recorded.contains(&UNCAPPED))
+}
+
+const UNCAPPED: &str = "attn.scores_uncapped";
+
+/// The square steps of layer `l` the recorder keeps.
+fn wanted(rec: &Recorder, l: usize) -> Vec<&'static str> {
+    SQUARE_STEPS.into_iter().filter(|s| rec.wants(&format!("layers.{l}.{s}"))).collect()
 }
 
 /// The context `[head, pos, d_v]` of queries `q` (`[head, pos, d_k]`, at positions from
@@ -34,26 +42,37 @@ pub fn context(
 ) -> Result<Tensor> {
     let (h, n, _) = q.dims3()?;
     let keys = k.dim(1)?;
-    let kt = k.t()?; // [head, d_k, key_pos]
+    let mut gathered = Gathered::new(rec, l, (n, keys))?;
     let tile = cfg.query_tile(n, keys);
     let mut contexts = Vec::with_capacity(n.div_ceil(tile));
     for first in (0..n).step_by(tile) {
         let rows = tile.min(n - first);
+        // A causal tile's queries see no key after its last: those columns would be −inf
+        // scores and 0 weights, so they are left out of the arithmetic (and given back as 0s),
+        // unless a recorded step holds them.
+        let seen = if cfg.causal && gathered.is_none() { (offset + first + rows).min(keys) } else { keys };
         let q_tile = q.narrow(1, first, rows)?; // [head, rows, d_k]
-        let raw_scores = q_tile.matmul(&kt)?; // [head, rows, key_pos]
-        let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, rows, key_pos]
-        let hidden = super::mask::hidden_rows(cfg, l, (offset + first, rows), keys); // [rows, key_pos]
-        let scores = super::mask::capped_and_masked(cfg, scaled, hidden.as_deref(), l, rec)?; // [head, rows, key_pos]
-        let weights = super::softmax::softmax_last_dim(&scores)?; // [head, rows, key_pos]
-        let weights = match blind(hidden.as_deref(), (h, rows, keys)) {
-            Some(flags) => super::mask::zero_rows(&weights, &flags)?, // [head, rows, key_pos]
+        let raw_scores = q_tile.matmul(&k.narrow(1, 0, seen)?.t()?)?; // [head, rows, seen]
+        let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, rows, seen]
+        let hidden = super::mask::hidden_rows(cfg, l, (offset + first, rows), seen); // [rows, seen]
+        let scores = super::mask::capped_and_masked(cfg, scaled, hidden.as_deref(), l, None)?; // [head, rows, seen]
+        let weights = super::softmax::softmax_last_dim(&scores)?; // [head, rows, seen]
+        let weights = match blind(hidden.as_deref(), (h, rows, seen)) {
+            Some(flags) => super::mask::zero_rows(&weights, &flags)?, // [head, rows, seen]
             None => weights,
         };
+        contexts.push(weights.matmul(&v.narrow(1, 0, seen)?)?); // [head, rows, d_v]
+        if let Some(g) = gathered.as_mut() {
+            g.tile(first, [&raw_scores, &scores, &weights], hidden.as_deref())?;
+        }
         if rec.reads_rows(l) {
+            let weights = weights.pad_with_zeros(2, 0, keys - seen)?; // [head, rows, key_pos]
             let values = weights.flatten_all()?.to_vec1::<f32>()?;
             rec.weight_rows(&WeightRows { layer: l, first, queries: n, heads: h, rows, keys, values: &values });
         }
-        contexts.push(weights.matmul(v)?); // [head, rows, d_v]
+    }
+    if let Some(g) = gathered {
+        g.record(cfg, l, rec);
     }
     Ok(Tensor::cat(&contexts, 1)?) // [head, pos, d_v]
 }
@@ -64,4 +83,75 @@ fn blind(hidden: Option<&[bool]>, (h, rows, keys): (usize, usize, usize)) -> Opt
     let hidden = hidden?;
     let row: Vec<u8> = (0..rows).map(|q| u8::from(hidden[q * keys..(q + 1) * keys].iter().all(|&m| m))).collect();
     row.contains(&1).then(|| row.repeat(h))
+}
+
+/// The recorded square steps of a tiled layer: `--head`'s heads' rows of `attn.raw_scores`,
+/// `attn.scores` and `attn.weights` (`[kept head, query, key]`) and the mask's rows, each
+/// copied into place as its tile is made.
+struct Gathered {
+    /// The kept heads, as an index for `index_select`.
+    heads: Tensor,
+    /// (name, `[kept head, query, key]` values) in the order `attention.rs` records them.
+    steps: Vec<(&'static str, Vec<f32>)>,
+    mask: Option<Vec<bool>>,
+    size: (usize, usize, usize),
+}
+
+impl Gathered {
+    /// None when layer `l` records no square step.
+    fn new(rec: &Recorder, l: usize, (n, keys): (usize, usize)) -> Result<Option<Gathered>> {
+        let wanted = wanted(rec, l);
+        let Some(kept) = rec.kept_heads().filter(|_| !wanted.is_empty()) else { return Ok(None) };
+        let s = kept.len();
+        let per_head = ["attn.raw_scores", "attn.scores", "attn.weights"];
+        let steps = per_head
+            .into_iter()
+            .map(|name| (name, if wanted.contains(&name) { vec![0.0; s * n * keys] } else { Vec::new() }));
+        Ok(Some(Gathered {
+            heads: Tensor::new(kept.iter().map(|&g| g as u32).collect::<Vec<_>>(), &Device::Cpu)?,
+            steps: steps.collect(),
+            mask: wanted.contains(&"attn.mask").then(Vec::new),
+            size: (s, n, keys),
+        }))
+    }
+
+    /// The tile of queries from `first` on: its raw scores, scores and weights (`[head, rows,
+    /// key_pos]`) and mask (`[rows, key_pos]`, if the model hides keys).
+    fn tile(&mut self, first: usize, tensors: [&Tensor; 3], hidden: Option<&[bool]>) -> Result<()> {
+        let (s, n, keys) = self.size;
+        for ((_, values), t) in self.steps.iter_mut().zip(tensors).filter(|((_, v), _)| !v.is_empty()) {
+            let rows = t.dim(1)?;
+            let kept = t.index_select(&self.heads, 0)?.flatten_all()?.to_vec1::<f32>()?; // [kept head, rows, key_pos]
+            for g in 0..s {
+                let at = (g * n + first) * keys;
+                values[at..at + rows * keys].copy_from_slice(&kept[g * rows * keys..(g + 1) * rows * keys]);
+            }
+        }
+        if let (Some(mask), Some(hidden)) = (self.mask.as_mut(), hidden) {
+            mask.extend_from_slice(hidden);
+        }
+        Ok(())
+    }
+
+    /// Records the gathered steps in `attention.rs`' order (raw scores, mask, scores, weights).
+    fn record(self, cfg: &ModelConfig, l: usize, rec: &mut Recorder) {
+        let (s, n, keys) = self.size;
+        let mut steps = self.steps.into_iter().filter(|(_, v)| !v.is_empty()).peekable();
+        let put = |rec: &mut Recorder, (name, values): (&str, Vec<f32>)| {
+            let dims = steps::dims(name, cfg);
+            rec.record_kept_heads(&format!("layers.{l}.{name}"), &dims, &[s, n, keys], Values::F32(values));
+        };
+        if let Some(raw) = steps.next_if(|(name, _)| *name == "attn.raw_scores") {
+            put(rec, raw);
+        }
+        if let Some(mask) = self.mask.filter(|m| !m.is_empty()) {
+            rec.record(
+                &format!("layers.{l}.attn.mask"),
+                &steps::dims("attn.mask", cfg),
+                &[n, keys],
+                Values::Bool(mask),
+            );
+        }
+        steps.for_each(|step| put(rec, step));
+    }
 }

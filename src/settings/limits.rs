@@ -75,8 +75,9 @@ pub fn estimate(cfg: &ModelConfig, n: usize, record: &Selection, streamed: bool)
     let n = n_f;
     // The scores, their scaled and masked copies and the weights, with the mask: a whole
     // layer's, or one tile's (`config::tiles`).
-    let rows =
-        if cfg.tiles_attention() && !record.keeps_square() { u(cfg.query_tile(n_f as usize, n_f as usize)) } else { n };
+    let few_heads = record.head.as_ref().is_some_and(|hs| hs.len() < cfg.heads);
+    let tiled = cfg.tiles_attention() && (few_heads || !record.keeps_square());
+    let rows = if tiled { u(cfg.query_tile(n_f as usize, n_f as usize)) } else { n };
     let per_layer_acts = n * (2.0 * qk + v)
         + 3.0 * h * rows * n
         + rows * n
@@ -131,7 +132,8 @@ fn recorded(cfg: &ModelConfig, n: usize, record: &Selection) -> (f64, f64) {
             .iter()
             .map(|dim| match *dim {
                 "pos" | "query_pos" | "key_pos" => n as f64,
-                "head" => cfg.heads as f64,
+                // `--head` narrows per-head steps as they are recorded.
+                "head" => record.head.as_ref().map_or(cfg.heads, |hs| hs.len()) as f64,
                 "kv_head" => cfg.kv_heads() as f64,
                 "d_k" => cfg.d_k as f64,
                 "d_v" | "d_head" => cfg.d_v.max(cfg.d_k) as f64,

@@ -270,6 +270,21 @@ impl Recorder {
 
     /// Records a step if the selection keeps it. `values` is row-major for `shape`.
     pub fn record(&mut self, id: &str, dims: &[Dim], shape: &[usize], values: Values) {
+        self.keep(id, (dims, shape), values, false);
+    }
+
+    /// `--head`'s heads, when the selection narrows per-head steps to them.
+    pub fn kept_heads(&self) -> Option<&[usize]> {
+        self.selection.head.as_deref()
+    }
+
+    /// [`Recorder::record`] for a per-head step whose values hold only [`Recorder::kept_heads`]'
+    /// (gathered tile by tile: `model/tiled.rs`).
+    pub fn record_kept_heads(&mut self, id: &str, dims: &[Dim], shape: &[usize], values: Values) {
+        self.keep(id, (dims, shape), values, true);
+    }
+
+    fn keep(&mut self, id: &str, (dims, shape): (&[Dim], &[usize]), values: Values, narrowed: bool) {
         if !self.wants(id) {
             return;
         }
@@ -287,8 +302,10 @@ impl Recorder {
             values,
         };
         if let Some(hs) = &self.selection.head {
-            if step.is_per_head() {
-                narrow_heads(&mut step, hs);
+            match (step.is_per_head(), narrowed) {
+                (true, true) => step.heads = Some(hs.clone()),
+                (true, false) => narrow_heads(&mut step, hs),
+                (false, _) => {}
             }
         }
         if let Some(f) = self.sink.f.as_mut() {
