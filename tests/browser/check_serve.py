@@ -10,7 +10,8 @@ Starts `BINARY serve --port 0 --model MODEL`, opens its page, and checks, each f
   - clicking a cell (query, key) of head 1.1's large map knocks that edge out: the command
     gains --knockout 1.1:Q->K, the predictions table is the command line's with it (and the
     command line's predictions differ from those without it), the large map still shows head
-    1.1 with that cell's weight now 0 and outlined; a second click takes the flag back;
+    1.1 with that cell's weight now 0 and outlined; a second click takes the flag back; with
+    --average-heads a cell of the mean map is the layer's edge, --knockout 1:Q->K;
   - typing a corrupted prompt (and the metric) draws the --html page's patching grid, whose
     cells are the command line's `patching` effects; a corrupted prompt of another token
     count shows the command's one-line error;
@@ -130,6 +131,28 @@ def check_knockout(driver, binary, model, base):
     check("--knockout" not in cmd, f"a second click takes the knockout back: {cmd}")
 
 
+def check_mean_knockout(driver, binary, model, base):
+    """With --average-heads the large map is the mean over heads: a click knocks the edge out
+    in every head of the layer (`--knockout L:Q->K`)."""
+    status = lambda: driver.find_element(By.ID, "status").text
+    opts = driver.find_element(By.ID, "opts")
+    opts.send_keys("--average-heads")
+    driver.find_element(By.ID, "run").click()
+    mean = "return d.getElementById('head').value === 'mean' && d.getElementById('layer').value === '1'"
+    wait_for(driver, "the mean over heads", lambda: in_frame(driver, mean))
+    q, k, _ = in_frame(driver, STRONGEST)
+    in_frame(driver, f"{cell(q, k)}.click()")
+    wait_for(driver, "the layer-wide knockout", lambda: "knocked out" in status()
+             and in_frame(driver, f"return Number({cell(q, k)}.dataset.value)") == 0)
+    cmd = driver.find_element(By.ID, "cmd").text
+    check(f"--average-heads --ablate 1.2 --knockout '1:{q}->{k}'" in cmd, f"a mean map's cell is the layer's edge: {cmd}")
+    want = cli_rows(binary, model, [*base, "--average-heads", "--knockout", f"1:{q}->{k}"])
+    check(page_rows(driver) == want, f"the predictions are the command line's ({page_rows(driver)} vs {want})")
+    in_frame(driver, f"{cell(q, k)}.click()")
+    wait_for(driver, "the layer's edge restored", lambda: "knocked out" not in status() and status().startswith("traced"))
+    opts.clear()
+
+
 def check_patching(driver, binary, model, base, corrupted, metric):
     status = lambda: driver.find_element(By.ID, "status").text
     driver.find_element(By.ID, "corrupted").send_keys(corrupted)
@@ -206,6 +229,7 @@ def main(binary, model, shot):
 
         base = ["Paris is a city in the north of France and", "--ablate", "1.2"]
         check_knockout(driver, binary, model, base)
+        check_mean_knockout(driver, binary, model, base)
         check_patching(driver, binary, model, base, CORRUPTED, METRIC)
         driver.save_screenshot(shot)
         check_patch_error(driver, binary, model, base, METRIC, LONGER)
