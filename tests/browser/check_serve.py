@@ -7,6 +7,14 @@ Starts `BINARY serve --port 0 --model MODEL`, opens its page, and checks, each f
   - typing another prompt and submitting redraws the grid for the new tokens;
   - clicking a head in the grid ablates it: "the command for this view" gains --ablate L.H and
     the predictions are the command line's with that --ablate;
+  - clicking a cell (query, key) of head 1.1's large map knocks that edge out: the command
+    gains --knockout 1.1:Q->K, the predictions table is the command line's with it (and the
+    command line's predictions differ from those without it), the large map still shows head
+    1.1 with that cell's weight now 0 and outlined; a second click takes the flag back; with
+    --average-heads a cell of the mean map is the layer's edge, --knockout 1:Q->K;
+  - typing a corrupted prompt (and the metric) draws the --html page's patching grid, whose
+    cells are the command line's `patching` effects; a corrupted prompt of another token
+    count shows the command's one-line error;
   - the browser console holds no errors, and the page requested nothing but its own server;
 then stops the server with SIGTERM (exit 0) and saves a screenshot.
 """
@@ -25,6 +33,12 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 FAILURES = []
+# The toy model's tokenizer (fixtures/decoders/llama-gqa) splits the prompt the test types
+# into 18 tokens; this corrupted prompt into 18 too (" Italy" is " It" "aly" as " France" is
+# " Fr" "ance"), and LONGER into 19. " the" and " a" are one token each.
+CORRUPTED = "Paris is a city in the north of Italy and"
+LONGER = "Rome is a city in the south of Italy and"
+METRIC = [" the", " a"]
 
 
 def check(ok, what):
@@ -54,6 +68,119 @@ def wait_for(driver, what, cond, timeout=60):
 
 def in_frame(driver, script):
     return driver.execute_script("const d = document.getElementById('view').contentDocument; " + script)
+
+
+def cli_json(binary, model, args):
+    out = subprocess.run([binary, *args, "--model", model, "--format", "json"], check=True, capture_output=True)
+    return json.loads(out.stdout)
+
+
+def cli_rows(binary, model, args):
+    """The predictions table as the page draws it: (text, "12.34 %") per candidate."""
+    top = cli_json(binary, model, args)["predictions"][-1]["top"]
+    return [[p.get("text") or p.get("token") or str(p["id"]), f"{100 * p['prob']:.2f} %"] for p in top]
+
+
+def page_rows(driver):
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#pred tr')].map((r) => [...r.cells].map((c) => c.textContent));")
+
+
+def show_head(driver, layer, head):
+    """Opens layer.head in the large map through its menus, as a reader would."""
+    in_frame(driver, f"""const l = d.getElementById('layer'), h = d.getElementById('head');
+        l.value = '{layer}'; l.dispatchEvent(new Event('change'));
+        h.value = '{head}'; h.dispatchEvent(new Event('change'));""")
+
+
+# The strongest edge of the last query in the large map: [q, k, weight].
+STRONGEST = """const cells = [...d.querySelectorAll('#maps .cell')];
+    const last = Math.max(...cells.map((c) => Number(c.dataset.q)));
+    const row = cells.filter((c) => Number(c.dataset.q) === last && Number(c.dataset.k) > 0);
+    const c = row.reduce((a, b) => Number(b.dataset.value) > Number(a.dataset.value) ? b : a);
+    return [Number(c.dataset.q), Number(c.dataset.k), Number(c.dataset.value)];"""
+
+
+def cell(q, k):
+    return f"d.querySelector('#maps .cell[data-q=\"{q}\"][data-k=\"{k}\"]')"
+
+
+def check_knockout(driver, binary, model, base):
+    status = lambda: driver.find_element(By.ID, "status").text
+    show_head(driver, 1, 1)
+    q, k, weight = in_frame(driver, STRONGEST)
+    in_frame(driver, f"{cell(q, k)}.click()")
+    wait_for(driver, "the knocked-out trace", lambda: "knocked out" in status()
+             and in_frame(driver, f"return Number({cell(q, k)}.dataset.value)") == 0)
+    edge = f"1.1:{q}->{k}"
+    cmd = driver.find_element(By.ID, "cmd").text
+    check(f"--knockout '{edge}'" in cmd, f"the command for this view names the edge {edge}: {cmd}")
+    want = cli_rows(binary, model, [*base, "--knockout", edge])
+    check(page_rows(driver) == want, f"the predictions are the command line's with --knockout ({page_rows(driver)} vs {want})")
+    before = cli_json(binary, model, base)["predictions"][-1]["top"]
+    after = cli_json(binary, model, [*base, "--knockout", edge])["predictions"][-1]["top"]
+    check(before != after, f"the knockout of {edge} (weight {weight:.3f}) changes the command line's predictions")
+    kept = in_frame(driver, "return [d.getElementById('layer').value, d.getElementById('head').value]")
+    check(kept == ["1", "1"], f"the large map still shows layer 1 head 1 ({kept})")
+    outlined = in_frame(driver, f"return {cell(q, k)}.style.outlineStyle")
+    check(outlined == "solid", f"the knocked-out cell is outlined ({outlined!r})")
+    in_frame(driver, f"{cell(q, k)}.click()")
+    wait_for(driver, "the edge restored", lambda: "knocked out" not in status() and status().startswith("traced")
+             and in_frame(driver, f"return Number({cell(q, k)}.dataset.value)") > 0)
+    cmd = driver.find_element(By.ID, "cmd").text
+    check("--knockout" not in cmd, f"a second click takes the knockout back: {cmd}")
+
+
+def check_mean_knockout(driver, binary, model, base):
+    """With --average-heads the large map is the mean over heads: a click knocks the edge out
+    in every head of the layer (`--knockout L:Q->K`)."""
+    status = lambda: driver.find_element(By.ID, "status").text
+    opts = driver.find_element(By.ID, "opts")
+    opts.send_keys("--average-heads")
+    driver.find_element(By.ID, "run").click()
+    mean = "return d.getElementById('head').value === 'mean' && d.getElementById('layer').value === '1'"
+    wait_for(driver, "the mean over heads", lambda: in_frame(driver, mean))
+    q, k, _ = in_frame(driver, STRONGEST)
+    in_frame(driver, f"{cell(q, k)}.click()")
+    wait_for(driver, "the layer-wide knockout", lambda: "knocked out" in status()
+             and in_frame(driver, f"return Number({cell(q, k)}.dataset.value)") == 0)
+    cmd = driver.find_element(By.ID, "cmd").text
+    check(f"--average-heads --ablate 1.2 --knockout '1:{q}->{k}'" in cmd, f"a mean map's cell is the layer's edge: {cmd}")
+    want = cli_rows(binary, model, [*base, "--average-heads", "--knockout", f"1:{q}->{k}"])
+    check(page_rows(driver) == want, f"the predictions are the command line's ({page_rows(driver)} vs {want})")
+    in_frame(driver, f"{cell(q, k)}.click()")
+    wait_for(driver, "the layer's edge restored", lambda: "knocked out" not in status() and status().startswith("traced"))
+    opts.clear()
+
+
+def check_patching(driver, binary, model, base, corrupted, metric):
+    status = lambda: driver.find_element(By.ID, "status").text
+    driver.find_element(By.ID, "corrupted").send_keys(corrupted)
+    driver.find_element(By.ID, "metric-a").send_keys(metric[0])
+    driver.find_element(By.ID, "metric-b").send_keys(metric[1])
+    driver.find_element(By.ID, "run").click()
+    cells = "return [...d.querySelectorAll('#patching table.patch td')].map((c) => c.textContent)"
+    wait_for(driver, "the patching grid", lambda: "patched" in status() and len(in_frame(driver, cells)) > 0)
+    cmd = driver.find_element(By.ID, "cmd").text
+    check(f"--patch '{corrupted}' --metric '{metric[0]}' '{metric[1]}'" in cmd, f"the command names the patch: {cmd}")
+    doc = cli_json(binary, model, [*base, "--patch", corrupted, "--metric", *metric])
+    digits = in_frame(driver, "return JSON.parse(d.getElementById('data').textContent).precision")
+    want = [f"{r['effect']:.{digits}f}" for r in doc["patching"]["rows"]]
+    got = in_frame(driver, cells)
+    check(got == want, f"the patching grid's cells are the command line's effects ({got} vs {want})")
+
+
+def check_patch_error(driver, binary, model, base, metric, longer):
+    status = lambda: driver.find_element(By.ID, "status").text
+    box = driver.find_element(By.ID, "corrupted")
+    box.clear()
+    box.send_keys(longer)
+    driver.find_element(By.ID, "run").click()
+    wait_for(driver, "the token-count error", lambda: driver.find_element(By.ID, "status").get_attribute("class") == "error")
+    cli = subprocess.run([binary, *base, "--patch", longer, "--metric", *metric, "--model", model, "--format", "json"],
+                         capture_output=True, text=True)
+    line = cli.stderr.strip().removeprefix("attn-trace: ")
+    check(cli.returncode == 2 and status() == line, f"the page shows the command's error ({status()!r} vs {line!r})")
 
 
 def main(binary, model, shot):
@@ -99,10 +226,20 @@ def main(binary, model, shot):
         check("--ablate 1.2" in cmd, f"the command for this view names the ablated head: {cmd}")
         want = cli_top(binary, model, ["Paris is a city in the north of France and", "--ablate", "1.2"])
         check(first() == want, f"the ablated top prediction is the command line's ({first()!r} vs {want!r})")
-        driver.save_screenshot(shot)
 
-        bad = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
-        check(not bad, f"no console errors or warnings: {bad}")
+        base = ["Paris is a city in the north of France and", "--ablate", "1.2"]
+        check_knockout(driver, binary, model, base)
+        check_mean_knockout(driver, binary, model, base)
+        check_patching(driver, binary, model, base, CORRUPTED, METRIC)
+        driver.save_screenshot(shot)
+        check_patch_error(driver, binary, model, base, METRIC, LONGER)
+
+        # The one error the page was made to get (the token counts) is logged as a failed load.
+        refused = lambda e: e["source"] == "network" and "/api/view" in e["message"] and "400" in e["message"]
+        logged = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+        check(sum(map(refused, logged)) == 1, f"one refused request, the patch of another token count: {logged}")
+        bad = [e for e in logged if not refused(e)]
+        check(not bad, f"no other console errors or warnings: {bad}")
         requests = [json.loads(e["message"])["message"] for e in driver.get_log("performance")]
         urls = {m["params"]["request"]["url"] for m in requests if m["method"] == "Network.requestWillBeSent"}
         foreign = sorted(u for u in urls if not u.startswith((url, "about:", "data:", "chrome://")))

@@ -71,7 +71,9 @@ target/debug/attn-trace --batch "$art/generation-batch.txt" --model fixtures/dec
 "$venv/bin/python" tests/browser/check_generation.py "$art/generation-batch.html" "$art/generation-batch.json" \
   "$art/generation-batch.png"
 # `attn-trace serve`'s page (issue 35): type a prompt, the grid redraws; click a head, it is
-# ablated and the predictions are the command line's with that --ablate; SIGTERM stops it.
+# ablated and the predictions are the command line's with that --ablate; click a cell of the
+# large map, that edge is knocked out (--knockout) likewise; a corrupted prompt draws the
+# patching grid (--patch), or the command's error; SIGTERM stops it.
 "$venv/bin/python" tests/browser/check_serve.py target/debug/attn-trace fixtures/decoders/llama-gqa "$art/serve.png"
 # A real vocabulary's tokens as text (issue 28): SmolLM2 spells café ĠcafÃ© and 中 ä¸Ń, and
 # has no token for 巴黎 (six bytes, drawn <0xE5> …). One layer is enough; --steps adds the

@@ -136,6 +136,63 @@ fn the_api_answers_the_command_lines_json_byte_for_byte() {
     assert!(server.stop().success());
 }
 
+/// What the page's two interventions send (docs/SERVE.md): a click on the large map's cell is
+/// `--knockout L.H:Q->K` (`L:Q->K` in the mean over heads), the corrupted prompt `--patch
+/// CORRUPTED --metric A B`. Each answer is the command line's `--format json`, byte for byte;
+/// prompts of different token counts get the command's own one-line error, and a patch
+/// request still names no file.
+#[test]
+fn a_knockout_and_a_patch_answer_the_command_lines_json_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&[], dir.path());
+    let patch = ["my shoes are small, my feet are", "--patch", "my shoes are big, my feet are"];
+    let metric = ["--metric", " big", " small"];
+    let cases: [Vec<&str>; 4] = [
+        vec!["The capital of France is", "--knockout", "1.2:3->1"],
+        vec!["The capital of France is", "--knockout", "1.2:3->1", "--knockout", "0:2->0", "--average-heads"],
+        [&patch[..], &metric].concat(),
+        [&patch[..], &metric, &["--patch-what", "resid", "--ablate", "0.1", "--knockout", "1.0:4->2"]].concat(),
+    ];
+    let plain = server.trace(&["The capital of France is"]).1;
+    for args in &cases {
+        let (status, body) = server.trace(args);
+        assert_eq!(status, 200, "{args:?}: {}", String::from_utf8_lossy(&body));
+        let cli = cmd().args(args).args(["--model", &model(), "--format", "json"]).output().unwrap();
+        assert!(cli.status.success(), "{args:?}");
+        assert!(body == cli.stdout, "{args:?}: the API's bytes differ from the command line's");
+        let doc: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        if args.contains(&"--patch") {
+            assert!(doc["patching"]["rows"].as_array().is_some_and(|r| !r.is_empty()), "{args:?}: no grid");
+        } else {
+            assert!(body != plain, "{args:?}: the knockout changed nothing");
+        }
+    }
+    // The page's own request draws the --html page's patching grid.
+    let patched = [&patch[..], &metric].concat();
+    let body = serde_json::json!({ "args": patched }).to_string();
+    let (status, view) = server.send("POST", "/api/view", &[], body.as_bytes());
+    assert_eq!(status, 200);
+    let view: serde_json::Value = serde_json::from_slice(&view).unwrap();
+    assert!(view["page"].as_str().unwrap().contains("<section id=\"patching\">"));
+    let refused: [&[&str]; 3] = [
+        &["The capital of France is", "--patch", "The capital of Italy is not", "--metric", " a", " b"],
+        &["The capital of France is", "--patch", "The capital of Italy is"],
+        &["The capital of France is", "--knockout", "1.2:3->99"],
+    ];
+    for args in refused {
+        let (status, body) = server.trace(args);
+        assert_eq!(status, 400, "{args:?}");
+        let cli = cmd().args(args).args(["--model", &model(), "--format", "json"]).output().unwrap();
+        assert_eq!(cli.status.code(), Some(2), "{args:?}");
+        let line = String::from_utf8(cli.stderr).unwrap();
+        assert_eq!(format!("attn-trace: {}\n", error_of(&body)), line, "{args:?}");
+    }
+    let (status, body) = server.trace(&["x", "--patch", "y", "--save-trace=x.npz"]);
+    assert_eq!((status, error_of(&body).contains("not in a request")), (400, true));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "a request wrote a file");
+    assert!(server.stop().success());
+}
+
 #[test]
 fn bad_options_get_the_commands_message_and_nothing_names_a_file() {
     let dir = tempfile::tempdir().unwrap();
