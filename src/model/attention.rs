@@ -100,7 +100,7 @@ fn whole(
     if rec.reads_rows(l) {
         let values = weights.flatten_all()?.to_vec1::<f32>()?;
         let keys = weights.dim(2)?;
-        let tile = WeightRows { layer: l, first: 0, queries: n, heads: h, rows: n, keys, values: &values };
+        let tile = WeightRows { layer: l, first: 0, queries: n, heads: h, rows: n, keys, width: keys, values: &values };
         rec.weight_rows(&tile);
     }
     Ok((Some(weights), context))

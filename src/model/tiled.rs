@@ -48,7 +48,7 @@ pub fn context(
     for first in (0..n).step_by(tile) {
         let rows = tile.min(n - first);
         // A causal tile's queries see no key after its last: those columns would be −inf
-        // scores and 0 weights, so they are left out of the arithmetic (and given back as 0s),
+        // scores and 0 weights, so they are left out of the arithmetic (and of the readers' rows),
         // unless a recorded step holds them.
         let seen = if cfg.causal && gathered.is_none() { (offset + first + rows).min(keys) } else { keys };
         let q_tile = q.narrow(1, first, rows)?; // [head, rows, d_k]
@@ -66,9 +66,9 @@ pub fn context(
             g.tile(first, [&raw_scores, &scores, &weights], hidden.as_deref())?;
         }
         if rec.reads_rows(l) {
-            let weights = weights.pad_with_zeros(2, 0, keys - seen)?; // [head, rows, key_pos]
-            let values = weights.flatten_all()?.to_vec1::<f32>()?;
-            rec.weight_rows(&WeightRows { layer: l, first, queries: n, heads: h, rows, keys, values: &values });
+            let values = weights.flatten_all()?.to_vec1::<f32>()?; // [head, rows, seen]
+            let tile = WeightRows { layer: l, first, queries: n, heads: h, rows, keys, width: seen, values: &values };
+            rec.weight_rows(&tile);
         }
     }
     if let Some(g) = gathered {

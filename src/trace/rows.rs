@@ -3,8 +3,9 @@
 //! recorder's [`RowsFn`], so the weights of a long input are reduced without ever being held
 //! whole (`config/tiles.rs`).
 
-/// Queries `first .. first + rows` of one layer's attention weights, every head:
-/// `values` is `[head, rows, keys]` row-major.
+/// Queries `first .. first + rows` of one layer's attention weights, every head: `values` is
+/// `[head, rows, width]` row-major, the weights on the first `width` keys; those on the keys
+/// after them are 0 (a causal tile's queries see none of them: `model/tiled.rs`).
 pub struct WeightRows<'a> {
     pub layer: usize,
     /// The first query of the tile, and how many queries the layer has in all.
@@ -13,13 +14,14 @@ pub struct WeightRows<'a> {
     pub heads: usize,
     pub rows: usize,
     pub keys: usize,
+    pub width: usize,
     pub values: &'a [f32],
 }
 
 impl WeightRows<'_> {
-    /// Head `g`'s rows, `[rows, keys]`.
+    /// Head `g`'s rows, `[rows, width]`.
     pub fn head(&self, g: usize) -> &[f32] {
-        let size = self.rows * self.keys;
+        let size = self.rows * self.width;
         &self.values[g * size..(g + 1) * size]
     }
 

@@ -69,7 +69,7 @@ pub fn stats(trace: &Trace) -> Vec<HeadStats> {
         let v = step.f32s().unwrap_or_default();
         for g in 0..step.shape[0] {
             let head = step.heads.as_ref().map_or(g, |hs| hs[g]);
-            sums.head_rows((layer, head), (0, n), &v[g * n * n..(g + 1) * n * n]);
+            sums.head_rows((layer, head), (0, n, n), &v[g * n * n..(g + 1) * n * n]);
         }
     }
     sums.finish()
@@ -110,12 +110,13 @@ impl StatsRows {
             if self.heads.as_ref().is_some_and(|hs| !hs.contains(&g)) {
                 continue;
             }
-            self.head_rows((tile.layer, g), (tile.first, tile.queries), tile.head(g));
+            self.head_rows((tile.layer, g), (tile.first, tile.queries, tile.width), tile.head(g));
         }
     }
 
-    /// Rows `first..` of head (layer, head)'s n×n map, `w` holding whole rows.
-    fn head_rows(&mut self, id: (usize, usize), (first, n): (usize, usize), w: &[f32]) {
+    /// Rows `first..` of head (layer, head)'s n×n map: `w` holds each row's first `width`
+    /// weights, the rest being 0 (which add nothing to any sum).
+    fn head_rows(&mut self, id: (usize, usize), (first, n, width): (usize, usize, usize), w: &[f32]) {
         let at = match self.sums.iter().position(|(x, _)| *x == id) {
             Some(at) => at,
             None => {
@@ -124,7 +125,7 @@ impl StatsRows {
             }
         };
         let s = &mut self.sums[at].1;
-        for (i, row) in w.chunks_exact(n).enumerate() {
+        for (i, row) in w.chunks_exact(width).enumerate() {
             let q = first + i;
             let wide = || row.iter().map(|&x| x as f64);
             s.entropy += wide().filter(|&x| x > 0.0).map(|x| -x * x.ln()).sum::<f64>();

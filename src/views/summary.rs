@@ -126,7 +126,7 @@ impl Reducer {
             self.tile = vec![HeadRows::default(); tile.heads];
         }
         for (g, head) in self.tile.iter_mut().enumerate() {
-            head.add(tile.head(g), (tile.first, tile.keys), &self.markers);
+            head.add(tile.head(g), (tile.first, tile.keys, tile.width), &self.markers);
         }
         if tile.is_last() {
             let kept = |g: &usize| self.kept.as_ref().is_none_or(|hs| hs.contains(g));
@@ -198,7 +198,7 @@ fn heads(step: &Step, markers: &Markers) -> Vec<(usize, Links, f32)> {
     (0..groups)
         .map(|g| {
             let mut head = HeadRows::default();
-            head.add(&v[g * rows * cols..(g + 1) * rows * cols], (0, cols), markers);
+            head.add(&v[g * rows * cols..(g + 1) * rows * cols], (0, cols, cols), markers);
             let h = step.heads.as_ref().map_or(g, |hs| hs[g]);
             (h, head.links, head.on_markers / rows as f32)
         })
@@ -213,22 +213,28 @@ struct HeadRows {
 }
 
 impl HeadRows {
-    /// Whole rows `m` (`cols` keys each) of queries from `first` on.
-    fn add(&mut self, m: &[f32], (first, cols): (usize, usize), markers: &Markers) {
+    /// Rows `m` of queries from `first` on, over `cols` keys: each row's first `width`
+    /// weights (the rest are 0).
+    fn add(&mut self, m: &[f32], (first, cols, width): (usize, usize, usize), markers: &Markers) {
         let key_markers = markers.keys.as_deref().unwrap_or(&markers.queries);
         let marked = |ms: &[bool], i: usize| ms.get(i).copied().unwrap_or(false);
-        let marker_keys: Vec<usize> = (0..cols).filter(|&k| marked(key_markers, k)).collect();
+        // A 0 adds nothing to a sum: the markers after `width` are left out.
+        let marker_keys: Vec<usize> = (0..width).filter(|&k| marked(key_markers, k)).collect();
         let to_itself = markers.keys.is_none();
-        for (i, row) in m.chunks_exact(cols.max(1)).enumerate() {
+        for (i, row) in m.chunks_exact(width.max(1)).enumerate() {
             let q = first + i;
             self.on_markers += marker_keys.iter().map(|&k| row[k]).sum::<f32>();
             if marked(&markers.queries, q) {
                 continue;
             }
-            for (k, &w) in row.iter().enumerate() {
+            let weights = row.iter().copied().chain(std::iter::repeat_n(0.0, cols - width));
+            for (k, w) in weights.enumerate() {
                 // Most links lose to the weakest of a full list: one comparison each.
                 let full = self.links.len() == TOP;
                 if full && w.total_cmp(&self.links[TOP - 1].2) == std::cmp::Ordering::Less {
+                    if k >= width {
+                        break; // the rest are 0s too
+                    }
                     continue;
                 }
                 if !(marked(key_markers, k) || to_itself && k == q) {
