@@ -82,7 +82,7 @@ fn tiled_stats_equal_untiled_stats_on_every_family() {
 
 /// Left padding (`--pad-to`) hides every key from the pads' queries: a tile's blind rows are
 /// zeroed as the whole layer's are. `--head` and `--layer` narrow the tiled statistics as
-/// they narrow the recorded ones.
+/// they narrow the recorded ones, and `--induction`'s scores are read from the tiles too.
 #[test]
 fn tiled_stats_follow_padding_and_selection() {
     let m = root().join("fixtures/decoders/llama-gqa");
@@ -95,6 +95,13 @@ fn tiled_stats_follow_padding_and_selection() {
     assert_eq!(a.iter().map(|x| x.0).collect::<Vec<_>>(), vec![(1, 0), (1, 3)]);
     assert_eq!(a.len(), b.len());
     for ((_, x), (_, y)) in a.iter().zip(&b) {
+        assert!(x.iter().zip(y).all(|(p, q)| (p - q).abs() <= 1e-6 * q.abs().max(1.0)), "{x:?} against {y:?}");
+    }
+    let induction = ["--model", m, "x", "--stats", "--induction", "7", "--seed", "3"];
+    let whole = stats(&trace_json(&[&induction[..], &["--steps", "attn.weights"]].concat()));
+    let tiled = stats(&trace_json(&[&induction[..], &["--steps", "output", "--query-tile", "4"]].concat()));
+    assert!(whole.iter().all(|(_, s)| s.len() == 5), "an induction score per head");
+    for ((_, x), (_, y)) in tiled.iter().zip(&whole) {
         assert!(x.iter().zip(y).all(|(p, q)| (p - q).abs() <= 1e-6 * q.abs().max(1.0)), "{x:?} against {y:?}");
     }
 }
