@@ -181,10 +181,20 @@ fn a_queued_trace_whose_client_has_gone_does_not_run() {
 /// second, and a three-word trace a moment.
 const DEEP_TOY: [&str; 9] = ["--layers", "512", "--d-model", "64", "--heads", "2", "--max-len", "2048", "--causal"];
 
+/// Sends a trace of `args` on a connection of its own, and leaves after `secs`.
+fn left_after(port: u16, args: &[String], secs: u64) {
+    let body = serde_json::json!({ "args": args }).to_string();
+    let head = format!("POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\n\r\n", body.len());
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(head.as_bytes()).and_then(|()| s.write_all(body.as_bytes())).unwrap();
+    std::thread::sleep(Duration::from_secs(secs));
+}
+
 /// A client that leaves while its trace runs stops it before the trace's next layer
-/// (docs/SERVE.md): the next request is answered, with the command line's bytes, long before
-/// the abandoned trace would have ended, after the server's line saying it stopped, and the
-/// server goes on answering.
+/// (docs/SERVE.md): one long forward pass, then a generation of 1,000 tokens (a pass per
+/// token, over a minute here too). Each time the next request is answered, with the command
+/// line's bytes, long before the abandoned trace would have ended, after the server's line
+/// saying it stopped, and the server goes on answering.
 #[test]
 fn a_running_trace_whose_client_has_gone_stops_and_the_next_request_is_answered() {
     let dir = tempfile::tempdir().unwrap();
@@ -193,37 +203,30 @@ fn a_running_trace_whose_client_has_gone_stops_and_the_next_request_is_answered(
     let want = cmd().args(short).args(DEEP_TOY).args(["--format", "json"]).output().unwrap();
     assert!(want.status.success(), "{}", String::from_utf8_lossy(&want.stderr));
     let words: Vec<String> = (0..2000).map(|i| format!("w{}", i % 50)).collect();
-    let body = serde_json::json!({ "args": [words.join(" "), "--layer", "0", "--steps", "weights"] }).to_string();
-    let head = format!(
-        "POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\n\r\n",
-        server.port,
-        body.len()
-    );
-    let mut long = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
-    long.write_all(head.as_bytes()).and_then(|()| long.write_all(body.as_bytes())).unwrap();
-    // The queue is empty: the long trace starts at once and is some layers in when it is left.
-    std::thread::sleep(Duration::from_secs(2));
-    drop(long);
-    let left = Instant::now();
-    let (status, answer) = server.trace(&short);
-    let waited = left.elapsed();
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
-    assert!(answer == want.stdout, "the next answer is the command line's bytes");
-    let stopped = |log: &[String]| log.iter().any(|l| l.contains("a client left while its trace ran; stopped"));
-    // The line is written before the next trace starts; the test's reader may lag a moment.
-    for _ in 0..50 {
-        if stopped(&server.log.lock().unwrap()) {
-            break;
+    let long = [words.join(" "), "--layer".into(), "0".into(), "--steps".into(), "weights".into()];
+    let generation: Vec<String> =
+        ["a b c", "--lm-head", "own", "--generate", "1000", "--ignore-eos", "--layer", "0"].map(String::from).into();
+    let stopped =
+        || server.log.lock().unwrap().iter().filter(|l| l.contains("left while its trace ran; stopped")).count();
+    for (i, abandoned) in [&long[..], &generation[..]].into_iter().enumerate() {
+        // The queue is empty: the trace starts at once and is some layers in when it is left.
+        left_after(server.port, abandoned, 2);
+        let left = Instant::now();
+        let (status, answer) = server.trace(&short);
+        let waited = left.elapsed();
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+        assert!(answer == want.stdout, "the next answer is the command line's bytes");
+        // The line is written before the next trace starts; the test's reader may lag a moment.
+        for _ in 0..50 {
+            if stopped() > i {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
         }
-        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(stopped(), i + 1, "abandoned trace {i} was not stopped: {:?}", server.log.lock().unwrap());
+        eprintln!("abandoned running trace {i}: the next request answered {:.2} s later", waited.as_secs_f64());
+        assert!(waited < Duration::from_secs(30), "the next answer waited {waited:?}: the abandoned trace ran on");
     }
-    assert!(
-        stopped(&server.log.lock().unwrap()),
-        "the running trace was not stopped: {:?}",
-        server.log.lock().unwrap()
-    );
-    eprintln!("a running trace abandoned: the next request answered {:.2} s later", waited.as_secs_f64());
-    assert!(waited < Duration::from_secs(30), "the next answer waited {waited:?}: the abandoned trace ran on");
     let (status, again) = server.trace(&short);
     assert!(status == 200 && again == want.stdout, "the server still answers");
     assert!(server.stop().success());
