@@ -5,6 +5,7 @@
 //! goes on with the next. Each trace has a cancel flag, set by the request's handler thread
 //! when its client goes (`http.rs`): a queued trace whose flag is set does not run, and a
 //! running one stops before its next layer (`model::cancel`); neither is answered.
+
 use crate::model::cancel;
 use crate::settings::Settings;
 use crate::{output, render, sources};

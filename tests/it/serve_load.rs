@@ -2,7 +2,8 @@
 //! connections, a tenth malformed and a tenth abandoned half-way, every valid answer the
 //! command line's bytes, every malformed one a 4xx with a JSON error, the peak memory bounded;
 //! a silent or slow client is answered 408 within the read limit without stopping the others;
-//! a queued trace whose client has gone does not run, and a running one stops mid-way.
+//! a queued trace whose client has gone does not run, and a running one stops mid-way; idle
+//! kept-alive connections give their handler threads up to a new connection.
 
 use crate::common::cmd;
 use crate::serve::{error_of, model, Server};
@@ -229,5 +230,33 @@ fn a_running_trace_whose_client_has_gone_stops_and_the_next_request_is_answered(
     }
     let (status, again) = server.trace(&short);
     assert!(status == 200 && again == want.stdout, "the server still answers");
+    assert!(server.stop().success());
+}
+
+/// Idle kept-alive connections hold no handler thread that another connection needs
+/// (docs/SERVE.md): with every handler thread (32) keeping an idle connection, a new
+/// connection's request is answered at once, not after the 5 s keep-alive limit.
+#[test]
+fn idle_kept_alive_connections_give_their_threads_up_to_a_new_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&[], dir.path());
+    let get = format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n\r\n", server.port);
+    let idle: Vec<TcpStream> = (0..32)
+        .map(|_| {
+            let mut s = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            s.write_all(get.as_bytes()).unwrap();
+            let (status, head, _) = crate::serve::next_answer(&mut s, &mut Vec::new());
+            assert!(status == 200 && head.contains("Connection: keep-alive"), "{head}");
+            s
+        })
+        .collect();
+    let since = Instant::now();
+    let (status, body) = server.trace(&["The capital of France is"]);
+    let waited = since.elapsed();
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    eprintln!("with 32 idle kept-alive connections, a new request answered in {:.2} s", waited.as_secs_f64());
+    assert!(waited < Duration::from_secs(3), "the new connection waited {waited:?} for an idle one's thread");
+    drop(idle);
     assert!(server.stop().success());
 }
