@@ -7,6 +7,7 @@
 pub mod attention;
 pub mod attribute;
 pub mod attrpatch;
+pub mod cancel;
 pub mod cross;
 pub mod embed;
 pub mod ffn;

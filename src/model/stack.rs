@@ -2,6 +2,8 @@
 //! the one before wrote. The forward pass runs it once from layer 0; a patched run
 //! (`patch.rs`) from the layer it patches, on the unpatched run's residual stream there; a
 //! generation (`generate.rs`) once per decode step, on the new position with its cache.
+//! Before each layer it asks whether the run has been cancelled (`cancel.rs`: a server's
+//! client that has gone); this is the one place the model asks.
 
 use super::pass::Pass;
 use super::{intervene, layer};
@@ -26,6 +28,7 @@ pub fn stack(
     let mut x = x; // [pos, d_model]
                    // A lazily read checkpoint's next layer is read while this one runs.
     layers.each_from(from, |i, p| {
+        super::cancel::check()?;
         let out = layer::layer(cfg, p, &x, i, pass, rec)?; // [pos, d_model]
         let out = intervene::patch_resid(pass.patch, i, out)?; // [pos, d_model]
         let out = pass.tap(out, super::pass::Tap::Output)?; // [pos, d_model]

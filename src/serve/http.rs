@@ -2,14 +2,16 @@
 //! body size), the routes, and the reply. Nothing here reads or writes a file: the page is
 //! embedded, and a request's options are refused if they name one (`command.rs`).
 
-use super::wire::{self, Failed, Request};
-use super::worker::{Alive, Answer, Kind, Queue};
+use super::wire::{self, Conn, Failed, Request};
+use super::worker::{Answer, Kind, Queue};
 use super::Hooks;
 use std::net::TcpStream;
 use std::time::Instant;
 
 /// Largest request body: a prompt and its options, not a document.
 pub const MAX_BODY: usize = 64 << 10;
+/// Most requests answered on one kept-alive connection; the last answer closes it.
+pub const MAX_PER_CONNECTION: usize = 100;
 
 /// The page, embedded: no CDN, no network access but this server's own API.
 const PAGE: &str = include_str!("page.html");
@@ -43,56 +45,68 @@ struct TraceRequest {
     args: Vec<String>,
 }
 
-/// Reads one request from `stream` (accepted at `accepted`) and answers it; a client that left
-/// is not an error.
-pub fn handle(ctx: &Context, mut stream: TcpStream, accepted: Instant) {
-    let request = wire::read_request(&mut stream, accepted + wire::READ_LIMIT, MAX_BODY);
-    let (answer, unread) = match request {
-        Ok(request) => {
-            // The model's thread asks before a queued trace runs whether its client is still there.
-            let probe = stream.try_clone().ok();
-            let alive: Option<Alive> = probe.map(|s| Box::new(move || !wire::gone(&s)) as Alive);
-            (answer(ctx, &request, alive), false)
+/// Answers the requests of one connection (accepted at `accepted`) in turn, while the client
+/// keeps it alive and no more than [`MAX_PER_CONNECTION`]; a client that left is not an error,
+/// and one that leaves while its trace waits or runs cancels it (`worker.rs`).
+pub fn handle(ctx: &Context, stream: TcpStream, accepted: Instant) {
+    let mut conn = Conn::new(stream);
+    let mut deadline = accepted + wire::READ_LIMIT;
+    for served in 1..=MAX_PER_CONNECTION {
+        let (answer, keep, unread) = match conn.read_request(deadline, MAX_BODY) {
+            Ok(request) => {
+                let keep = request.keeps_alive() && served < MAX_PER_CONNECTION;
+                // While the trace waits or runs, the handler asks whether its client is there.
+                let probe = &conn.stream;
+                match answer(ctx, &request, &|| wire::gone(probe)) {
+                    Some(answer) => (answer, keep, false),
+                    None => return,
+                }
+            }
+            Err(Failed::Gone) => return,
+            Err(Failed::Answer(status, line)) => (Answer::error(status, &line, 2), false, true),
+        };
+        let kind = if answer.html { "text/html; charset=utf-8" } else { "application/json" };
+        if !wire::respond(&mut conn, (answer.status, kind), &answer.body, keep, unread) {
+            return;
         }
-        Err(Failed::Gone) => return,
-        Err(Failed::Answer(status, line)) => (Answer::error(status, &line, 2), true),
-    };
-    let kind = if answer.html { "text/html; charset=utf-8" } else { "application/json" };
-    wire::respond(stream, answer.status, kind, &answer.body, unread);
+        // Idle between requests: given up after the keep-alive limit, or at once when the
+        // server stops or other connections wait for a handler thread.
+        if !conn.next(&super::yielding) {
+            return;
+        }
+        deadline = Instant::now() + wire::READ_LIMIT;
+    }
 }
 
-fn answer(ctx: &Context, request: &Request, alive: Option<Alive>) -> Answer {
+/// The answer to `request`, or `None` when its client left before it was ready.
+fn answer(ctx: &Context, request: &Request, gone: &dyn Fn() -> bool) -> Option<Answer> {
     // DNS rebinding: another site's name resolving to 127.0.0.1 still sends its own Host.
     if !request.header("Host").is_some_and(|h| ctx.hosts.iter().any(|ok| ok == h)) {
-        return Answer::error(403, "this server answers only requests addressed to it (Host)", 2);
+        return Some(Answer::error(403, "this server answers only requests addressed to it (Host)", 2));
     }
     let post = request.method == "POST";
     // Cross-site requests: a browser names the page that sends them.
     if post && request.header("Origin").is_some_and(|o| !ctx.hosts.iter().any(|ok| o == format!("http://{ok}"))) {
-        return Answer::error(403, "this server answers only its own page (Origin)", 2);
+        return Some(Answer::error(403, "this server answers only its own page (Origin)", 2));
     }
     match (request.method.as_str(), request.path.as_str()) {
-        ("GET", "/") => Answer { status: 200, body: ctx.page.clone().into_bytes(), html: true },
-        ("POST", "/api/trace") => traced(ctx, &request.body, Kind::Json, alive),
-        ("POST", "/api/page") => traced(ctx, &request.body, Kind::Page, alive),
-        ("POST", "/api/view") => traced(ctx, &request.body, Kind::View, alive),
-        (_, path) => Answer::error(404, &format!("no such page: {path}"), 2),
+        ("GET", "/") => Some(Answer { status: 200, body: ctx.page.clone().into_bytes(), html: true }),
+        ("POST", "/api/trace") => traced(ctx, &request.body, Kind::Json, gone),
+        ("POST", "/api/page") => traced(ctx, &request.body, Kind::Page, gone),
+        ("POST", "/api/view") => traced(ctx, &request.body, Kind::View, gone),
+        (_, path) => Some(Answer::error(404, &format!("no such page: {path}"), 2)),
     }
 }
 
 /// `{"args": [...]}` traced as the command line would.
-fn traced(ctx: &Context, body: &[u8], kind: Kind, alive: Option<Alive>) -> Answer {
+fn traced(ctx: &Context, body: &[u8], kind: Kind, gone: &dyn Fn() -> bool) -> Option<Answer> {
     let asked: TraceRequest = match serde_json::from_slice(body) {
         Ok(r) => r,
-        Err(e) => return Answer::error(400, &format!("the body must be {{\"args\": [\"...\"]}}: {e}"), 2),
+        Err(e) => return Some(Answer::error(400, &format!("the body must be {{\"args\": [\"...\"]}}: {e}"), 2)),
     };
     let settings = match (ctx.hooks.parse)(&asked.args) {
         Ok(s) => s,
-        Err(line) => return Answer::error(400, &line, 2),
+        Err(line) => return Some(Answer::error(400, &line, 2)),
     };
-    ctx.queue.submit(settings, kind, alive).unwrap_or_else(|| Answer {
-        status: 503,
-        body: br#"{"error":"busy"}"#.to_vec(),
-        html: false,
-    })
+    ctx.queue.submit(settings, kind, gone)
 }

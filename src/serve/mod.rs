@@ -3,17 +3,19 @@
 //! hands over [`Hooks`]: how a request's options become [`Settings`] (the command's own clap
 //! definition and its one-line messages), so this module imports no `cli`.
 //!
-//! No HTTP crate: `wire.rs` reads one request per connection on `std::net` under a deadline
-//! (a slow or silent client gets 408 after [`wire::READ_LIMIT`]) and keeps the socket, so the
-//! model's thread can skip a queued trace whose client has gone. tiny_http, used before, gave
-//! neither (see `wire.rs`); tokio + hyper would be most of the dependency tree for a server
-//! that runs one forward pass at a time.
+//! No HTTP crate: `wire.rs` reads a connection's requests on `std::net`, each under a deadline
+//! (a slow or silent client gets 408 after [`wire::READ_LIMIT`]), and keeps the socket, so a
+//! request's handler sees its client go and cancels its trace, queued or running. tiny_http,
+//! used before, gave neither (see `wire.rs`); tokio + hyper would be most of the dependency
+//! tree for a server that runs one forward pass at a time.
 //!
 //! Threads: this one accepts connections into a bounded line ([`PENDING`]; past it a
 //! connection is refused with 503); [`HANDLERS`] threads take them, read and check each
 //! request (Host, Origin, size, options) and hand its trace to the one model thread through a
 //! bounded queue (`worker.rs`); past [`Options::queue`] waiting traces the answer is 503
-//! "busy". SIGINT and SIGTERM set a flag that every loop checks, so the server stops with exit 0.
+//! "busy". A handler keeps a connection for its next request (keep-alive) while it is idle
+//! for less than [`wire::KEEP_ALIVE`] and no other connection waits in the line. SIGINT and
+//! SIGTERM set a flag that every loop checks, so the server stops with exit 0.
 
 mod http;
 mod wire;
@@ -23,7 +25,7 @@ use crate::settings::Settings;
 use anyhow::{Context, Result};
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -60,6 +62,14 @@ const PENDING: usize = 64;
 
 /// Set by SIGINT or SIGTERM.
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Accepted connections in the line, not yet taken by a handler thread.
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether a handler should give up an idle kept-alive connection: the server stops, or
+/// another connection waits for a handler thread.
+fn yielding() -> bool {
+    STOP.load(Ordering::SeqCst) || WAITING.load(Ordering::SeqCst) > 0
+}
 
 /// Runs the server until SIGINT or SIGTERM.
 pub fn run(opts: Options, hooks: Hooks) -> Result<()> {
@@ -114,7 +124,9 @@ fn accept(listener: &TcpListener, tx: &SyncSender<(TcpStream, Instant)>) {
             Ok((stream, _)) => {
                 let _ = stream.set_nonblocking(false);
                 let _ = stream.set_nodelay(true);
+                WAITING.fetch_add(1, Ordering::SeqCst);
                 if let Err(TrySendError::Full((stream, _))) = tx.try_send((stream, Instant::now())) {
+                    WAITING.fetch_sub(1, Ordering::SeqCst);
                     let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
                     let _ = (&stream).write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: 16\r\nConnection: close\r\n\r\n{\"error\":\"busy\"}");
                 }
@@ -133,7 +145,10 @@ fn serve_requests(rx: &Mutex<Receiver<(TcpStream, Instant)>>, ctx: &http::Contex
             Err(_) => return,
         };
         match next {
-            Ok((stream, accepted)) => http::handle(ctx, stream, accepted),
+            Ok((stream, accepted)) => {
+                WAITING.fetch_sub(1, Ordering::SeqCst);
+                http::handle(ctx, stream, accepted)
+            }
             Err(_) => return,
         }
     }

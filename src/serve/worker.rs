@@ -2,13 +2,19 @@
 //! `sources::memo` scope for its whole life, so a decoder's parameters and a model's
 //! tokenizer are made once (by the warm-up trace) and shared by every request, as a batch's
 //! sentences share them. A panic in one trace is caught and answered as an error; the thread
-//! goes on with the next.
+//! goes on with the next. Each trace has a cancel flag, set by the request's handler thread
+//! when its client goes (`http.rs`): a queued trace whose flag is set does not run, and a
+//! running one stops before its next layer (`model::cancel`); neither is answered.
 
+use crate::model::cancel;
 use crate::settings::Settings;
 use crate::{output, render, sources};
 use anyhow::{anyhow, Result};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// What a request asks for: the JSON document (`--format json`'s bytes), the HTML page, or
 /// what the server's own page shows after each change (`{"page": HTML, "predictions": …}`,
@@ -33,16 +39,22 @@ impl Answer {
         let body = serde_json::json!({ "error": line, "code": code }).to_string().into_bytes();
         Answer { status, body, html: false }
     }
+
+    /// The queue is full.
+    fn busy() -> Answer {
+        Answer { status: 503, body: br#"{"error":"busy"}"#.to_vec(), html: false }
+    }
 }
 
-/// Asked by the model's thread before a queued trace runs: `false` when its client has gone.
-pub type Alive = Box<dyn Fn() -> bool + Send>;
+/// How often a handler waiting for its trace asks whether its client is still there.
+const PROBE_EVERY: Duration = Duration::from_millis(50);
 
 struct Job {
     settings: Settings,
     kind: Kind,
     reply: mpsc::Sender<Answer>,
-    alive: Option<Alive>,
+    /// Set when the client has gone: the trace is not run, or stops at its next layer.
+    cancel: Arc<AtomicBool>,
 }
 
 /// The sending end of the model's queue.
@@ -51,15 +63,27 @@ pub struct Queue {
 }
 
 impl Queue {
-    /// The answer to one trace, or `None` when the queue is full (busy).
-    pub fn submit(&self, settings: Settings, kind: Kind, alive: Option<Alive>) -> Option<Answer> {
+    /// The answer to one trace (503 "busy" when the queue is full), or `None` when `gone()`
+    /// said, while it waited, that its client has left: then the trace is cancelled.
+    pub fn submit(&self, settings: Settings, kind: Kind, gone: &dyn Fn() -> bool) -> Option<Answer> {
         let (reply, answer) = mpsc::channel();
-        match self.tx.try_send(Job { settings, kind, reply, alive }) {
+        let cancel = Arc::new(AtomicBool::new(false));
+        match self.tx.try_send(Job { settings, kind, reply, cancel: Arc::clone(&cancel) }) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) => return None,
+            Err(TrySendError::Full(_)) => return Some(Answer::busy()),
             Err(TrySendError::Disconnected(_)) => return Some(Answer::error(503, "the model thread has stopped", 1)),
         }
-        Some(answer.recv().unwrap_or_else(|_| Answer::error(500, "the trace was dropped", 1)))
+        loop {
+            match answer.recv_timeout(PROBE_EVERY) {
+                Ok(answer) => return Some(answer),
+                Err(RecvTimeoutError::Disconnected) => return Some(Answer::error(500, "the trace was dropped", 1)),
+                Err(RecvTimeoutError::Timeout) if gone() => {
+                    cancel.store(true, Ordering::Relaxed);
+                    return None;
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
     }
 }
 
@@ -83,14 +107,22 @@ pub fn start(warm: Settings, queue: usize, error_line: fn(&anyhow::Error) -> Str
 
 fn model_loop(rx: &Receiver<Job>, error_line: fn(&anyhow::Error) -> String) {
     while let Ok(job) = rx.recv() {
-        // A client that left before its turn: its trace does not run (one that leaves while
-        // its trace runs is noticed only when the answer cannot be written).
-        if job.alive.as_ref().is_some_and(|alive| !alive()) {
+        // A client that left before its turn: its trace does not run.
+        if job.cancel.load(Ordering::Relaxed) {
             eprintln!("attn-trace serve: a client left before its trace ran; skipped");
             continue;
         }
-        let answer = match caught(|| trace(&job.settings, job.kind)) {
+        let traced = {
+            let _watch = cancel::Watch::new(Arc::clone(&job.cancel));
+            caught(|| trace(&job.settings, job.kind))
+        };
+        let answer = match traced {
             Ok(body) => Answer { status: 200, body, html: job.kind == Kind::Page },
+            // A client that left while its trace ran: stopped at a layer's start, not answered.
+            Err(e) if cancel::is_cancelled(&e) || job.cancel.load(Ordering::Relaxed) => {
+                eprintln!("attn-trace serve: a client left while its trace ran; stopped");
+                continue;
+            }
             Err(e) => {
                 let code = crate::error::exit_code(&e);
                 Answer::error(if code == crate::error::exit::USAGE { 400 } else { 500 }, &error_line(&e), code)

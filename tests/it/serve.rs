@@ -1,6 +1,7 @@
-//! `attn-trace serve` (docs/SERVE.md): the API answers the command line's bytes, refuses what a
-//! request may not do (files, other models, other websites, oversized bodies), stays up under
-//! concurrent requests and stops on SIGTERM with exit 0.
+//! `attn-trace serve` (docs/SERVE.md): the API answers the command line's bytes, also one
+//! request after another on a kept-alive connection, refuses what a request may not do (files,
+//! other models, other websites, oversized bodies), stays up under concurrent requests and
+//! stops on SIGTERM with exit 0.
 
 use crate::common::{cmd, root};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -31,8 +32,14 @@ impl Drop for Server {
 
 impl Server {
     pub fn start(extra: &[&str], dir: &Path) -> Server {
+        Server::serving(&["--model", &model()], extra, dir)
+    }
+
+    /// A server of the model `model` names (its flags: `--model M`, or the toy model's).
+    pub fn serving(model: &[&str], extra: &[&str], dir: &Path) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_attn-trace"))
-            .args(["serve", "--port", "0", "--model", &model()])
+            .args(["serve", "--port", "0"])
+            .args(model)
             .args(extra)
             .current_dir(dir)
             .stderr(Stdio::piped())
@@ -90,6 +97,34 @@ impl Server {
         }
         panic!("the server did not stop within 10 s of SIGTERM");
     }
+}
+
+/// The next answer on a kept-alive connection, `buf` holding what was read beyond the last one:
+/// (status, head, body), the body as long as its Content-Length says.
+pub(crate) fn next_answer(s: &mut TcpStream, buf: &mut Vec<u8>) -> (u16, String, Vec<u8>) {
+    let mut chunk = [0u8; 8192];
+    let mut fill = |buf: &mut Vec<u8>| match s.read(&mut chunk).unwrap() {
+        0 => panic!("the server closed the connection mid-answer"),
+        n => buf.extend_from_slice(&chunk[..n]),
+    };
+    let end = loop {
+        match buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            Some(end) => break end,
+            None => fill(buf),
+        }
+    };
+    let head = String::from_utf8(buf[..end].to_vec()).unwrap();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|n| n.trim().parse().unwrap()))
+        .expect("a Content-Length");
+    while buf.len() < end + 4 + length {
+        fill(buf);
+    }
+    let rest = buf.split_off(end + 4 + length);
+    let body = buf.split_off(end + 4);
+    *buf = rest;
+    (head[9..12].parse().unwrap(), head, body)
 }
 
 pub(crate) fn error_of(body: &[u8]) -> String {
@@ -280,5 +315,65 @@ fn twenty_concurrent_requests_are_all_answered_and_sigterm_stops_it() {
     assert!(statuses.contains(&200), "{statuses:?}");
     let (status, _) = server.trace(&["after the rush"]);
     assert_eq!(status, 200, "the server still answers");
+    assert!(server.stop().success());
+}
+
+/// Keep-alive (docs/SERVE.md): requests one after another on one connection, and two sent at
+/// once (pipelined), each get their own answer, the command line's bytes; `Connection: close`
+/// is honoured, and an idle connection is closed after the keep-alive limit (5 s).
+#[test]
+fn requests_on_one_kept_alive_connection_each_get_their_own_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&[], dir.path());
+    let prompts = ["The capital of France is", "Hello world", "a b c d e"];
+    let want: Vec<Vec<u8>> = prompts
+        .iter()
+        .map(|p| cmd().args([p, "--model", &model(), "--format", "json"]).output().unwrap().stdout)
+        .collect();
+    let request = |prompt: &str, close: bool| {
+        let body = serde_json::json!({ "args": [prompt] }).to_string();
+        let connection = if close { "Connection: close\r\n" } else { "" };
+        format!(
+            "POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n{connection}Content-Length: {}\r\n\r\n{body}",
+            server.port,
+            body.len()
+        )
+    };
+    let mut s = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut buf = Vec::new();
+    // One after another, the page among them.
+    for (i, p) in prompts.iter().enumerate() {
+        s.write_all(request(p, false).as_bytes()).unwrap();
+        let (status, head, body) = next_answer(&mut s, &mut buf);
+        assert_eq!(status, 200, "request {i}: {}", String::from_utf8_lossy(&body));
+        assert!(head.contains("Connection: keep-alive"), "{head}");
+        assert!(body == want[i], "request {i} on the kept connection: not the command line's bytes");
+    }
+    let get = format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n\r\n", server.port);
+    s.write_all(get.as_bytes()).unwrap();
+    let (status, _, page) = next_answer(&mut s, &mut buf);
+    assert!(status == 200 && String::from_utf8_lossy(&page).contains("attn-trace serve"));
+    // Pipelined: two requests in one write, answered in order; the second closes.
+    s.write_all((request(prompts[1], false) + &request(prompts[0], true)).as_bytes()).unwrap();
+    for (i, close) in [(1, false), (0, true)] {
+        let (status, head, body) = next_answer(&mut s, &mut buf);
+        assert!(status == 200 && body == want[i], "pipelined request for {:?}", prompts[i]);
+        assert_eq!(head.contains("Connection: close"), close, "{head}");
+    }
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).unwrap();
+    assert!(buf.is_empty() && rest.is_empty(), "nothing after the last answer, and the connection closed");
+    // An idle connection is given up after the keep-alive limit.
+    let mut idle = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    idle.write_all(request(prompts[2], false).as_bytes()).unwrap();
+    let (status, _, body) = next_answer(&mut idle, &mut buf);
+    assert!(status == 200 && body == want[2]);
+    let since = std::time::Instant::now();
+    let mut rest = Vec::new();
+    idle.read_to_end(&mut rest).unwrap();
+    let waited = since.elapsed().as_secs_f64();
+    assert!(rest.is_empty() && (3.0..30.0).contains(&waited), "closed after {waited:.1} s idle, not about 5 s");
     assert!(server.stop().success());
 }

@@ -2,7 +2,8 @@
 //! connections, a tenth malformed and a tenth abandoned half-way, every valid answer the
 //! command line's bytes, every malformed one a 4xx with a JSON error, the peak memory bounded;
 //! a silent or slow client is answered 408 within the read limit without stopping the others;
-//! a queued trace whose client has gone does not run.
+//! a queued trace whose client has gone does not run, and a running one stops mid-way; idle
+//! kept-alive connections give their handler threads up to a new connection.
 
 use crate::common::cmd;
 use crate::serve::{error_of, model, Server};
@@ -173,5 +174,89 @@ fn a_queued_trace_whose_client_has_gone_does_not_run() {
     let skipped = server.log.lock().unwrap().iter().filter(|l| l.contains("left before its trace ran")).count();
     eprintln!("abandoned while queued: {skipped} of 8 skipped");
     assert!(skipped >= 3, "{skipped} of 8 abandoned traces skipped: {:?}", server.log.lock().unwrap());
+    assert!(server.stop().success());
+}
+
+/// A toy model of 512 layers: a 2,000-token trace takes over a minute here (debug build, 2
+/// shared cores; 128 of these layers took 17 s from the command line), one layer a tenth of a
+/// second, and a three-word trace a moment.
+const DEEP_TOY: [&str; 9] = ["--layers", "512", "--d-model", "64", "--heads", "2", "--max-len", "2048", "--causal"];
+
+/// Sends a trace of `args` on a connection of its own, and leaves after `secs`.
+fn left_after(port: u16, args: &[String], secs: u64) {
+    let body = serde_json::json!({ "args": args }).to_string();
+    let head = format!("POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\n\r\n", body.len());
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(head.as_bytes()).and_then(|()| s.write_all(body.as_bytes())).unwrap();
+    std::thread::sleep(Duration::from_secs(secs));
+}
+
+/// A client that leaves while its trace runs stops it before the trace's next layer
+/// (docs/SERVE.md): one long forward pass, then a generation of 1,000 tokens (a pass per
+/// token, over a minute here too). Each time the next request is answered, with the command
+/// line's bytes, long before the abandoned trace would have ended, after the server's line
+/// saying it stopped, and the server goes on answering.
+#[test]
+fn a_running_trace_whose_client_has_gone_stops_and_the_next_request_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::serving(&DEEP_TOY, &[], dir.path());
+    let short = ["a b c", "--layer", "0"];
+    let want = cmd().args(short).args(DEEP_TOY).args(["--format", "json"]).output().unwrap();
+    assert!(want.status.success(), "{}", String::from_utf8_lossy(&want.stderr));
+    let words: Vec<String> = (0..2000).map(|i| format!("w{}", i % 50)).collect();
+    let long = [words.join(" "), "--layer".into(), "0".into(), "--steps".into(), "weights".into()];
+    let generation: Vec<String> =
+        ["a b c", "--lm-head", "own", "--generate", "1000", "--ignore-eos", "--layer", "0"].map(String::from).into();
+    let stopped =
+        || server.log.lock().unwrap().iter().filter(|l| l.contains("left while its trace ran; stopped")).count();
+    for (i, abandoned) in [&long[..], &generation[..]].into_iter().enumerate() {
+        // The queue is empty: the trace starts at once and is some layers in when it is left.
+        left_after(server.port, abandoned, 2);
+        let left = Instant::now();
+        let (status, answer) = server.trace(&short);
+        let waited = left.elapsed();
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+        assert!(answer == want.stdout, "the next answer is the command line's bytes");
+        // The line is written before the next trace starts; the test's reader may lag a moment.
+        for _ in 0..50 {
+            if stopped() > i {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(stopped(), i + 1, "abandoned trace {i} was not stopped: {:?}", server.log.lock().unwrap());
+        eprintln!("abandoned running trace {i}: the next request answered {:.2} s later", waited.as_secs_f64());
+        assert!(waited < Duration::from_secs(30), "the next answer waited {waited:?}: the abandoned trace ran on");
+    }
+    let (status, again) = server.trace(&short);
+    assert!(status == 200 && again == want.stdout, "the server still answers");
+    assert!(server.stop().success());
+}
+
+/// Idle kept-alive connections hold no handler thread that another connection needs
+/// (docs/SERVE.md): with every handler thread (32) keeping an idle connection, a new
+/// connection's request is answered at once, not after the 5 s keep-alive limit.
+#[test]
+fn idle_kept_alive_connections_give_their_threads_up_to_a_new_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&[], dir.path());
+    let get = format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n\r\n", server.port);
+    let idle: Vec<TcpStream> = (0..32)
+        .map(|_| {
+            let mut s = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            s.write_all(get.as_bytes()).unwrap();
+            let (status, head, _) = crate::serve::next_answer(&mut s, &mut Vec::new());
+            assert!(status == 200 && head.contains("Connection: keep-alive"), "{head}");
+            s
+        })
+        .collect();
+    let since = Instant::now();
+    let (status, body) = server.trace(&["The capital of France is"]);
+    let waited = since.elapsed();
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    eprintln!("with 32 idle kept-alive connections, a new request answered in {:.2} s", waited.as_secs_f64());
+    assert!(waited < Duration::from_secs(3), "the new connection waited {waited:?} for an idle one's thread");
+    drop(idle);
     assert!(server.stop().success());
 }
