@@ -1,5 +1,7 @@
 //! Per-head statistics (`--stats`) and attention rollout (`--rollout`), derived from the
-//! trace's own `attn.weights`. Definitions, for one head's weights w[q][k] over n tokens
+//! trace's own `attn.weights` — or, for the statistics of a run that does not record them,
+//! from each tile of weights as the model computes it ([`StatsRows`], `trace::rows`), with
+//! the same sums in the same order. Definitions, for one head's weights w[q][k] over n tokens
 //! (each row sums to 1), averaged over the queries q:
 //!
 //! - entropy: −Σ_k w[q][k]·ln w[q][k] (nats; 0 when a row is one-hot, ln n when uniform);

@@ -71,8 +71,9 @@ fn routing(chosen: &Step, weights: &Step) -> Option<Routing> {
         .map(Iterator::collect)
 }
 
-/// Summarizes `attn.weights` steps one at a time, so that a run can drop each layer's weights
-/// as soon as they are recorded (the summary table of a long input: `Plan::reduce_summary`).
+/// Summarizes `attn.weights` steps one at a time, or a layer's weights tile by tile as the model
+/// computes them (`add_rows`: the summary table alone, `Plan::reduce_summary`), so that no
+/// layer's weights need be held whole.
 pub struct Reducer {
     markers: Markers,
     marker: &'static str,
