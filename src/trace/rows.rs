@@ -33,3 +33,38 @@ impl WeightRows<'_> {
 
 /// A reader of weight tiles: each layer's tiles arrive in order of their queries.
 pub type RowsFn = Box<dyn FnMut(&WeightRows) + Send>;
+
+/// Runs `f` on every item, the items shared among this machine's cores when `work` (values
+/// to read) makes it worth starting threads: a reader's heads are independent, each read by
+/// one thread in its own order, so the results do not depend on the split.
+pub fn share<T: Send>(items: &mut [T], work: usize, f: impl Fn(&mut T) + Sync) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = if work < 1 << 18 { 1 } else { cores.min(items.len()) };
+    if threads <= 1 {
+        items.iter_mut().for_each(f);
+        return;
+    }
+    let per = items.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let mut chunks = items.chunks_mut(per);
+        let own = chunks.next();
+        for chunk in chunks {
+            let f = &f;
+            scope.spawn(move || chunk.iter_mut().for_each(f));
+        }
+        own.into_iter().flatten().for_each(&f);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every item is given to `f` exactly once, whether the work is shared among threads or not.
+    #[test]
+    fn share_gives_each_item_once() {
+        for (len, work) in [(0, 1 << 20), (1, 1 << 20), (9, 1 << 20), (9, 10), (33, 1 << 30)] {
+            let mut items: Vec<(usize, u32)> = (0..len).map(|i| (i, 0)).collect();
+            super::share(&mut items, work, |(_, seen)| *seen += 1);
+            assert!(items.iter().all(|&(_, seen)| seen == 1), "{len} items, work {work}: {items:?}");
+        }
+    }
+}

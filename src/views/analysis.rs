@@ -18,7 +18,7 @@
 //! all need queries and keys to be the same tokens), so they read square maps only: a
 //! non-square map (keys of another sequence, `Trace::keys`) is left out of them.
 
-use crate::trace::rows::WeightRows;
+use crate::trace::rows::{share, WeightRows};
 use crate::trace::{Step, Trace};
 
 /// The rule, stated in the output beside the numbers.
@@ -98,6 +98,27 @@ struct Sums {
     induction: f64,
 }
 
+impl Sums {
+    /// Rows `first..` of an n×n map: `w` holds each row's first `width` weights, the rest
+    /// being 0 (which add nothing to any sum); `induction` is `--induction`'s r.
+    fn add(&mut self, w: &[f32], (first, n, width): (usize, usize, usize), induction: Option<usize>) {
+        for (i, row) in w.chunks_exact(width).enumerate() {
+            let q = first + i;
+            let wide = || row.iter().map(|&x| x as f64);
+            self.entropy += wide().filter(|&x| x > 0.0).map(|x| -x * x.ln()).sum::<f64>();
+            self.distance += wide().enumerate().map(|(k, x)| x * (q as f64 - k as f64).abs()).sum::<f64>();
+            self.first += row[0] as f64;
+            if q >= 1 {
+                self.previous += row[q - 1] as f64;
+            }
+            // With `--induction r`, the input is a prefix, then r tokens, then the same r again.
+            if let Some(r) = induction.filter(|&r| q + r >= n) {
+                self.induction += row[q + 1 - r] as f64;
+            }
+        }
+    }
+}
+
 impl StatsRows {
     pub fn new(heads: Option<Vec<usize>>, induction: Option<usize>) -> Self {
         StatsRows { heads, induction, sums: Vec::new() }
@@ -108,37 +129,33 @@ impl StatsRows {
         if tile.keys != tile.queries {
             return;
         }
-        for g in 0..tile.heads {
-            if self.heads.as_ref().is_some_and(|hs| !hs.contains(&g)) {
-                continue;
-            }
-            self.head_rows((tile.layer, g), (tile.first, tile.queries, tile.width), tile.head(g));
+        let kept: Vec<usize> =
+            (0..tile.heads).filter(|g| self.heads.as_ref().is_none_or(|hs| hs.contains(g))).collect();
+        for &g in &kept {
+            self.entry((tile.layer, g), tile.queries);
         }
+        let (induction, size) = (self.induction, (tile.first, tile.queries, tile.width));
+        let mut heads: Vec<(usize, &mut Sums)> = (self.sums.iter_mut())
+            .filter(|(id, _)| id.0 == tile.layer && kept.contains(&id.1))
+            .map(|(id, s)| (id.1, s))
+            .collect();
+        share(&mut heads, tile.values.len(), |(g, s)| s.add(tile.head(*g), size, induction));
     }
 
-    /// Rows `first..` of head (layer, head)'s n×n map: `w` holds each row's first `width`
-    /// weights, the rest being 0 (which add nothing to any sum).
+    /// Rows `first..` of head (layer, head)'s n×n map (see [`Sums::add`]).
     fn head_rows(&mut self, id: (usize, usize), (first, n, width): (usize, usize, usize), w: &[f32]) {
-        let at = match self.sums.iter().position(|(x, _)| *x == id) {
+        let at = self.entry(id, n);
+        let induction = self.induction;
+        self.sums[at].1.add(w, (first, n, width), induction);
+    }
+
+    /// Where head `id`'s sums are, made for an n×n map if new.
+    fn entry(&mut self, id: (usize, usize), n: usize) -> usize {
+        match self.sums.iter().position(|(x, _)| *x == id) {
             Some(at) => at,
             None => {
                 self.sums.push((id, Sums { n, ..Default::default() }));
                 self.sums.len() - 1
-            }
-        };
-        let s = &mut self.sums[at].1;
-        for (i, row) in w.chunks_exact(width).enumerate() {
-            let q = first + i;
-            let wide = || row.iter().map(|&x| x as f64);
-            s.entropy += wide().filter(|&x| x > 0.0).map(|x| -x * x.ln()).sum::<f64>();
-            s.distance += wide().enumerate().map(|(k, x)| x * (q as f64 - k as f64).abs()).sum::<f64>();
-            s.first += row[0] as f64;
-            if q >= 1 {
-                s.previous += row[q - 1] as f64;
-            }
-            // With `--induction r`, the input is a prefix, then r tokens, then the same r again.
-            if let Some(r) = self.induction.filter(|&r| q + r >= n) {
-                s.induction += row[q + 1 - r] as f64;
             }
         }
     }

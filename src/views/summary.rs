@@ -6,7 +6,7 @@
 //! token went to, with their weights (`ffn.router.chosen`, `ffn.router.weights`).
 //! `render::summary` lays them out.
 
-use crate::trace::rows::WeightRows;
+use crate::trace::rows::{share, WeightRows};
 use crate::trace::{steps, Recorder, Step, Trace, Values};
 use std::sync::{Arc, Mutex};
 
@@ -126,9 +126,9 @@ impl Reducer {
         if tile.first == 0 {
             self.tile = vec![HeadRows::default(); tile.heads];
         }
-        for (g, head) in self.tile.iter_mut().enumerate() {
-            head.add(tile.head(g), (tile.first, tile.keys, tile.width), &self.markers);
-        }
+        let (markers, size) = (&self.markers, (tile.first, tile.keys, tile.width));
+        let mut heads: Vec<(usize, &mut HeadRows)> = self.tile.iter_mut().enumerate().collect();
+        share(&mut heads, tile.values.len(), |(g, head)| head.add(tile.head(*g), size, markers));
         if tile.is_last() {
             let kept = |g: &usize| self.kept.as_ref().is_none_or(|hs| hs.contains(g));
             let heads = std::mem::take(&mut self.tile).into_iter().enumerate().filter(|(g, _)| kept(g));
