@@ -155,7 +155,7 @@ fn silent_and_slow_clients_get_408_within_the_read_limit_and_others_are_answered
 fn a_queued_trace_whose_client_has_gone_does_not_run() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&["--queue", "16"], dir.path());
-    let body = br#"{"args": ["Hello world", "--generate", "200"]}"#;
+    let body = br#"{"args": ["Hello world", "--generate", "128"]}"#;
     let head = format!(
         "POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\n\r\n",
         server.port,
