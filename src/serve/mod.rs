@@ -14,6 +14,8 @@
 //! request (Host, Origin, size, options) and hand its trace to the one model thread through a
 //! bounded queue (`worker.rs`); past [`Options::queue`] waiting traces the answer is 503
 //! "busy". SIGINT and SIGTERM set a flag that every loop checks, so the server stops with exit 0.
+//! A request's options are the command line's, less what a shared server caps: a generation
+//! of at most [`MAX_GENERATE`] tokens (`limited`).
 
 mod http;
 mod wire;

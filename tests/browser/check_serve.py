@@ -16,7 +16,8 @@ Starts `BINARY serve --port 0 --model MODEL`, opens its page, and checks, each f
     cells are the command line's `patching` effects; a corrupted prompt of another token
     count shows the command's one-line error;
   - "Generate" with 6 in its box sends --generate 6: the --html page's generation section
-    appears, its generated tokens (and the line above the predictions) are the command line's;
+    appears (the frame scrolled to it), its generated tokens (and the line above the
+    predictions) are the command line's;
   - "Attribute" with an answer and a foil sends --attribute A B: the --html page's attribution
     section appears, its grid's cells the command line's heads' terms;
   - the browser console holds no errors, and the page requested nothing but its own server;
@@ -209,6 +210,9 @@ def check_generation(driver, binary, model, base, n):
     check(got == want, f"the generated tokens are the command line's ({got} vs {want})")
     line = driver.find_element(By.ID, "generated").text
     check(line == "".join(want), f"the line above the predictions shows them ({line!r})")
+    top = in_frame(driver, "return d.getElementById('generation').getBoundingClientRect().top")
+    outer = driver.execute_script("return window.scrollY")
+    check(abs(top) < 2 and outer == 0, f"the frame, not the page, scrolled to the generation ({top}, {outer})")
     box.clear()
 
 
