@@ -16,6 +16,8 @@
 //! "busy". A handler keeps a connection for its next request (keep-alive) while it is idle
 //! for less than [`wire::KEEP_ALIVE`] and no other connection waits in the line. SIGINT and
 //! SIGTERM set a flag that every loop checks, so the server stops with exit 0.
+//! A request's options are the command line's, less what a shared server caps: a generation
+//! of at most [`MAX_GENERATE`] tokens (`limited`).
 
 mod http;
 mod wire;
@@ -59,6 +61,9 @@ pub struct Options {
 const HANDLERS: usize = 32;
 /// Accepted connections waiting for a handler thread.
 const PENDING: usize = 64;
+/// Most tokens a request may generate (`--generate N`): a generation holds the model's thread
+/// for all its decode steps, and a trace already running is not interrupted.
+pub const MAX_GENERATE: usize = 128;
 
 /// Set by SIGINT or SIGTERM.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -99,7 +104,7 @@ pub fn run(opts: Options, hooks: Hooks) -> Result<()> {
     }
     let shown = if local { "127.0.0.1".to_string() } else { opts.host.clone() };
     eprintln!("attn-trace serve: listening on http://{shown}:{port}/");
-    let ctx = Arc::new(http::Context::new(&opts.host, port, hooks, queue));
+    let ctx = Arc::new(http::Context::new(&opts.host, port, limited(hooks), queue));
     let (tx, rx) = mpsc::sync_channel::<(TcpStream, Instant)>(PENDING);
     let rx = Arc::new(Mutex::new(rx));
     let threads: Vec<_> = (0..HANDLERS)
@@ -115,6 +120,24 @@ pub fn run(opts: Options, hooks: Hooks) -> Result<()> {
     }
     eprintln!("attn-trace serve: stopped");
     Ok(())
+}
+
+/// `hooks` whose parser also refuses what the command line allows but a request may not ask
+/// of a shared server: a generation longer than [`MAX_GENERATE`] tokens (400, one line).
+fn limited(mut hooks: Hooks) -> Hooks {
+    let parse = hooks.parse;
+    hooks.parse = Box::new(move |args: &[String]| {
+        let settings = parse(args)?;
+        match &settings.generate {
+            Some(g) if g.max_new > MAX_GENERATE => Err(format!(
+                "--generate {}: a request to the server generates at most {MAX_GENERATE} tokens (pass \
+                 --generate {MAX_GENERATE} or fewer, or run the command line for a longer one)",
+                g.max_new
+            )),
+            _ => Ok(settings),
+        }
+    });
+    hooks
 }
 
 /// Accepts connections until the stop flag is set.

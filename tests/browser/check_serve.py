@@ -15,6 +15,11 @@ Starts `BINARY serve --port 0 --model MODEL`, opens its page, and checks, each f
   - typing a corrupted prompt (and the metric) draws the --html page's patching grid, whose
     cells are the command line's `patching` effects; a corrupted prompt of another token
     count shows the command's one-line error;
+  - "Generate" with 6 in its box sends --generate 6: the --html page's generation section
+    appears (the frame scrolled to it), its generated tokens (and the line above the
+    predictions) are the command line's;
+  - "Attribute" with an answer and a foil sends --attribute A B: the --html page's attribution
+    section appears, its grid's cells the command line's heads' terms;
   - the browser console holds no errors, and the page requested nothing but its own server;
 then stops the server with SIGTERM (exit 0) and saves a screenshot.
 """
@@ -183,6 +188,51 @@ def check_patch_error(driver, binary, model, base, metric, longer):
     check(cli.returncode == 2 and status() == line, f"the page shows the command's error ({status()!r} vs {line!r})")
 
 
+def label(t):
+    """A generated token as the --html page labels it (src/trace/label.rs)."""
+    text = t.get("text")
+    return text.replace(" ", "·").replace("\n", "↵") if text is not None else t["token"]
+
+
+def check_generation(driver, binary, model, base, n):
+    status = lambda: driver.find_element(By.ID, "status").text
+    box = driver.find_element(By.ID, "generate")
+    box.clear()
+    box.send_keys(str(n))
+    driver.find_element(By.ID, "gen-run").click()
+    toks = "return [...d.querySelectorAll('#generation #gen-text .tok.gen')].map((t) => t.textContent)"
+    wait_for(driver, "the generation", lambda: "generated" in status() and len(in_frame(driver, toks)) > 0)
+    cmd = driver.find_element(By.ID, "cmd").text
+    check(f"--generate {n}" in cmd, f"the command for this view names the generation: {cmd}")
+    doc = cli_json(binary, model, [*base, "--generate", str(n)])
+    want = [label(t) for t in doc["generation"]["tokens"]]
+    got = in_frame(driver, toks)
+    check(got == want, f"the generated tokens are the command line's ({got} vs {want})")
+    line = driver.find_element(By.ID, "generated").text
+    check(line == "".join(want), f"the line above the predictions shows them ({line!r})")
+    top = in_frame(driver, "return d.getElementById('generation').getBoundingClientRect().top")
+    outer = driver.execute_script("return window.scrollY")
+    check(abs(top) < 2 and outer == 0, f"the frame, not the page, scrolled to the generation ({top}, {outer})")
+    box.clear()
+
+
+def check_attribution(driver, binary, model, base, metric):
+    status = lambda: driver.find_element(By.ID, "status").text
+    driver.find_element(By.ID, "attr-answer").send_keys(metric[0])
+    driver.find_element(By.ID, "attr-foil").send_keys(metric[1])
+    driver.find_element(By.ID, "attr-run").click()
+    cells = "return [...d.querySelectorAll('#attribution table.patch td')].map((c) => c.textContent)"
+    wait_for(driver, "the attribution table", lambda: "attributed" in status() and len(in_frame(driver, cells)) > 0)
+    cmd = driver.find_element(By.ID, "cmd").text
+    check(f"--attribute '{metric[0]}' '{metric[1]}'" in cmd, f"the command names the attribution: {cmd}")
+    doc = cli_json(binary, model, [*base, "--attribute", *metric])
+    digits = in_frame(driver, "return JSON.parse(d.getElementById('data').textContent).precision")
+    heads = [t for t in doc["attribution"]["terms"] if t["name"] == "attn.head"]
+    want = [f"{t['value']:.{digits}f}" for t in heads]
+    got = in_frame(driver, cells)
+    check(got == want, f"the attribution grid's cells are the command line's heads' terms ({got} vs {want})")
+
+
 def main(binary, model, shot):
     server = subprocess.Popen([binary, "serve", "--port", "0", "--model", model], stderr=subprocess.PIPE, text=True)
     line = server.stderr.readline()
@@ -233,6 +283,10 @@ def main(binary, model, shot):
         check_patching(driver, binary, model, base, CORRUPTED, METRIC)
         driver.save_screenshot(shot)
         check_patch_error(driver, binary, model, base, METRIC, LONGER)
+        driver.find_element(By.ID, "corrupted").clear()
+        check_generation(driver, binary, model, base, 6)
+        check_attribution(driver, binary, model, base, METRIC)
+        driver.save_screenshot(shot.replace(".png", "-attribution.png"))
 
         # The one error the page was made to get (the token counts) is logged as a failed load.
         refused = lambda e: e["source"] == "network" and "/api/view" in e["message"] and "400" in e["message"]

@@ -228,6 +228,56 @@ fn a_knockout_and_a_patch_answer_the_command_lines_json_byte_for_byte() {
     assert!(server.stop().success());
 }
 
+/// The page's generation and attribution boxes (docs/SERVE.md) send `--generate N` and
+/// `--attribute ANSWER [FOIL]`: each answer is the command line's `--format json`, byte for
+/// byte, the page's own request draws the `--html` page's sections, and a generation past the
+/// server's cap (128 tokens) is refused in one line naming it.
+#[test]
+fn a_generation_and_an_attribution_answer_the_command_lines_json_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&[], dir.path());
+    let attribute = ["my shoes are small, my feet are", "--attribute", " big", " small"];
+    let cases: [&[&str]; 4] = [
+        &["The capital of France is", "--generate", "6"],
+        &["The capital of France is", "--generate", "4", "--ablate", "1.2", "--baseline"],
+        &attribute,
+        &["my shoes are small, my feet are", "--attribute", " big", "--ablate", "0.1"],
+    ];
+    for args in cases {
+        let (status, body) = server.trace(args);
+        assert_eq!(status, 200, "{args:?}: {}", String::from_utf8_lossy(&body));
+        let cli = cmd().args(args).args(["--model", &model(), "--format", "json"]).output().unwrap();
+        assert!(cli.status.success(), "{args:?}");
+        assert!(body == cli.stdout, "{args:?}: the API's bytes differ from the command line's");
+        let doc: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let (what, list) =
+            if args.contains(&"--generate") { ("generation", "tokens") } else { ("attribution", "terms") };
+        assert!(doc[what][list].as_array().is_some_and(|t| !t.is_empty()), "{args:?}: no {what}");
+    }
+    for (args, section) in [(cases[0], "generation"), (&attribute[..], "attribution")] {
+        let body = serde_json::json!({ "args": args }).to_string();
+        let (status, view) = server.send("POST", "/api/view", &[], body.as_bytes());
+        assert_eq!(status, 200);
+        let view: serde_json::Value = serde_json::from_slice(&view).unwrap();
+        let page = view["page"].as_str().unwrap();
+        assert!(page.contains(&format!("<section id=\"{section}\"")), "/api/view draws the {section} section");
+    }
+    let (status, body) = server.trace(&["The capital", "--generate", "129"]);
+    assert_eq!(status, 400);
+    assert_eq!(
+        error_of(&body),
+        "--generate 129: a request to the server generates at most 128 tokens (pass --generate 128 or fewer, or \
+         run the command line for a longer one)"
+    );
+    let (_, page) = server.send("GET", "/", &[], b"");
+    assert!(String::from_utf8(page).unwrap().contains("id=\"generate\" min=\"1\" max=\"128\""), "the page's cap");
+    // The command's own checks still come first: 0 tokens is its message, not the cap's.
+    let (status, body) = server.trace(&["The capital", "--generate", "0"]);
+    assert_eq!((status, error_of(&body).starts_with("--generate: 0 tokens")), (400, true));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "a request wrote a file");
+    assert!(server.stop().success());
+}
+
 #[test]
 fn bad_options_get_the_commands_message_and_nothing_names_a_file() {
     let dir = tempfile::tempdir().unwrap();

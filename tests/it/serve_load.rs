@@ -156,7 +156,7 @@ fn silent_and_slow_clients_get_408_within_the_read_limit_and_others_are_answered
 fn a_queued_trace_whose_client_has_gone_does_not_run() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&["--queue", "16"], dir.path());
-    let body = br#"{"args": ["Hello world", "--generate", "200"]}"#;
+    let body = br#"{"args": ["Hello world", "--generate", "128"]}"#;
     let head = format!(
         "POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\n\r\n",
         server.port,
@@ -192,8 +192,8 @@ fn left_after(port: u16, args: &[String], secs: u64) {
 }
 
 /// A client that leaves while its trace runs stops it before the trace's next layer
-/// (docs/SERVE.md): one long forward pass, then a generation of 1,000 tokens (a pass per
-/// token, over a minute here too). Each time the next request is answered, with the command
+/// (docs/SERVE.md): one long forward pass, then a generation of 128 tokens (the server's cap;
+/// a pass per token, several seconds here too). Each time the next request is answered, with the command
 /// line's bytes, long before the abandoned trace would have ended, after the server's line
 /// saying it stopped, and the server goes on answering.
 #[test]
@@ -206,7 +206,7 @@ fn a_running_trace_whose_client_has_gone_stops_and_the_next_request_is_answered(
     let words: Vec<String> = (0..2000).map(|i| format!("w{}", i % 50)).collect();
     let long = [words.join(" "), "--layer".into(), "0".into(), "--steps".into(), "weights".into()];
     let generation: Vec<String> =
-        ["a b c", "--lm-head", "own", "--generate", "1000", "--ignore-eos", "--layer", "0"].map(String::from).into();
+        ["a b c", "--lm-head", "own", "--generate", "128", "--ignore-eos", "--layer", "0"].map(String::from).into();
     let stopped =
         || server.log.lock().unwrap().iter().filter(|l| l.contains("left while its trace ran; stopped")).count();
     for (i, abandoned) in [&long[..], &generation[..]].into_iter().enumerate() {
