@@ -62,7 +62,8 @@ const HANDLERS: usize = 32;
 /// Accepted connections waiting for a handler thread.
 const PENDING: usize = 64;
 /// Most tokens a request may generate (`--generate N`): a generation holds the model's thread
-/// for all its decode steps, and a trace already running is not interrupted.
+/// for all its decode steps (a client that leaves stops it; one that waits holds every other
+/// request back).
 pub const MAX_GENERATE: usize = 128;
 
 /// Set by SIGINT or SIGTERM.
