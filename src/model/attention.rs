@@ -10,7 +10,6 @@ use super::pass::Pass;
 use super::{ggml, linear};
 use crate::config::ModelConfig;
 use crate::params::LayerParams;
-use crate::trace::rows::WeightRows;
 use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;
@@ -88,7 +87,7 @@ fn whole(
         true => ggml::exact::softmax(&scores)?,              // [head, query_pos, key_pos]
         false => super::softmax::softmax_last_dim(&scores)?, // [head, query_pos, key_pos]
     };
-    let weights = match super::mask::blind_rows(cfg, l, hidden.as_deref(), (h, offset, n)) {
+    let weights = match super::mask::blind_rows(cfg, l, hidden.as_deref(), (h, offset, n), offset + n) {
         Some(rows) => super::mask::zero_rows(&weights, &rows)?, // [head, query_pos, key_pos]
         None => weights,
     };
@@ -97,12 +96,7 @@ fn whole(
         true => ggml::exact::context(&weights, v)?, // [head, pos, d_v]: in f16, as llama.cpp's cache holds v
         false => weights.matmul(v)?,                // [head, pos, d_v]
     };
-    if rec.reads_rows(l) {
-        let values = weights.flatten_all()?.to_vec1::<f32>()?;
-        let keys = weights.dim(2)?;
-        let tile = WeightRows { layer: l, first: 0, queries: n, heads: h, rows: n, keys, width: keys, values: &values };
-        rec.weight_rows(&tile);
-    }
+    super::tiled::read(rec, l, &weights, (0, n, offset + n))?;
     Ok((Some(weights), context))
 }
 

@@ -49,7 +49,7 @@ pub fn blinded_by_knockout(cfg: &ModelConfig, n: usize) -> Vec<(usize, usize, us
         let hidden = super::mask::hidden_keys(cfg, l, (0, n));
         let hidden = hidden.as_deref();
         let by_mask = |q: usize| hidden.is_some_and(|m| m[q * n..(q + 1) * n].iter().all(|&x| x));
-        let Some(rows) = super::mask::blind_rows(cfg, l, hidden, (cfg.heads, 0, n)) else { continue };
+        let Some(rows) = super::mask::blind_rows(cfg, l, hidden, (cfg.heads, 0, n), n) else { continue };
         let new = rows.iter().enumerate().filter(|&(i, &b)| b == 1 && !by_mask(i % n));
         out.extend(new.map(|(i, _)| (l, i / n, i % n)));
     }

@@ -36,20 +36,21 @@ pub fn hidden_rows(cfg: &ModelConfig, layer: usize, (first, n): (usize, usize), 
     Some(flags)
 }
 
-/// This layer's `[head, query]` flags for the `n` queries from position `offset` on, 1 where
-/// a query sees no key: every key is hidden by `hidden` (the `[query, key]` mask of
-/// [`hidden_keys`], if any) or knocked out. `None` when every query sees one.
+/// This layer's `[head, query]` flags for the `n` queries from position `offset` on against
+/// the keys at `0..keys` (`offset + n` for a whole pass; fewer for a causal tile, `tiled.rs`),
+/// 1 where a query sees no key: every key is hidden by `hidden` (the `[query, key]` mask of
+/// [`hidden_keys`] or [`hidden_rows`], if any) or knocked out. `None` when every query sees one.
 pub fn blind_rows(
     cfg: &ModelConfig,
     layer: usize,
     hidden: Option<&[bool]>,
     (h, offset, n): (usize, usize, usize),
+    keys: usize,
 ) -> Option<Vec<u8>> {
     let edges = knocked(cfg, layer, h);
     if hidden.is_none() && edges.is_empty() {
         return None;
     }
-    let keys = offset + n;
     // `q` is a row of this pass (position offset + q), `k` a key position.
     let sees = |q: usize, k: usize| hidden.is_none_or(|m| !m[q * keys + k]);
     let visible: Vec<usize> = (0..n).map(|q| (0..keys).filter(|&k| sees(q, k)).count()).collect();

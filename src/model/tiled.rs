@@ -57,7 +57,7 @@ pub fn context(
         let hidden = super::mask::hidden_rows(cfg, l, (offset + first, rows), seen); // [rows, seen]
         let scores = super::mask::capped_and_masked(cfg, scaled, hidden.as_deref(), l, None)?; // [head, rows, seen]
         let weights = super::softmax::softmax_last_dim(&scores)?; // [head, rows, seen]
-        let weights = match blind(hidden.as_deref(), (h, rows, seen)) {
+        let weights = match super::mask::blind_rows(cfg, l, hidden.as_deref(), (h, offset + first, rows), seen) {
             Some(flags) => super::mask::zero_rows(&weights, &flags)?, // [head, rows, seen]
             None => weights,
         };
@@ -65,11 +65,7 @@ pub fn context(
         if let Some(g) = gathered.as_mut() {
             g.tile(first, [&raw_scores, &scores, &weights], hidden.as_deref())?;
         }
-        if rec.reads_rows(l) {
-            let values = weights.flatten_all()?.to_vec1::<f32>()?; // [head, rows, seen]
-            let tile = WeightRows { layer: l, first, queries: n, heads: h, rows, keys, width: seen, values: &values };
-            rec.weight_rows(&tile);
-        }
+        read(rec, l, &weights, (first, n, keys))?;
     }
     if let Some(g) = gathered {
         g.record(cfg, l, rec);
@@ -77,12 +73,21 @@ pub fn context(
     Ok(Tensor::cat(&contexts, 1)?) // [head, pos, d_v]
 }
 
-/// The `[head, query]` flags of a tile's queries that see no key (no knockouts here:
-/// `ModelConfig::tiles_attention`), as `mask::blind_rows` gives them for a whole layer.
-fn blind(hidden: Option<&[bool]>, (h, rows, keys): (usize, usize, usize)) -> Option<Vec<u8>> {
-    let hidden = hidden?;
-    let row: Vec<u8> = (0..rows).map(|q| u8::from(hidden[q * keys..(q + 1) * keys].iter().all(|&m| m))).collect();
-    row.contains(&1).then(|| row.repeat(h))
+/// Hands layer `l`'s weights of queries `first..` (`[head, rows, width]`, the first `width`
+/// of its `keys` keys; the rest are 0) to the recorder's readers, if it has any: a tile, or a
+/// whole layer (`attention.rs`).
+pub fn read(
+    rec: &mut Recorder,
+    l: usize,
+    weights: &Tensor,
+    (first, queries, keys): (usize, usize, usize),
+) -> Result<()> {
+    if rec.reads_rows(l) {
+        let (heads, rows, width) = weights.dims3()?;
+        let values = weights.flatten_all()?.to_vec1::<f32>()?;
+        rec.weight_rows(&WeightRows { layer: l, first, queries, heads, rows, keys, width, values: &values });
+    }
+    Ok(())
 }
 
 /// The recorded square steps of a tiled layer: `--head`'s heads' rows of `attn.raw_scores`,
