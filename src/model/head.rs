@@ -123,19 +123,6 @@ mod tests {
         assert_eq!(top[0][1].0, 0);
     }
 
-    /// A table held in f32, handing out rows as a stored one does.
-    #[derive(Debug)]
-    struct InMemory(candle_core::Tensor);
-
-    impl crate::params::StoredRows for InMemory {
-        fn rows(&self, start: usize, len: usize) -> anyhow::Result<candle_core::Tensor> {
-            Ok(self.0.narrow(0, start, len)?)
-        }
-        fn dims(&self) -> (usize, usize) {
-            self.0.dims2().unwrap()
-        }
-    }
-
     /// A stored head applied a slice of the vocabulary at a time gives the whole product's
     /// bits (the promise that a GGUF trace's logits did not change when the head stopped
     /// being held in f32).
@@ -150,7 +137,7 @@ mod tests {
             let w = Tensor::randn(0f32, 1., (vocab, d), &Device::Cpu).unwrap();
             let x = Tensor::randn(0f32, 1., (n, d), &Device::Cpu).unwrap();
             let dense = Unembed::Dense(std::borrow::Cow::Owned(Linear { weight: w.clone(), bias: None, ggml: None }));
-            let table = InMemory(w);
+            let table = crate::params::Whole::new(w);
             let stored = Unembed::Stored(&table);
             let a = dense.logits(&x).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
             let b = stored.logits(&x).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();

@@ -29,7 +29,7 @@ pub mod receivers;
 mod stored;
 pub use ggml::{GgmlBlocks, GgmlInput, GgmlKBlocks, InputForm};
 pub use layers::{Layers, LoadLayer};
-pub use stored::{RowReader, Stored, StoredRows};
+pub use stored::{RowReader, Stored, StoredRows, Whole};
 
 /// What enters the model: token ids, or a raw `[pos, d_model]` matrix (seed 002).
 #[derive(Debug, Clone)]
@@ -177,11 +177,13 @@ pub struct MlmHead {
 }
 
 impl Params {
-    /// These parameters with every layer read and converted once (`Layers::made`), an
-    /// encoder–decoder's decoder's too: for many passes (a generation, a server).
+    /// These parameters with every layer read and converted once (`Layers::made`) and the
+    /// stored vocabulary tables made f32 whole (`Stored::made`), an encoder–decoder's
+    /// decoder's too: for many passes (a generation, a server).
     pub fn made(&self) -> anyhow::Result<Params> {
         let decoder = self.decoder.as_ref().map(|d| d.made().map(Box::new)).transpose()?;
-        Ok(Params { layers: self.layers.made()?, decoder, ..self.clone() })
+        let stored = self.stored.as_ref().map(Stored::made).transpose()?;
+        Ok(Params { layers: self.layers.made()?, decoder, stored, ..self.clone() })
     }
 
     /// Every parameter with its checkpoint name, in the order of the table above.

@@ -14,9 +14,11 @@ use candle_core::{Device, Tensor};
 use std::path::{Path, PathBuf};
 
 /// An opened GGUF file: its parsed header and where to read tensors from.
+#[derive(Clone)]
 pub struct Gguf {
     pub path: PathBuf,
-    pub content: Content,
+    /// Shared: a server's requests and a batch's sentences open the file once (`memo`).
+    pub content: std::sync::Arc<Content>,
     pub what: String,
 }
 
@@ -95,8 +97,8 @@ impl Gguf {
     pub fn open(path: &Path, what: &str) -> Result<Gguf> {
         let f = std::fs::File::open(path).map_err(|e| usage(what, e, "pass a readable .gguf file"))?;
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        let content = header(&mut std::io::BufReader::new(f), len, what)?;
-        Ok(Gguf { path: path.to_path_buf(), content, what: what.to_string() })
+        let content = header(&mut super::counted::Counted::new(f), len, what)?;
+        Ok(Gguf { path: path.to_path_buf(), content: content.into(), what: what.to_string() })
     }
 
     /// Checks a GGUF file's bytes as `open` would (header, tensor table, metadata as a
@@ -104,7 +106,7 @@ impl Gguf {
     pub fn check_bytes(bytes: &[u8]) -> Result<()> {
         let mut r = std::io::Cursor::new(bytes);
         let content = header(&mut r, bytes.len() as u64, "fuzz")?;
-        let g = Gguf { path: PathBuf::new(), content, what: "fuzz".into() };
+        let g = Gguf { path: PathBuf::new(), content: content.into(), what: "fuzz".into() };
         let c = g.config()?;
         super::gguf_tokenizer::build(&g.content.metadata, "fuzz")?;
         let _ = (c.d_head(), g.tensor_types());
@@ -344,7 +346,9 @@ pub fn open(
     sentence: Option<String>,
 ) -> Result<(super::Loaded, super::Source)> {
     let what = format!("--model {spec}");
-    let g = Gguf::open(path, &what)?;
+    // Opened once per batch or server (sources::memo): the header of a file whose layers
+    // are kept already.
+    let g = super::memo::kept(&format!("gguf header {} {what}", path.display()), || Gguf::open(path, &what))?;
     let c = g.config()?;
     // Built once per batch (sources::memo).
     let key = format!("gguf tokenizer {}", path.display());

@@ -11,6 +11,7 @@
 pub mod batch;
 pub mod chat;
 mod chat_jinja;
+mod counted;
 pub mod family;
 pub mod file;
 pub mod gguf;
