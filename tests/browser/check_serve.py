@@ -21,6 +21,8 @@ Starts `BINARY serve --port 0 --model MODEL`, opens its page, and checks, each f
   - "Attribute" with an answer and a foil sends --attribute A B: the --html page's attribution
     section appears, its grid's cells the command line's heads' terms;
   - the browser console holds no errors, and the page requested nothing but its own server;
+  - two changes at once: the first change's request is aborted (its connection closed, so the
+    server stops its trace) and the second's answer is shown;
 then stops the server with SIGTERM (exit 0) and saves a screenshot.
 """
 
@@ -233,6 +235,25 @@ def check_attribution(driver, binary, model, base, metric):
     check(got == want, f"the attribution grid's cells are the command line's heads' terms ({got} vs {want})")
 
 
+def check_superseded(driver):
+    status = lambda: driver.find_element(By.ID, "status").text
+    driver.get_log("performance")  # what came before
+    driver.execute_script("run(); run();")
+    wait_for(driver, "the second change's trace", lambda: status().startswith("traced"))
+    time.sleep(0.5)
+    events = [json.loads(e["message"])["message"] for e in driver.get_log("performance")]
+    sent = [m["params"]["requestId"] for m in events if m["method"] == "Network.requestWillBeSent"
+            and m["params"]["request"]["url"].endswith("/api/view")]
+    failed = [m["params"] for m in events if m["method"] == "Network.loadingFailed" and m["params"]["requestId"] in sent]
+    done = [m["params"]["requestId"] for m in events if m["method"] == "Network.loadingFinished"
+            and m["params"]["requestId"] in sent]
+    check(len(sent) == 2 and [f["requestId"] for f in failed] == sent[:1] and failed[0].get("canceled")
+          and done == sent[1:], f"the superseded request was aborted, the last answered ({sent}, {failed}, {done})")
+    logged = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+    check(not logged and "error" not in driver.find_element(By.ID, "status").get_attribute("class"),
+          f"the aborted request is neither a console error nor the page's ({logged})")
+
+
 def main(binary, model, shot):
     server = subprocess.Popen([binary, "serve", "--port", "0", "--model", model], stderr=subprocess.PIPE, text=True)
     line = server.stderr.readline()
@@ -298,6 +319,7 @@ def main(binary, model, shot):
         urls = {m["params"]["request"]["url"] for m in requests if m["method"] == "Network.requestWillBeSent"}
         foreign = sorted(u for u in urls if not u.startswith((url, "about:", "data:", "chrome://")))
         check(not foreign, f"the page requested nothing but its server: {foreign}")
+        check_superseded(driver)
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
