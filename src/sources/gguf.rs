@@ -161,7 +161,10 @@ impl Gguf {
             )
         };
         let q = info.read(&mut f, self.content.tensor_data_offset, &Device::Cpu).map_err(bad)?;
-        q.dequantize(&Device::Cpu).map_err(bad)
+        match super::dequant::dequantize(&q).map_err(bad)? {
+            Some(t) => Ok(t),
+            None => q.dequantize(&Device::Cpu).map_err(bad),
+        }
     }
 
     pub fn has(&self, name: &str) -> bool {

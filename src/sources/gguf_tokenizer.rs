@@ -21,7 +21,7 @@ use super::gguf_pretok;
 use crate::error::{quote, usage};
 use anyhow::Result;
 use candle_core::quantized::gguf_file::Value;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use tokenizers::decoders::byte_fallback::ByteFallback;
 use tokenizers::decoders::fuse::Fuse;
 use tokenizers::decoders::sequence::Sequence as DecoderSequence;
@@ -168,6 +168,11 @@ impl Meta<'_> {
         if scores.len() != tokens.len() {
             return Err(self.bad(format!("{} scores for {} tokens", scores.len(), tokens.len())));
         }
+        // The merges are ordered by score: NaN has no place in that order (sorting by it
+        // panicked).
+        if let Some(i) = scores.iter().position(|s| s.is_nan()) {
+            return Err(self.bad(format!("tokenizer.ggml.scores holds NaN (token {i})")));
+        }
         let merges = spm_merges(tokens, &scores);
         let mut b = BPE::builder().vocab_and_merges(vocab, merges).fuse_unk(true).byte_fallback(true);
         let unk = self.id("tokenizer.ggml.unknown_token_id").and_then(|i| tokens.get(i as usize));
@@ -206,25 +211,35 @@ impl Meta<'_> {
 /// score), as Python's dict iteration does. SentencePiece's own BPE merges the pair whose result
 /// scores highest, which this order reproduces.
 pub fn spm_merges(tokens: &[String], scores: &[f32]) -> Vec<(String, String)> {
-    let mut score: HashMap<&str, f32> = HashMap::new();
-    let mut order: Vec<&str> = Vec::new();
+    // Each piece's place in `order` (first seen) and its score (the last given). ahash keeps
+    // the lookups DoS-resistant, as std's SipHash, at a fraction of its cost: Gemma 3's
+    // 262,144 pieces took 0.4 s here with SipHash and a map per lookup.
+    let mut at: HashMap<&str, usize, ahash::RandomState> =
+        HashMap::with_capacity_and_hasher(tokens.len(), ahash::RandomState::new());
+    let mut order: Vec<(&str, f32)> = Vec::with_capacity(tokens.len());
     for (t, &s) in tokens.iter().zip(scores) {
-        if score.insert(t.as_str(), s).is_none() {
-            order.push(t.as_str());
+        match at.entry(t.as_str()) {
+            std::collections::hash_map::Entry::Occupied(e) => order[*e.get()].1 = s,
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(order.len());
+                order.push((t.as_str(), s));
+            }
         }
     }
-    let known: HashSet<&str> = order.iter().copied().collect();
+    let score = |p: &str| at.get(p).map(|&i| order[i].1);
     let desc = |a: f32, b: f32| b.partial_cmp(&a).unwrap_or(std::cmp::Ordering::Equal);
     let mut merges: Vec<(&str, &str, f32)> = Vec::new();
-    for piece in &order {
-        let mut local: Vec<(&str, &str)> = piece
-            .char_indices()
-            .skip(1)
-            .map(|(i, _)| piece.split_at(i))
-            .filter(|(l, r)| known.contains(l) && known.contains(r))
-            .collect();
-        local.sort_by(|a, b| desc(score[a.0], score[b.0]).then(desc(score[a.1], score[b.1])));
-        merges.extend(local.into_iter().map(|(l, r)| (l, r, score[piece])));
+    let mut local: Vec<(&str, &str, f32, f32)> = Vec::new();
+    for &(piece, merged) in &order {
+        local.clear();
+        for (i, _) in piece.char_indices().skip(1) {
+            let (l, r) = piece.split_at(i);
+            if let (Some(a), Some(b)) = (score(l), score(r)) {
+                local.push((l, r, a, b));
+            }
+        }
+        local.sort_by(|x, y| desc(x.2, y.2).then(desc(x.3, y.3)));
+        merges.extend(local.iter().map(|&(l, r, _, _)| (l, r, merged)));
     }
     merges.sort_by(|a, b| desc(a.2, b.2));
     merges.into_iter().map(|(l, r, _)| (l.to_string(), r.to_string())).collect()
@@ -233,6 +248,64 @@ pub fn spm_merges(tokens: &[String], scores: &[f32]) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::spm_merges;
+    use std::collections::{HashMap, HashSet};
+
+    /// The definition as first written (maps looked up in each comparison), kept to check
+    /// the faster `spm_merges` against.
+    fn reference(tokens: &[String], scores: &[f32]) -> Vec<(String, String)> {
+        let mut score: HashMap<&str, f32> = HashMap::new();
+        let mut order: Vec<&str> = Vec::new();
+        for (t, &s) in tokens.iter().zip(scores) {
+            if score.insert(t.as_str(), s).is_none() {
+                order.push(t.as_str());
+            }
+        }
+        let known: HashSet<&str> = order.iter().copied().collect();
+        let desc = |a: f32, b: f32| b.partial_cmp(&a).unwrap_or(std::cmp::Ordering::Equal);
+        let mut merges: Vec<(&str, &str, f32)> = Vec::new();
+        for piece in &order {
+            let mut local: Vec<(&str, &str)> = piece
+                .char_indices()
+                .skip(1)
+                .map(|(i, _)| piece.split_at(i))
+                .filter(|(l, r)| known.contains(l) && known.contains(r))
+                .collect();
+            local.sort_by(|a, b| desc(score[a.0], score[b.0]).then(desc(score[a.1], score[b.1])));
+            merges.extend(local.into_iter().map(|(l, r)| (l, r, score[piece])));
+        }
+        merges.sort_by(|a, b| desc(a.2, b.2));
+        merges.into_iter().map(|(l, r, _)| (l.to_string(), r.to_string())).collect()
+    }
+
+    /// Random vocabularies over a few one- and multi-byte letters, with repeated pieces (the
+    /// last score counts), tied and infinite scores, and more scores than pieces: the same
+    /// merges. (NaN scores are refused before the merges are made.)
+    #[test]
+    fn the_fast_merges_are_the_definitions() {
+        let letters = ["a", "b", "▁", "é", "c", "<0x0A>"];
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for round in 0..20 {
+            let mut tokens: Vec<String> = letters.iter().map(|s| s.to_string()).collect();
+            for _ in 0..600 {
+                let len = 2 + next(4) as usize;
+                tokens.push((0..len).map(|_| letters[next(letters.len() as u64) as usize]).collect());
+            }
+            let scores: Vec<f32> = (0..tokens.len() + round % 3)
+                .map(|_| match next(20) {
+                    0 => f32::NEG_INFINITY,
+                    1..=5 => -1.0,
+                    k => -(k as f32) - next(1000) as f32 / 1000.0,
+                })
+                .collect();
+            assert_eq!(spm_merges(&tokens, &scores), reference(&tokens, &scores), "round {round}");
+        }
+    }
 
     #[test]
     fn merges_follow_the_merged_pieces_scores() {
@@ -242,5 +315,22 @@ mod tests {
         let m = spm_merges(&t, &s);
         let m: Vec<String> = m.iter().map(|(l, r)| format!("{l} {r}")).collect();
         assert_eq!(m, ["b c", "a b", "a bc", "ab c"]);
+    }
+
+    /// A SentencePiece vocabulary whose scores hold NaN is refused in one line (its merges
+    /// could not be ordered: sorting by NaN panicked).
+    #[test]
+    fn nan_scores_are_refused_not_sorted() {
+        use candle_core::quantized::gguf_file::Value;
+        let strs = |v: &[&str]| Value::Array(v.iter().map(|s| Value::String(s.to_string())).collect());
+        let mut meta = HashMap::new();
+        meta.insert("tokenizer.ggml.model".to_string(), Value::String("llama".into()));
+        meta.insert("tokenizer.ggml.tokens".to_string(), strs(&["a", "b", "ab", "ba"]));
+        let scores = |v: &[f32]| Value::Array(v.iter().map(|&x| Value::F32(x)).collect());
+        meta.insert("tokenizer.ggml.scores".to_string(), scores(&[0.0, 0.0, f32::NAN, -1.0]));
+        let err = super::build(&meta, "--model m.gguf").err().unwrap().to_string();
+        assert!(err.contains("tokenizer.ggml.scores holds NaN (token 2)") && !err.contains('\n'), "{err}");
+        meta.insert("tokenizer.ggml.scores".to_string(), scores(&[0.0, 0.0, -2.0, -1.0]));
+        assert!(super::build(&meta, "--model m.gguf").is_ok());
     }
 }

@@ -12,6 +12,7 @@ pub mod batch;
 pub mod chat;
 mod chat_jinja;
 mod counted;
+mod dequant;
 pub mod family;
 pub mod file;
 pub mod gguf;
