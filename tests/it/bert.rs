@@ -111,51 +111,42 @@ fn tiny_copy() -> tempfile::TempDir {
     dir
 }
 
-fn usage_error(args: &[&str], fragment: &str) {
-    let out = cmd().args(args).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert!(out.stdout.is_empty(), "{args:?} wrote to stdout");
-    assert!(err.contains(fragment), "{args:?}: expected {fragment:?} in {err:?}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-}
-
 #[test]
 fn bad_model_folders() {
     let empty = tempfile::tempdir().unwrap();
     let e = empty.path().to_str().unwrap();
-    usage_error(&["a b", "--model", e], "config.json is missing");
-    usage_error(&["a b", "--model", "no/such-model-anywhere"], "not in the local Hugging Face cache");
-    usage_error(&["a b", "--model", "./nope"], "no such folder");
+    refused(&["a b", "--model", e], "config.json is missing");
+    refused(&["a b", "--model", "no/such-model-anywhere"], "not in the local Hugging Face cache");
+    refused(&["a b", "--model", "./nope"], "no such folder");
 
     let d = tiny_copy();
     let p = d.path().to_str().unwrap().to_string();
     let cfg = std::fs::read_to_string(d.path().join("config.json")).unwrap();
     // (GPT-2 became a supported family with the decoder issue; falcon is not one.)
     std::fs::write(d.path().join("config.json"), cfg.replace("\"bert\"", "\"falcon\"")).unwrap();
-    usage_error(
+    refused(
         &["a b", "--model", &p],
         "architecture \"falcon\" (config.json's model_type) is not supported (use a model of a supported architecture: bert, gpt2, llama, qwen2, mistral, qwen3, gemma2, gemma3_text, gpt_neox, phi3, mixtral, qwen2_moe, qwen3_moe, t5, bart)",
     );
     std::fs::write(d.path().join("config.json"), cfg.replace("\"vocab_size\": 80", "\"vocab_size\": 10")).unwrap();
-    usage_error(&["a b", "--model", &p], "tokenizer.json has 80 tokens but config.json's vocab_size is 10");
+    refused(&["a b", "--model", &p], "tokenizer.json has 80 tokens but config.json's vocab_size is 10");
     std::fs::write(d.path().join("config.json"), &cfg).unwrap();
 
     let st = std::fs::read(d.path().join("model.safetensors")).unwrap();
     std::fs::write(d.path().join("model.safetensors"), &st[..st.len() / 3]).unwrap();
-    usage_error(&["a b", "--model", &p], "model.safetensors is not a readable safetensors file");
+    refused(&["a b", "--model", &p], "model.safetensors is not a readable safetensors file");
     std::fs::write(d.path().join("model.safetensors"), &st).unwrap();
     std::fs::write(d.path().join("tokenizer.json"), "{ not json").unwrap();
-    usage_error(&["a b", "--model", &p], "tokenizer.json cannot be read");
+    refused(&["a b", "--model", &p], "tokenizer.json cannot be read");
 
     let tiny = root().join("fixtures/tiny-bert");
     let t = tiny.to_str().unwrap();
-    usage_error(&["a b", "--model", t, "--heads", "3"], "--heads 3 contradicts --model");
-    usage_error(&["a b", "--model", t, "--norm", "pre"], "post-norm");
-    usage_error(&["a b", "--model", t, "--weights", "x.json"], "--weights: it applies to the toy encoder");
-    usage_error(&["", "--model", t], "sentence: it is empty");
-    usage_error(&["a b", "", "--model", t], "PAIR: the second sentence is empty");
-    usage_error(&["a b", "c d", "e f", "--model", t], "MORE: 3 sentences: a BERT model takes one sentence or a pair");
+    refused(&["a b", "--model", t, "--heads", "3"], "--heads 3 contradicts --model");
+    refused(&["a b", "--model", t, "--norm", "pre"], "post-norm");
+    refused(&["a b", "--model", t, "--weights", "x.json"], "--weights: it applies to the toy encoder");
+    refused(&["", "--model", t], "sentence: it is empty");
+    refused(&["a b", "", "--model", t], "PAIR: the second sentence is empty");
+    refused(&["a b", "c d", "e f", "--model", t], "MORE: 3 sentences: a BERT model takes one sentence or a pair");
 }
 
 #[test]
@@ -163,7 +154,7 @@ fn too_long_is_an_error_unless_truncated() {
     let tiny = root().join("fixtures/tiny-bert");
     let t = tiny.to_str().unwrap();
     let long = vec!["cat"; 40].join(" "); // 42 tokens; max_position_embeddings is 32
-    usage_error(&[&long, "--model", t], "it has 42 tokens but the model takes at most 32");
+    refused(&[&long, "--model", t], "it has 42 tokens but the model takes at most 32");
     let out = cmd()
         .args([long.as_str(), "--model", t, "--truncate", "--format", "json", "--steps", "tokens"])
         .output()

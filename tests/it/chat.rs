@@ -86,7 +86,7 @@ fn gemma3_renders_a_gemma_template_as_transformers_and_tokenizes_as_llama_cpp() 
     let doc = fixture("gemma3.json");
     // The file carries no template: the oracle checked, and so does the command.
     assert_eq!(doc["template_in_gguf"], false);
-    let err = refusal(&["Hi", "--model", model, "--chat"]);
+    let err = refused(&["Hi", "--model", model, "--chat"], "");
     assert_eq!(
         err,
         format!(
@@ -154,7 +154,7 @@ fn templates_render_as_transformers_jinja_environment() {
     for case in doc["refusals"].as_array().unwrap() {
         let file = root().join(case["template_file"].as_str().unwrap());
         let (file, model) = (file.to_str().unwrap(), model.to_str().unwrap());
-        let err = refusal(&["Hi", "--model", model, "--chat", "--system", system, "--chat-template", file]);
+        let err = refused(&["Hi", "--model", model, "--chat", "--system", system, "--chat-template", file], "");
         assert_eq!(
             err,
             format!(
@@ -165,15 +165,6 @@ fn templates_render_as_transformers_jinja_environment() {
             )
         );
     }
-}
-
-/// A refusal: exit 2, one line on stderr, nothing on stdout; its stderr.
-fn refusal(args: &[&str]) -> String {
-    let out = cmd().args(args).output().unwrap();
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert!(out.stdout.is_empty() && err.lines().count() == 1, "{args:?}: {err}");
-    err
 }
 
 #[test]
@@ -236,12 +227,12 @@ fn chat_refusals_name_the_problem_and_the_fix() {
         ),
     ];
     for (args, want) in cases {
-        assert_eq!(refusal(&args), format!("attn-trace: {want}\n"), "{args:?}");
+        assert_eq!(refused(&args, ""), format!("attn-trace: {want}\n"), "{args:?}");
     }
     assert!(!Path::new(html).exists(), "a refused run leaves no file");
     // Clap ties --system and --chat-template to --chat.
     for flag in [["--system", "Be brief."], ["--chat-template", broken]] {
-        let err = refusal(&["Hi", "--model", qwen2, flag[0], flag[1]]);
+        let err = refused(&["Hi", "--model", qwen2, flag[0], flag[1]], "");
         assert!(err.contains("--chat") && err.contains("required"), "{err}");
     }
 }

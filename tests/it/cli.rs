@@ -68,14 +68,10 @@ const BAD: &[(&[&str], &str)] = &[
     (&["a b", "--input", "/nonexistent/x.json"], "--input /nonexistent/x.json"),
 ];
 
+/// [`refused`], in a line that starts with the program's name and holds no panic.
 pub(crate) fn assert_usage_error(args: &[&str], fragment: &str) {
-    let out = cmd().args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "attn-trace {args:?}: exit code; stderr: {stderr}");
-    assert!(out.stdout.is_empty(), "attn-trace {args:?} wrote to stdout");
-    assert!(stderr.contains(fragment), "attn-trace {args:?}: expected {fragment:?} in {stderr:?}");
+    let stderr = refused(args, fragment);
     assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"), "attn-trace {args:?} panicked: {stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "attn-trace {args:?}: not one line: {stderr}");
     assert!(stderr.starts_with("attn-trace: "), "{stderr}");
 }
 

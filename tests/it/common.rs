@@ -3,7 +3,9 @@
 use assert_cmd::Command;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::fmt::Debug;
 use std::path::{Path, PathBuf};
+use std::process::Output;
 
 pub fn cmd() -> Command {
     let mut c = Command::cargo_bin("attn-trace").unwrap();
@@ -20,6 +22,26 @@ pub fn trace_json(args: &[&str]) -> Value {
     let out = cmd().args(args).args(["--format", "json"]).output().unwrap();
     assert!(out.status.success(), "attn-trace {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
+}
+
+/// Runs attn-trace with `args` from the repository root and asserts that it refuses them in
+/// one line: exit 2 (the usage-error code), nothing on stdout, exactly one line on stderr,
+/// containing `want` (which may be empty when the caller checks the line itself). Returns
+/// that line, newline included, for any further check.
+pub fn refused(args: &[&str], want: &str) -> String {
+    refused_output(&cmd().current_dir(root()).args(args).output().unwrap(), args, want)
+}
+
+/// [`refused`]'s checks on a run the caller made itself (another current directory,
+/// environment or standard input); `who` names the run (its args, a path, …) in failure
+/// messages.
+pub fn refused_output(out: &Output, who: impl Debug, want: &str) -> String {
+    let err = String::from_utf8(out.stderr.clone()).unwrap_or_else(|e| panic!("{who:?}: stderr is not UTF-8: {e}"));
+    assert_eq!(out.status.code(), Some(2), "{who:?}: exit code, not 2 (usage error); stderr: {err}");
+    assert!(out.stdout.is_empty(), "{who:?} wrote to stdout: {}; stderr: {err}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(err.lines().count(), 1, "{who:?}: stderr is not one line: {err}");
+    assert!(err.contains(want), "{who:?}: expected {want:?} in stderr: {err}");
+    err
 }
 
 /// Flattens nested arrays of numbers (or "nan"/"inf"/"-inf" strings) into f64s.

@@ -257,18 +257,11 @@ fn refusals_are_one_line_and_leave_nothing() {
         let mut c = cmd();
         c.args(["compare", prompt]).args(models.iter().flat_map(|m| ["--model", m.as_str()]));
         let out = c.arg("--html").arg(&html).arg("--svg").arg(&svg).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{models:?}: {err}");
-        assert!(out.stdout.is_empty(), "{models:?}");
-        assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(err.contains(fragment), "{models:?}: {err}");
+        refused_output(&out, &models, fragment);
         assert!(!html.exists() && !svg.exists(), "{models:?} left a file");
     }
     for flag in [&["--focus", "1"][..], &["--format", "jsonl"], &["--patch", "x"], &["--steps", "q"]] {
-        let out = cmd().args(["compare", "my shoes", "--model", "toy", "--model", "toy"]).args(flag).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!((out.status.code(), err.lines().count()), (Some(2), 1), "{flag:?}: {err}");
-        assert!(err.contains(flag[0]) && out.stdout.is_empty(), "{err}");
+        refused(&[&["compare", "my shoes", "--model", "toy", "--model", "toy"][..], flag].concat(), flag[0]);
     }
     // --ids-from gives both sides one tokenization.
     let (code, rep, err) = compare("Hello world", &llama, &spm, &["--ids-from", "a"]);

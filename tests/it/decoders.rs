@@ -124,10 +124,7 @@ fn bad_decoder_folders_are_one_line_errors() {
     let expect = |dir: &std::path::Path, extra: &[&str], fragment: &str| {
         let mut args = vec!["my shoes are small", "--model", dir.to_str().unwrap()];
         args.extend(extra);
-        let out = cmd().args(&args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{fragment}: {err}");
-        assert!(out.stdout.is_empty() && err.contains(fragment) && err.lines().count() == 1, "{fragment}: {err}");
+        let err = refused(&args, fragment);
         assert!(!err.contains("panicked"), "{err}");
     };
     // A shard named by the index is missing.

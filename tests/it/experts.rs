@@ -48,15 +48,6 @@ fn removed_experts_route_as_transformers_routes_without_them() {
     assert!(files.len() >= 3, "the expert ablation fixtures were not found");
 }
 
-/// A refusal: exit 2, one line naming `want`, nothing on stdout.
-fn refused(args: &[&str], want: &str) {
-    let out = cmd().current_dir(root()).args(args).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert!(out.stdout.is_empty() && err.lines().count() == 1, "{args:?}: {err}");
-    assert!(err.contains(want), "{args:?}: expected {want:?} in {err}");
-}
-
 #[test]
 fn ablate_expert_is_checked_against_the_model() {
     let (s, m) = ("my shoes are small", "fixtures/decoders/qwen3_moe");

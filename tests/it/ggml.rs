@@ -164,9 +164,6 @@ fn ggml_arithmetic_without_a_gguf_file_or_with_attribution_is_refused() {
         // Not a sum of parts: direct logit attribution's check could not hold.
         vec!["Paris", "--model", &model, "--arithmetic", "ggml", "--attribute", " is"],
     ] {
-        let out = cmd().args(&args).output().unwrap();
-        let err = String::from_utf8(out.stderr).unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(out.stdout.is_empty() && err.lines().count() == 1 && err.contains("--arithmetic ggml"), "{err}");
+        refused(&args, "--arithmetic ggml");
     }
 }

@@ -3,7 +3,7 @@
 //! are written in place, symlinks are followed (the link stays, its target gets the bytes),
 //! loops, directories and sockets are refused; no temporary file is left behind.
 
-use crate::common::cmd;
+use crate::common::{cmd, refused_output};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 use std::process::Output;
@@ -13,12 +13,9 @@ fn write(flag: &str, path: &Path) -> Output {
     cmd().args(["my shoes are small", "--heads", "2", "--quiet", flag]).arg(path).output().unwrap()
 }
 
-/// A refusal naming `fragment`: exit 2, one line on stderr, nothing on stdout.
+/// A refusal ([`refused_output`]) naming `fragment`, with no panic.
 fn refused(out: &Output, fragment: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(out.stdout.is_empty());
-    assert!(err.contains(fragment) && err.lines().count() == 1, "expected {fragment:?} in {err:?}");
+    let err = refused_output(out, format!("the run refused with {fragment:?}"), fragment);
     assert!(!err.contains("panicked"), "{err}");
 }
 

@@ -136,10 +136,7 @@ fn interventions_that_name_nothing_are_refused() {
         (vec![S, "--model", tiny.to_str().unwrap(), "--lens"], "needs a language-model head"),
         (vec![S, "--model", &m, "--rollout", "--head", "1"], "--rollout"),
     ] {
-        let out = cmd().args(&args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(fragment) && err.lines().count() == 1 && out.stdout.is_empty(), "{args:?}: {err}");
+        refused(&args, fragment);
     }
 }
 

@@ -91,20 +91,11 @@ fn patching_matches_pytorch_hooks() {
 
 #[test]
 fn an_encoder_with_sentences_of_different_lengths_is_refused_with_both_tokenizations() {
-    let out = cmd()
-        .current_dir(root())
-        .args(["my shoes are small.", "--model", "fixtures/tiny-bert", "--patch", "my shoes are tiny, really."])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(out.stdout.is_empty());
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.contains("7 and 17 tokens: [\"[CLS]\" \"my\" \"shoes\" \"are\" \"small\" \".\" \"[SEP]\"] and [")
-            && err.contains("\"##y\" \",\" \"r\""),
-        "{err}"
+    let err = refused(
+        &["my shoes are small.", "--model", "fixtures/tiny-bert", "--patch", "my shoes are tiny, really."],
+        "7 and 17 tokens: [\"[CLS]\" \"my\" \"shoes\" \"are\" \"small\" \".\" \"[SEP]\"] and [",
     );
+    assert!(err.contains("\"##y\" \",\" \"r\""), "{err}");
 }
 
 #[test]

@@ -7,14 +7,6 @@ use crate::determinism::rewrite_gguf;
 use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::GgmlDType;
 
-fn refusal(args: &[&str]) -> String {
-    let out = cmd().args(args).output().unwrap();
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(out.stdout.is_empty() && err.lines().count() == 1, "{err}");
-    err
-}
-
 #[test]
 fn an_unsupported_architecture_is_refused_alike_from_gguf_and_folder() {
     let dir = tempfile::tempdir().unwrap();
@@ -31,8 +23,8 @@ fn an_unsupported_architecture_is_refused_alike_from_gguf_and_folder() {
     v["model_type"] = "falcon".into();
     std::fs::write(folder.join("config.json"), v.to_string()).unwrap();
     let folder = folder.to_str().unwrap();
-    let a = refusal(&["my shoes", "--model", &gguf]);
-    let b = refusal(&["my shoes", "--model", folder]);
+    let a = refused(&["my shoes", "--model", &gguf], "");
+    let b = refused(&["my shoes", "--model", folder], "");
     let form = |model: &str, whence: &str, list: &str| {
         format!(
             "attn-trace: --model {model}: architecture \"falcon\" ({whence}) is not supported (use a model of a \

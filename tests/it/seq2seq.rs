@@ -159,15 +159,6 @@ fn greedy_generation_matches_transformers_generate() {
     }
 }
 
-/// One line on stderr naming the problem and the fix, exit 2, nothing on stdout.
-fn refused(args: &[&str], says: &str) {
-    let out = cmd().args(args).output().unwrap();
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert!(out.stdout.is_empty() && err.lines().count() == 1, "{args:?}: {err}");
-    assert!(err.contains(says), "{args:?}: {err}");
-}
-
 /// A copy of fixtures/seq2seq/t5 whose config.json and tokenizer.json `edit` changes.
 fn broken_t5(edit: impl Fn(&mut Value, &mut Value)) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

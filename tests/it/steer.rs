@@ -97,10 +97,7 @@ fn a_row_of_a_saved_trace_steers() {
     ] {
         for file in [&saved, &st] {
             let arg = format!("0:{}#{spec}", file.display());
-            let out = cmd().args([S, "--model", &m, "--steer", &arg]).output().unwrap();
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{arg}: {err}");
-            assert!(err.contains(fragment) && err.lines().count() == 1 && out.stdout.is_empty(), "{arg}: {err}");
+            refused(&[S, "--model", &m, "--steer", &arg], fragment);
         }
     }
 }
@@ -223,25 +220,16 @@ fn bad_steering_is_one_line() {
         } else {
             args.extend(["--steer".to_string(), extra[0].clone()]);
         }
-        let out = cmd().args(&args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
-        assert!(err.contains(fragment) && err.lines().count() == 1 && out.stdout.is_empty(), "{extra:?}: {err}");
+        refused(&args.iter().map(String::as_str).collect::<Vec<_>>(), fragment);
     }
     let tiny = root().join("fixtures/tiny-bert").to_string_lossy().into_owned();
     for (args, fragment) in [
         (vec![S, "--model", &tiny, "--steer-from", "a", "b", "--at-layer", "0", "--check"], "--check recomputes"),
         (vec![S, "--model", &m, "--steer", &format!("0:{good}"), "--attribute", " big"], "--attribute does not count"),
     ] {
-        let out = cmd().args(&args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(fragment) && err.lines().count() == 1 && out.stdout.is_empty(), "{args:?}: {err}");
+        refused(&args, fragment);
     }
-    let out = cmd().args(["a b", "--model", &t5, "--steer", &format!("0:{good}")]).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("encoder–decoder") && err.lines().count() == 1 && out.stdout.is_empty(), "{err}");
+    refused(&["a b", "--model", &t5, "--steer", &format!("0:{good}")], "encoder–decoder");
 }
 
 /// A post-norm encoder (BERT): the layer's output is `add_norm2.out`, which gains the vector;

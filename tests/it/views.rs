@@ -167,12 +167,9 @@ fn focus_records_its_steps_when_steps_narrows_the_output() {
     assert_eq!(all["focus"], doc["focus"]);
 }
 
+/// [`refused`]'s one line, which starts with the program's name.
 fn usage_error(args: &[&str]) -> String {
-    let out = cmd().current_dir(root()).args(args).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{args:?}");
-    assert!(out.stdout.is_empty(), "{args:?} wrote to stdout");
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.lines().count(), 1, "{err}");
+    let err = refused(args, "");
     assert!(err.starts_with("attn-trace: "), "{err}");
     err
 }
