@@ -152,28 +152,36 @@ fn silent_and_slow_clients_get_408_within_the_read_limit_and_others_are_answered
     assert!(server.stop().success());
 }
 
+/// Eight long traces (generations of 128 tokens on the 512-layer toy model: seconds each, in
+/// either build) sent at once and left at once: the first is stopped while it runs, and the
+/// others, whose clients were gone before their turn, are skipped; the next request is
+/// answered.
 #[test]
 fn a_queued_trace_whose_client_has_gone_does_not_run() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&["--queue", "16"], dir.path());
-    let body = br#"{"args": ["Hello world", "--generate", "128"]}"#;
+    let server = Server::serving(&DEEP_TOY, &["--queue", "16"], dir.path());
+    let body = br#"{"args": ["a b c", "--lm-head", "own", "--generate", "128", "--ignore-eos", "--layer", "0"]}"#;
     let head = format!(
         "POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\n\r\n",
         server.port,
         body.len()
     );
-    // Eight whole requests, each closed as soon as it is sent: all but the first few are still
+    // Eight whole requests, each closed as soon as it is sent: all but the first are still
     // queued behind the running one when their clients have gone.
     for _ in 0..8 {
         let mut s = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
         s.write_all(head.as_bytes()).and_then(|()| s.write_all(body)).unwrap();
     }
-    std::thread::sleep(Duration::from_millis(300));
-    let (status, _) = server.trace(&["after them"]);
+    let left = || server.log.lock().unwrap().iter().filter(|l| l.contains("a client left")).count();
+    let start = Instant::now();
+    while left() < 8 && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (status, _) = server.trace(&["after them", "--layer", "0"]);
     assert_eq!(status, 200);
     let skipped = server.log.lock().unwrap().iter().filter(|l| l.contains("left before its trace ran")).count();
     eprintln!("abandoned while queued: {skipped} of 8 skipped");
-    assert!(skipped >= 3, "{skipped} of 8 abandoned traces skipped: {:?}", server.log.lock().unwrap());
+    assert!(left() == 8 && skipped >= 3, "{skipped} of 8 abandoned traces skipped: {:?}", server.log.lock().unwrap());
     assert!(server.stop().success());
 }
 
