@@ -17,6 +17,10 @@ pub trait StoredRows: Send + Sync + std::fmt::Debug {
     fn ggml(&self) -> Option<&GgmlInput> {
         None
     }
+    /// The whole table in f32, when it is held so ([`Whole`]).
+    fn whole(&self) -> Option<&Tensor> {
+        None
+    }
 }
 
 /// A stored table whose rows a closure reads from the file that holds it (a GGUF file's
@@ -116,6 +120,10 @@ impl Whole {
 impl StoredRows for Whole {
     fn rows(&self, start: usize, len: usize) -> Result<Tensor> {
         Ok(self.table.narrow(0, start, len)?)
+    }
+
+    fn whole(&self) -> Option<&Tensor> {
+        Some(&self.table)
     }
 
     fn dims(&self) -> (usize, usize) {
