@@ -178,7 +178,7 @@ pub struct MlmHead {
 
 impl Params {
     /// These parameters with every layer read and converted once (`Layers::made`) and the
-    /// stored vocabulary tables made f32 whole (`Stored::made`), an encoder–decoder's
+    /// stored head's table made f32 whole (`Stored::made`), an encoder–decoder's
     /// decoder's too: for many passes (a generation, a server).
     pub fn made(&self) -> anyhow::Result<Params> {
         let decoder = self.decoder.as_ref().map(|d| d.made().map(Box::new)).transpose()?;
