@@ -18,6 +18,7 @@ enum Store {
 pub struct Checkpoint {
     store: Store,
     what: String,
+    ahead: super::readahead::Ahead,
 }
 
 impl std::fmt::Debug for Checkpoint {
@@ -47,7 +48,11 @@ impl Checkpoint {
             // truncated while we run. candle's reader checks headers and offsets.
             Store::Safetensors(unsafe { MmapedSafetensors::multi(files) }.map_err(bad)?)
         };
-        Ok(Checkpoint { store, what: what.to_string() })
+        let ahead = match &store {
+            Store::Safetensors(st) => super::readahead::Ahead::new(st),
+            Store::Pickle(_) => Default::default(),
+        };
+        Ok(Checkpoint { store, what: what.to_string(), ahead })
     }
 
     pub fn what(&self) -> &str {
@@ -107,6 +112,10 @@ impl Checkpoint {
                 use candle_core::safetensors::Load;
                 let view = st.get(name).map_err(|_| missing())?;
                 self.check(name, view.shape(), shape, view.dtype())?;
+                // From a cold page cache the bytes come in large read-ahead requests, this
+                // layer's and the next one's, not a page fault at a time (`readahead.rs`).
+                self.ahead.reading(st, name);
+                super::readahead::will_need(view.data());
                 let t = match to_f32s(view.dtype(), view.data(), release) {
                     Some(values) => Tensor::from_vec(values, view.shape(), &Device::Cpu)?,
                     None => view.load(&Device::Cpu)?,
@@ -167,6 +176,7 @@ impl Checkpoint {
             return Err(anyhow::anyhow!("internal: rows {start}..{} of {name}, which has {rows}", start + len));
         }
         let bytes = &view.data()[start * cols * size..(start + len) * cols * size];
+        super::readahead::will_need(bytes);
         let values = to_f32s(view.dtype(), bytes, release)
             .ok_or_else(|| anyhow::anyhow!("internal: {name} is not a float tensor"))?;
         release(bytes);

@@ -10,6 +10,7 @@ pub(crate) mod fields;
 pub mod load;
 pub mod pickle;
 mod pickle_ops;
+mod readahead;
 pub mod seq2seq;
 
 pub use load::open;
