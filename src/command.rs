@@ -188,12 +188,15 @@ Usage: attn-trace serve [--port N] [--host ADDR --allow-remote] [--queue N] [MOD
   --host ADDR     the address to listen on (default 127.0.0.1; another needs --allow-remote)
   --allow-remote  listen on another address than 127.0.0.1 (anyone reaching it can run the model)
   --queue N       most traces waiting for the model while one runs (default 4; past it: 503 busy)
+  --compare-with B  a second model: the page's \"Compare\" shows attn-trace compare's page of the
+                  server's model (A, under test) against B (the reference), docs/COMPARE.md
   MODEL FLAGS     the main command's model flags (--model M, or the toy model's), fixed for every request";
 
 fn serve_args(args: Vec<String>) -> anyhow::Result<()> {
     use crate::error::usage;
     let mut opts = (String::from("127.0.0.1"), 8080u16, false, 4usize);
     let mut model = Vec::new();
+    let mut reference = None;
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
         let (flag, inline) = match a.split_once('=') {
@@ -212,6 +215,7 @@ fn serve_args(args: Vec<String>) -> anyhow::Result<()> {
             }
             "--allow-remote" => opts.2 = true,
             "--queue" => opts.3 = value("--queue")?.parse().map_err(|_| usage("--queue", "is a count", "--queue 4"))?,
+            "--compare-with" => reference = Some(value("--compare-with")?),
             _ => model.push(a),
         }
     }
@@ -223,9 +227,45 @@ fn serve_args(args: Vec<String>) -> anyhow::Result<()> {
         let env = crate::cli::Env { stdout_is_terminal: false, terminal_width: None, ..crate::cli::Env::read() };
         request_settings(request, &base, &env, NOT_IN_A_REQUEST)
     });
+    let compare = match &reference {
+        Some(b) => Some(compare_hook(&model, b)?),
+        None => None,
+    };
     let (host, port, allow_remote, queue) = opts;
-    let hooks = crate::serve::Hooks { parse, error_line, model_args: model };
+    let hooks = crate::serve::Hooks { parse, compare, reference, error_line, model_args: model };
     crate::serve::run(crate::serve::Options { host, port, allow_remote, queue, warm }, hooks)
+}
+
+/// `--compare-with B`: a request's options as `attn-trace compare … --model A --model B`
+/// (A the server's model) run for its `--html` page, checked now (both models are opened by a
+/// first comparison, before the server listens).
+fn compare_hook(model: &[String], b: &str) -> anyhow::Result<Box<crate::serve::Compare>> {
+    let (model, b) = (model.to_vec(), b.to_string());
+    let hook = move |request: &[String]| -> Result<crate::serve::Work, String> {
+        refused_in_request(request, NOT_IN_A_REQUEST)?;
+        let full = ["attn-trace compare".to_string()]
+            .into_iter()
+            .chain(model.iter().cloned())
+            .chain(["--model".to_string(), b.clone()])
+            .chain(request.iter().cloned())
+            .chain((!request.iter().any(|a| a == "--quiet")).then(|| "--quiet".to_string()));
+        let parsed = crate::compare::cli::parse(full.map(OsString::from))
+            .map_err(|e| clap_line(&e, "attn-trace compare --help"))?;
+        parsed.check().map_err(|e| error_line(&e))?;
+        Ok(Box::new(move || {
+            let env = crate::cli::Env { stdout_is_terminal: false, terminal_width: None, ..crate::cli::Env::read() };
+            let c = crate::compare::compute(&parsed, &env)?;
+            let mut page = Vec::new();
+            crate::compare::draw::html(&c.comparison, parsed.cli.top, &c.output, &mut page)?;
+            Ok(page)
+        }) as crate::serve::Work)
+    };
+    let warm = hook(&["Hello".to_string()])
+        .map_err(|line| crate::error::usage("--compare-with", line, "see attn-trace serve --help"))?;
+    warm().map_err(|e| {
+        crate::error::usage("--compare-with", error_line(&e), "see docs/COMPARE.md for the pairs compare takes")
+    })?;
+    Ok(Box::new(hook))
 }
 
 /// A request's options as settings: `model` (the server's flags) and `--format json` added,
@@ -236,17 +276,23 @@ fn request_settings(
     env: &crate::cli::Env,
     refused: &[&str],
 ) -> Result<crate::settings::Settings, String> {
-    let named = |a: &String| refused.iter().any(|f| a == f || a.starts_with(&format!("{f}=")));
-    if let Some(bad) = request.iter().find(|a| named(a) || (!refused.is_empty() && a.as_str() == "-")) {
-        let bad = crate::render::text::printable(bad).into_owned();
-        return Err(format!(
-            "{bad}: not in a request to the server (the model is fixed at start, a request names no file and gets JSON; see docs/SERVE.md)"
-        ));
-    }
+    refused_in_request(request, refused)?;
     let fixed = ["attn-trace"].into_iter().map(String::from).chain(model.iter().cloned());
     let full: Vec<String> = fixed.chain(["--format".into(), "json".into()]).chain(request.iter().cloned()).collect();
     let cli = crate::cli::Cli::try_parse_from(full).map_err(|e| clap_line(&e, "attn-trace --help"))?;
     crate::settings::Settings::from_cli(cli, env).map_err(|e| error_line(&e))
+}
+
+/// The first of `refused` (or `-`, standard input) that `request` gives, as a one-line error.
+fn refused_in_request(request: &[String], refused: &[&str]) -> Result<(), String> {
+    let named = |a: &String| refused.iter().any(|f| a == f || a.starts_with(&format!("{f}=")));
+    match request.iter().find(|a| named(a) || (!refused.is_empty() && a.as_str() == "-")) {
+        Some(bad) => Err(format!(
+            "{}: not in a request to the server (the model is fixed at start, a request names no file and gets JSON; see docs/SERVE.md)",
+            crate::render::text::printable(bad)
+        )),
+        None => Ok(()),
+    }
 }
 
 /// `attn-trace schema`: the JSON Schema of the trace document.

@@ -42,8 +42,10 @@ fn recorder(loaded: &crate::sources::Loaded, settings: &crate::settings::Setting
 /// Computes both sides and compares them; `from` is the side whose ids both ran on.
 pub fn compare(sides: [Side; 2], threshold: f64, from: Option<&'static str>) -> Result<Comparison> {
     let [a, b] = sides;
-    let pa = a.source.params(&a.loaded).context("model A's parameters")?;
-    let pb = b.source.params(&b.loaded).context("model B's parameters")?;
+    // Kept per file where a scope keeps them (`attn-trace serve --compare-with`: the headers
+    // and token tables are read once for all requests); layers are read as the pass needs them.
+    let pa = a.source.params_once(&a.loaded, false).context("model A's parameters")?;
+    let pb = b.source.params_once(&b.loaded, false).context("model B's parameters")?;
     let ((mut rec_a, rx_a), (mut rec_b, rx_b)) = (recorder(&a.loaded, &a.settings), recorder(&b.loaded, &b.settings));
     let mut c = Collector::default();
     let runs = [

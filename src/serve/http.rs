@@ -3,7 +3,7 @@
 //! embedded, and a request's options are refused if they name one (`command.rs`).
 
 use super::wire::{self, Conn, Failed, Request};
-use super::worker::{Answer, Kind, Queue};
+use super::worker::{Answer, Kind, Queue, Task};
 use super::Hooks;
 use std::net::TcpStream;
 use std::time::Instant;
@@ -34,7 +34,9 @@ impl Context {
         }
         // In a <script> element: `<` escaped so that no argument can close it.
         let model = serde_json::to_string(&hooks.model_args).unwrap_or_else(|_| "[]".into()).replace('<', "\\u003c");
-        let page = PAGE.replace("\"__MODEL_ARGS__\"", &model);
+        let reference =
+            serde_json::to_string(&hooks.reference).unwrap_or_else(|_| "null".into()).replace('<', "\\u003c");
+        let page = PAGE.replace("\"__MODEL_ARGS__\"", &model).replace("\"__REFERENCE__\"", &reference);
         Context { hosts, hooks, queue, page }
     }
 }
@@ -94,19 +96,37 @@ fn answer(ctx: &Context, request: &Request, gone: &dyn Fn() -> bool) -> Option<A
         ("POST", "/api/trace") => traced(ctx, &request.body, Kind::Json, gone),
         ("POST", "/api/page") => traced(ctx, &request.body, Kind::Page, gone),
         ("POST", "/api/view") => traced(ctx, &request.body, Kind::View, gone),
+        ("POST", "/api/compare") => compared(ctx, &request.body, gone),
         (_, path) => Some(Answer::error(404, &format!("no such page: {path}"), 2)),
+    }
+}
+
+/// The options of a request's body, `{"args": [...]}`; else the 400 answer.
+fn args_of(body: &[u8]) -> Result<Vec<String>, Answer> {
+    match serde_json::from_slice::<TraceRequest>(body) {
+        Ok(r) => Ok(r.args),
+        Err(e) => Err(Answer::error(400, &format!("the body must be {{\"args\": [\"...\"]}}: {e}"), 2)),
     }
 }
 
 /// `{"args": [...]}` traced as the command line would.
 fn traced(ctx: &Context, body: &[u8], kind: Kind, gone: &dyn Fn() -> bool) -> Option<Answer> {
-    let asked: TraceRequest = match serde_json::from_slice(body) {
-        Ok(r) => r,
-        Err(e) => return Some(Answer::error(400, &format!("the body must be {{\"args\": [\"...\"]}}: {e}"), 2)),
+    let settings = args_of(body).and_then(|args| (ctx.hooks.parse)(&args).map_err(|line| Answer::error(400, &line, 2)));
+    match settings {
+        Ok(settings) => ctx.queue.submit(Task::Trace(Box::new(settings), kind), gone),
+        Err(answer) => Some(answer),
+    }
+}
+
+/// `{"args": [...]}` compared with the server's reference model: `attn-trace compare`'s
+/// `--html` page.
+fn compared(ctx: &Context, body: &[u8], gone: &dyn Fn() -> bool) -> Option<Answer> {
+    let Some(compare) = &ctx.hooks.compare else {
+        let line = "this server has no model to compare with: start it with --compare-with MODEL";
+        return Some(Answer::error(404, line, 2));
     };
-    let settings = match (ctx.hooks.parse)(&asked.args) {
-        Ok(s) => s,
-        Err(line) => return Some(Answer::error(400, &line, 2)),
-    };
-    ctx.queue.submit(settings, kind, gone)
+    match args_of(body).and_then(|args| compare(&args).map_err(|line| Answer::error(400, &line, 2))) {
+        Ok(work) => ctx.queue.submit(Task::Page(work), gone),
+        Err(answer) => Some(answer),
+    }
 }

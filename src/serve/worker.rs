@@ -49,9 +49,17 @@ impl Answer {
 /// How often a handler waiting for its trace asks whether its client is still there.
 const PROBE_EVERY: Duration = Duration::from_millis(50);
 
+/// What the model's thread runs for a request.
+pub enum Task {
+    /// A trace of these settings, answered as `Kind` says.
+    Trace(Box<Settings>, Kind),
+    /// An HTML page made by work the command hands over (`Hooks::compare`: `attn-trace
+    /// compare`'s page against the server's reference model).
+    Page(super::Work),
+}
+
 struct Job {
-    settings: Settings,
-    kind: Kind,
+    task: Task,
     reply: mpsc::Sender<Answer>,
     /// Set when the client has gone: the trace is not run, or stops at its next layer.
     cancel: Arc<AtomicBool>,
@@ -65,10 +73,10 @@ pub struct Queue {
 impl Queue {
     /// The answer to one trace (503 "busy" when the queue is full), or `None` when `gone()`
     /// said, while it waited, that its client has left: then the trace is cancelled.
-    pub fn submit(&self, settings: Settings, kind: Kind, gone: &dyn Fn() -> bool) -> Option<Answer> {
+    pub fn submit(&self, task: Task, gone: &dyn Fn() -> bool) -> Option<Answer> {
         let (reply, answer) = mpsc::channel();
         let cancel = Arc::new(AtomicBool::new(false));
-        match self.tx.try_send(Job { settings, kind, reply, cancel: Arc::clone(&cancel) }) {
+        match self.tx.try_send(Job { task, reply, cancel: Arc::clone(&cancel) }) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => return Some(Answer::busy()),
             Err(TrySendError::Disconnected(_)) => return Some(Answer::error(503, "the model thread has stopped", 1)),
@@ -112,12 +120,16 @@ fn model_loop(rx: &Receiver<Job>, error_line: fn(&anyhow::Error) -> String) {
             eprintln!("attn-trace serve: a client left before its trace ran; skipped");
             continue;
         }
+        let html = matches!(job.task, Task::Trace(_, Kind::Page) | Task::Page(_));
         let traced = {
             let _watch = cancel::Watch::new(Arc::clone(&job.cancel));
-            caught(|| trace(&job.settings, job.kind))
+            match job.task {
+                Task::Trace(settings, kind) => caught(|| trace(&settings, kind)),
+                Task::Page(work) => caught(work),
+            }
         };
         let answer = match traced {
-            Ok(body) => Answer { status: 200, body, html: job.kind == Kind::Page },
+            Ok(body) => Answer { status: 200, body, html },
             // A client that left while its trace ran: stopped at a layer's start, not answered.
             Err(e) if cancel::is_cancelled(&e) || job.cancel.load(Ordering::Relaxed) => {
                 eprintln!("attn-trace serve: a client left while its trace ran; stopped");

@@ -23,6 +23,8 @@ Starts `BINARY serve --port 0 --model MODEL`, opens its page, and checks, each f
   - the browser console holds no errors, and the page requested nothing but its own server;
   - two changes at once: the first change's request is aborted (its connection closed, so the
     server stops its trace) and the second's answer is shown;
+  - "Compare" (the server started with --compare-with, here the model against itself) shows
+    `attn-trace compare`'s page, the command line's bytes, and names the command;
 then stops the server with SIGTERM (exit 0) and saves a screenshot.
 """
 
@@ -254,8 +256,28 @@ def check_superseded(driver):
           f"the aborted request is neither a console error nor the page's ({logged})")
 
 
+def check_compare(driver, binary, model):
+    status = lambda: driver.find_element(By.ID, "status").text
+    check(driver.find_element(By.ID, "cmp-form").is_displayed(), "the page offers the comparison")
+    driver.find_element(By.ID, "cmp-run").click()
+    wait_for(driver, "the comparison", lambda: status().startswith("compared"))
+    cmd = driver.find_element(By.ID, "cmd").text
+    check(cmd.startswith("attn-trace compare ") and cmd.count("--model") == 2, f"the command is the comparison: {cmd}")
+    prompt = driver.find_element(By.ID, "prompt").get_attribute("value")
+    with tempfile.TemporaryDirectory() as d:
+        page = f"{d}/compare.html"
+        subprocess.run([binary, "compare", prompt, "--model", model, "--model", model, "--html", page],
+                       capture_output=True, check=False)
+        want = open(page, encoding="utf-8").read()
+    got = driver.execute_script("return document.getElementById('view').srcdoc")
+    check(got == want, f"the frame holds the command line's comparison page ({len(got)} vs {len(want)} characters)")
+    heading = "return (d.querySelector('h1') || {}).textContent"
+    wait_for(driver, "the comparison's page in the frame", lambda: in_frame(driver, heading) == "attn-trace compare")
+
+
 def main(binary, model, shot):
-    server = subprocess.Popen([binary, "serve", "--port", "0", "--model", model], stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen([binary, "serve", "--port", "0", "--model", model, "--compare-with", model],
+                              stderr=subprocess.PIPE, text=True)
     line = server.stderr.readline()
     prefix = "attn-trace serve: listening on "
     if not line.startswith(prefix):
@@ -320,6 +342,7 @@ def main(binary, model, shot):
         foreign = sorted(u for u in urls if not u.startswith((url, "about:", "data:", "chrome://")))
         check(not foreign, f"the page requested nothing but its server: {foreign}")
         check_superseded(driver)
+        check_compare(driver, binary, model)
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)

@@ -45,6 +45,7 @@ mod refusals;
 mod seeds;
 mod seq2seq;
 mod serve;
+mod serve_compare;
 mod serve_load;
 mod steer;
 mod students;
