@@ -250,27 +250,6 @@ pub fn grid_table(s: &mut String, p: &PatchGrid, precision: usize) {
     s.push_str("</tbody></table>\n");
 }
 
-/// The first `n` rows of `values` as JSON rows of `cols` numbers, `[a,b],[c,d]`, written into one string (a server
-/// draws 276,480 weights per request for SmolLM2 at 32 tokens: a string per number cost
-/// more than the numbers).
-fn f32_rows(values: &[f32], n: usize, cols: usize) -> String {
-    let mut out = Vec::with_capacity(n * cols * 12);
-    let mut buf = zmij::Buffer::new();
-    for q in 0..n {
-        let row = &values[q * cols..(q + 1) * cols];
-        out.extend_from_slice(if q == 0 { b"[" } else { b",[" });
-        for (k, &v) in row.iter().enumerate() {
-            if k > 0 {
-                out.push(b',');
-            }
-            // Writing into a Vec cannot fail.
-            let _ = super::json::write_f32(&mut out, v, &mut buf);
-        }
-        out.push(b']');
-    }
-    String::from_utf8(out).unwrap_or_default()
-}
-
 /// The maps and what the script needs to draw them: `labels` for the rows (queries), and
 /// `keys` (with `key_pad`) for the columns only when the keys are another sequence's
 /// tokens; each map's `values` are rows of `keys.length` (else `labels.length`) weights.
@@ -283,9 +262,14 @@ fn data_json(maps: &Maps, precision: usize) -> String {
             .layer(l)
             .iter()
             .map(|m| {
-                let rows = f32_rows(&m.values, n, cols);
+                // One buffer for the whole map (a server draws 276,480 weights per request for
+                // SmolLM2 at 32 tokens: a String per number cost more than the numbers).
+                let mut rows = Vec::new();
+                // Writing into a Vec cannot fail.
+                let _ = super::json::write_f32_nested(&mut rows, &[n, cols], &m.values[..n * cols]);
+                let rows = String::from_utf8(rows).unwrap_or_default();
                 let head = m.head.map_or("\"mean\"".to_string(), |h| format!("\"{h}\""));
-                format!("{{\"head\":{head},\"label\":\"{}\",\"values\":[{rows}]}}", m.head_label())
+                format!("{{\"head\":{head},\"label\":\"{}\",\"values\":{rows}}}", m.head_label())
             })
             .collect();
         layers.push(format!("{{\"layer\":{l},\"maps\":[{}]}}", entries.join(",\n")));

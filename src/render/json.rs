@@ -146,7 +146,7 @@ fn nested(
 /// The hot path (a real model's trace is hundreds of MB of floats): the innermost rows are
 /// formatted into a byte buffer and handed to the writer in large pieces, instead of a
 /// dynamic call and a `write` per number. Output is identical to the general path.
-fn write_f32_nested(w: &mut dyn Write, shape: &[usize], values: &[f32]) -> io::Result<()> {
+pub fn write_f32_nested(w: &mut dyn Write, shape: &[usize], values: &[f32]) -> io::Result<()> {
     let Some((&last, outer)) = shape.split_last() else {
         let mut out = Vec::new();
         push_f32(&mut out, values[0], &mut zmij::Buffer::new());

@@ -273,7 +273,7 @@ fn attribution_bytes(cfg: &ModelConfig, n: usize, s: &super::Settings) -> f64 {
 pub fn whole_model_fits(cfg: &ModelConfig, n: usize, record: (&Selection, bool), s: &super::Settings) -> bool {
     let mut whole = cfg.clone();
     whole.parts.layer_at_a_time = false;
-    whole.parts.vocab_stored = false; // `Params::made` holds the tables whole too
+    whole.parts.vocab_stored = false; // `Params::made` holds the head's table whole too
     check_run(&whole, n, record, s).is_ok()
 }
 
