@@ -149,13 +149,8 @@ mod tests {
     /// row's length: the same ids, probabilities and order.
     #[test]
     fn most_probable_is_the_reference_selection() {
-        let mut state = 0x853C_49E6_748F_EA9Bu64;
-        let mut next = move |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut g = crate::torch_rng::TorchGenerator::new(7, crate::torch_rng::Kernel::Avx2);
+        let mut next = move |n: u64| g.random64() % n;
         let special = [0.0, -0.0, 0.5, 1.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN];
         for len in [0usize, 1, 2, 7, 100, 5000] {
             let row: Vec<f32> = (0..len)

@@ -122,13 +122,8 @@ mod tests {
     /// ordinary, subnormal, zero, infinite and NaN f16 values.
     #[test]
     fn the_bits_are_candles() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut byte = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        };
+        let mut g = crate::torch_rng::TorchGenerator::new(7, crate::torch_rng::Kernel::Avx2);
+        let mut byte = move || g.random() as u8;
         let specials: [u16; 6] = [0x3C00, 0x0001, 0x0000, 0x7C00, 0xFC00, 0x7E00];
         let kinds = [
             (GgmlDType::Q4_0, Kind::Q4_0),

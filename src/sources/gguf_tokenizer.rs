@@ -283,13 +283,8 @@ mod tests {
     #[test]
     fn the_fast_merges_are_the_definitions() {
         let letters = ["a", "b", "▁", "é", "c", "<0x0A>"];
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut g = crate::torch_rng::TorchGenerator::new(7, crate::torch_rng::Kernel::Avx2);
+        let mut next = move |n: u64| g.random64() % n;
         for round in 0..20 {
             let mut tokens: Vec<String> = letters.iter().map(|s| s.to_string()).collect();
             for _ in 0..600 {
