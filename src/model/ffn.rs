@@ -15,6 +15,7 @@
 //! in the last bits). Each expert runs only on the rows routed to it.
 
 use super::{intervene, linear, softmax};
+use crate::config::tiles::WIDE_FFN_STEPS;
 use crate::config::{Activation, ModelConfig};
 use crate::params::{Block, Dense, Experts, Ffn, LayerNorm};
 use crate::trace::{steps, Recorder, Values};
@@ -23,13 +24,47 @@ use candle_core::{Device, Tensor};
 
 pub fn ffn(cfg: &ModelConfig, p: &Block, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
     match &p.ffn {
-        Ffn::Dense(f) => {
+        Ffn::Dense(f) if wide_steps_wanted(l, rec) => {
             let out = dense(cfg, f, x, |name, t| rec.tensor(&format!("layers.{l}.{name}"), cfg, t))?; // [pos, d_model]
+            super::attribute::ffn(cfg, p, l, &out, rec)?;
+            Ok(out)
+        }
+        Ffn::Dense(f) => {
+            let rows = cfg.ffn_rows(x.dim(0)?);
+            let out = in_tiles(x, rows, |x| dense(cfg, f, x, |_, _| Ok(())))?; // [pos, d_model]
+            rec.tensor(&format!("layers.{l}.ffn.out"), cfg, &out)?;
             super::attribute::ffn(cfg, p, l, &out, rec)?;
             Ok(out)
         }
         Ffn::Experts(m) => moe(cfg, m, x, (l, p.post_ffn_norm.as_ref()), rec),
     }
+}
+
+/// Whether any of layer `l`'s `[pos, d_ff]` steps is recorded: then its FFN runs on every
+/// position at once, else in tiles of positions (`config::tiles`).
+fn wide_steps_wanted(l: usize, rec: &Recorder) -> bool {
+    WIDE_FFN_STEPS.iter().any(|s| rec.wants(&format!("layers.{l}.{s}")))
+}
+
+/// `f` ([rows, d_model] → [rows, d_model], row by row) on `x` in tiles of about `rows`
+/// positions, of even sizes (none of a single row unless `x` has one), joined. A row's
+/// products are the same sums in the same order whatever rows are beside it (the gemm crate
+/// blocks the inner dimension by its length and the CPU's caches alone), so the result is
+/// the untiled one bit for bit (`tests::tiles_are_the_untiled_ffn_bit_for_bit`).
+fn in_tiles(x: &Tensor, rows: usize, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
+    let n = x.dim(0)?;
+    let count = n.div_ceil(rows.max(1)).max(1);
+    if count == 1 {
+        return f(x);
+    }
+    let mut tiles = Vec::with_capacity(count);
+    let mut start = 0;
+    for i in 0..count {
+        let len = n / count + usize::from(i < n % count);
+        tiles.push(f(&x.narrow(0, start, len)?)?); // [len, d_model]
+        start += len;
+    }
+    Ok(Tensor::cat(&tiles, 0)?)
 }
 
 /// A dense FFN's output, each intermediate handed to `record` by its step name; a mixture's
@@ -219,5 +254,31 @@ mod tests {
         let (chosen, weights) = (vec![vec![1, 2, 0]], vec![vec![1.0, 1.0, 1.0]]);
         let got = mix(&outs, &weights, &chosen).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
         assert_eq!(got, vec![0.0]);
+    }
+
+    /// A gated FFN whose inner dimensions are blocked in two by gemm on this project's machine
+    /// (1,100 and 1,500 > 1,024), on 200 positions: in tiles of 64 (each under the 64 rows where
+    /// `linear` switches the product's order) and of 16, the same bits as on all 200 at once.
+    #[test]
+    fn tiles_are_the_untiled_ffn_bit_for_bit() {
+        let (n, d, ff) = (200, 1100, 1500);
+        let cpu = Device::Cpu;
+        let lin = |o: usize, i: usize| crate::params::Linear {
+            weight: Tensor::randn(0f32, 0.05, (o, i), &cpu).unwrap(),
+            bias: None,
+            ggml: None,
+        };
+        let f = Dense { linear1: lin(ff, d), linear2: lin(d, ff), gate: Some(lin(ff, d)) };
+        let cfg = ModelConfig { activation: Activation::Silu, ..ModelConfig::toy() };
+        let x = Tensor::randn(0f32, 1., (n, d), &cpu).unwrap();
+        let bits = |t: Tensor| {
+            t.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        };
+        let whole = bits(dense(&cfg, &f, &x, |_, _| Ok(())).unwrap());
+        for rows in [64, 16, 199] {
+            let tiled = in_tiles(&x, rows, |x| dense(&cfg, &f, x, |_, _| Ok(()))).unwrap();
+            assert_eq!(tiled.dims(), &[n, d]);
+            assert!(bits(tiled) == whole, "tiles of {rows}");
+        }
     }
 }

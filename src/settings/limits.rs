@@ -78,12 +78,13 @@ pub fn estimate(cfg: &ModelConfig, n: usize, record: &Selection, streamed: bool)
     let few_heads = record.head.as_ref().is_some_and(|hs| hs.len() < cfg.heads);
     let tiled = cfg.tiles_attention() && (few_heads || !record.keeps_square());
     let rows = if tiled { u(cfg.query_tile(n_f as usize, n_f as usize)) } else { n };
+    let ffn_rows = if record.keeps_wide_ffn() { n } else { u(cfg.ffn_rows(n_f as usize)) };
     let per_layer_acts = n * (2.0 * qk + v)
         + 3.0 * h * rows * n
         + rows * n
         + 2.0 * n * v
         + 8.0 * n * d
-        + 2.0 * n * ff
+        + 2.0 * ffn_rows * ff
         + expert_acts(cfg, n);
     let working = per_layer_acts + 6.0 * n * d;
     let mut logits = 0.0;
@@ -324,71 +325,4 @@ pub fn human(bytes: u128) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn layer_copies_count_what_the_selection_wants() {
-        let ids = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect());
-        let cases = [
-            (Selection::default(), 6),
-            (Selection { layer: Some(vec![1, 3, 3, 9]), ..Default::default() }, 2),
-            (Selection { steps: ids(&["attn.weights"]), ..Default::default() }, 6),
-            (Selection { steps: ids(&["attn.q"]), ..Default::default() }, 0),
-            (
-                Selection {
-                    steps: ids(&["layers.2.attn.weights", "layers.7.attn.weights", "layers.3.attn.q"]),
-                    ..Default::default()
-                },
-                1,
-            ),
-            (
-                Selection {
-                    steps: ids(&["layers.2.attn.weights", "layers.4.attn.weights"]),
-                    layer: Some(vec![4]),
-                    head: None,
-                },
-                1,
-            ),
-        ];
-        for (sel, want) in cases {
-            let asked =
-                (0..6).filter(|&l| sel.wants(&steps::layer_id(l, "attn.weights"), Some(l), "attn.weights")).count();
-            assert_eq!((layer_copies(6, &sel, "attn.weights"), asked), (want, want), "{sel:?}");
-        }
-        assert_eq!(layer_copies(4_000_000_000, &Selection::default(), "attn.weights"), 4_000_000_000);
-    }
-
-    #[test]
-    fn auto_is_three_quarters_of_what_is_available() {
-        assert_eq!(max_memory("auto", Some(8 << 30)).unwrap(), 6 << 30);
-        assert_eq!(max_memory(" AUTO ", None).unwrap(), 2 << 30);
-        assert_eq!(max_memory("512MiB", Some(8 << 30)).unwrap(), 512 << 20);
-        assert!(max_memory("lots", None).is_err());
-    }
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
-        assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
-        assert_eq!(parse_size("100").unwrap(), 100);
-        assert!(parse_size("lots").is_err());
-        assert_eq!(human(1536), "1.5 KiB");
-    }
-
-    /// A Mixtral 8x7B layer's eight experts are 5.6 GB in f32: the estimate holds two layers'
-    /// (the next is read while one runs), where a dense FFN of the expert width would be a
-    /// tenth of it.
-    #[test]
-    fn an_moe_layer_counts_every_expert() {
-        let mut cfg =
-            ModelConfig { d_model: 4096, heads: 32, d_k: 128, d_v: 128, d_ff: 14336, layers: 32, ..ModelConfig::toy() };
-        cfg.parts.layer_at_a_time = true;
-        let dense = estimate(&cfg, 8, &Selection::default(), true);
-        let x = crate::config::Experts { count: 8, top_k: 2, norm_topk_prob: true, d_ff: 14336, shared_d_ff: None };
-        cfg.parts.experts = Some(x);
-        let moe = estimate(&cfg, 8, &Selection::default(), true);
-        let experts = 2.0 * 8.0 * 3.0 * 4096.0 * 14336.0 * 4.0;
-        assert!(moe - dense > experts * 0.9 && moe - dense < experts * 1.1, "{dense} {moe}");
-    }
-}
+mod tests;

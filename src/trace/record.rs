@@ -4,7 +4,7 @@
 //! the forward pass ends, [`Recorder::finish`] hands over the plain [`Trace`].
 
 use super::{narrow_heads, split_id, steps, Dim, Step, Trace, Values};
-use crate::config::tiles::SQUARE_STEPS;
+use crate::config::tiles::{SQUARE_STEPS, WIDE_FFN_STEPS};
 use crate::config::ModelConfig;
 use anyhow::Result;
 use candle_core::Tensor;
@@ -28,6 +28,13 @@ impl Selection {
         let Some(steps) = &self.steps else { return true };
         let square = |s: &String| SQUARE_STEPS.iter().any(|q| s == q || s.ends_with(&format!(".{q}")));
         steps.iter().any(square)
+    }
+
+    /// Whether some layer's `[pos, d_ff]` FFN step is kept (then the estimate counts whole
+    /// layers' FFN intermediates, not tiles': `config::tiles`).
+    pub fn keeps_wide_ffn(&self) -> bool {
+        let Some(steps) = &self.steps else { return true };
+        steps.iter().any(|s| WIDE_FFN_STEPS.iter().any(|w| s == w || s.ends_with(&format!(".{w}"))))
     }
 
     pub fn wants(&self, id: &str, layer: Option<usize>, name: &str) -> bool {

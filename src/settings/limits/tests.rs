@@ -1,0 +1,87 @@
+//! The memory estimate's rules (`settings/limits.rs`).
+
+use super::*;
+
+#[test]
+fn layer_copies_count_what_the_selection_wants() {
+    let ids = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect());
+    let cases = [
+        (Selection::default(), 6),
+        (Selection { layer: Some(vec![1, 3, 3, 9]), ..Default::default() }, 2),
+        (Selection { steps: ids(&["attn.weights"]), ..Default::default() }, 6),
+        (Selection { steps: ids(&["attn.q"]), ..Default::default() }, 0),
+        (
+            Selection {
+                steps: ids(&["layers.2.attn.weights", "layers.7.attn.weights", "layers.3.attn.q"]),
+                ..Default::default()
+            },
+            1,
+        ),
+        (
+            Selection {
+                steps: ids(&["layers.2.attn.weights", "layers.4.attn.weights"]),
+                layer: Some(vec![4]),
+                head: None,
+            },
+            1,
+        ),
+    ];
+    for (sel, want) in cases {
+        let asked = (0..6).filter(|&l| sel.wants(&steps::layer_id(l, "attn.weights"), Some(l), "attn.weights")).count();
+        assert_eq!((layer_copies(6, &sel, "attn.weights"), asked), (want, want), "{sel:?}");
+    }
+    assert_eq!(layer_copies(4_000_000_000, &Selection::default(), "attn.weights"), 4_000_000_000);
+}
+
+#[test]
+fn auto_is_three_quarters_of_what_is_available() {
+    assert_eq!(max_memory("auto", Some(8 << 30)).unwrap(), 6 << 30);
+    assert_eq!(max_memory(" AUTO ", None).unwrap(), 2 << 30);
+    assert_eq!(max_memory("512MiB", Some(8 << 30)).unwrap(), 512 << 20);
+    assert!(max_memory("lots", None).is_err());
+}
+
+#[test]
+fn sizes() {
+    assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
+    assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
+    assert_eq!(parse_size("100").unwrap(), 100);
+    assert!(parse_size("lots").is_err());
+    assert_eq!(human(1536), "1.5 KiB");
+}
+
+/// A Mixtral 8x7B layer's eight experts are 5.6 GB in f32: the estimate holds two layers'
+/// (the next is read while one runs), where a dense FFN of the expert width would be a
+/// tenth of it.
+#[test]
+fn an_moe_layer_counts_every_expert() {
+    let mut cfg =
+        ModelConfig { d_model: 4096, heads: 32, d_k: 128, d_v: 128, d_ff: 14336, layers: 32, ..ModelConfig::toy() };
+    cfg.parts.layer_at_a_time = true;
+    let dense = estimate(&cfg, 8, &Selection::default(), true);
+    let x = crate::config::Experts { count: 8, top_k: 2, norm_topk_prob: true, d_ff: 14336, shared_d_ff: None };
+    cfg.parts.experts = Some(x);
+    let moe = estimate(&cfg, 8, &Selection::default(), true);
+    let experts = 2.0 * 8.0 * 3.0 * 4096.0 * 14336.0 * 4.0;
+    assert!(moe - dense > experts * 0.9 && moe - dense < experts * 1.1, "{dense} {moe}");
+}
+
+/// A 7B's FFN over 8,192 positions: recording `ffn.act` counts every position's
+/// `[pos, d_ff]` intermediates (twice over, 1.4 GB), recording the attention alone counts
+/// one tile's (`config::tiles`), as `model/ffn.rs` then computes it.
+#[test]
+fn an_unrecorded_ffn_counts_one_tile() {
+    let cfg =
+        ModelConfig { d_model: 4096, heads: 32, d_k: 128, d_v: 128, d_ff: 11008, layers: 32, ..ModelConfig::toy() };
+    let ids = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect());
+    let n = 8192;
+    let attn = estimate(&cfg, n, &Selection { steps: ids(&["attn.context"]), ..Default::default() }, true);
+    let both = estimate(&cfg, n, &Selection { steps: ids(&["attn.context", "ffn.act"]), ..Default::default() }, true);
+    let rows = cfg.ffn_rows(n) as f64;
+    assert!(rows < n as f64 / 4.0, "{rows}");
+    // Streamed, the largest recorded step is held: [pos, d_ff] instead of [head, pos, d_v];
+    // and the whole FFN's working copies instead of one tile's.
+    let step = 2.0 * 4.0 * (n as f64) * (11008.0 - 32.0 * 128.0);
+    let working = 4.0 * 2.0 * 2.0 * (n as f64 - rows) * 11008.0;
+    assert!((both - attn - step - working).abs() < 1.0, "{attn} {both} {step} {working}");
+}
