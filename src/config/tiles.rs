@@ -48,19 +48,57 @@ impl ModelConfig {
     }
 
     /// Positions whose logits are computed together when only their predictions are kept
-    /// (`model/unembed.rs`): as many as keep the logits near 64 MiB, at least 1.
+    /// (`model/unembed.rs`): as many as keep the logits near 64 MiB, at least 16 (see
+    /// [`even_tiles`]).
     pub fn logit_rows(&self) -> usize {
-        (LOGIT_BYTES / self.vocab_size.max(1).saturating_mul(4)).max(1)
+        (LOGIT_BYTES / self.vocab_size.max(1).saturating_mul(4)).max(16)
     }
 
     /// Positions per FFN tile for `positions` positions, given that none of the layer's wide
     /// steps is recorded: as many as keep one `[rows, d_ff]` within [`FFN_TILE_BYTES`], at
-    /// least 16 (a tile of one row would be a matrix-vector product, summed in another order),
-    /// all of them under `--arithmetic ggml` (whose products are llama.cpp's whole-matrix ones).
+    /// least 16 (see [`even_tiles`]), all of them under `--arithmetic ggml` (whose products are llama.cpp's whole-matrix ones).
     pub fn ffn_rows(&self, positions: usize) -> usize {
         if self.parts.arithmetic != Arithmetic::F32 {
             return positions.max(1);
         }
         (FFN_TILE_BYTES / self.d_ff.max(1).saturating_mul(4)).max(16).min(positions.max(1))
+    }
+}
+
+/// `n` positions in tiles of about `rows` (at least 16): each tile's (first, len), in order,
+/// their lengths differing by one at most, so no tile is a single row unless `n` is 1. A
+/// one-row product is a matrix-vector product, which the gemm crate sums in another order
+/// than a matrix product (SmolLM2's last prediction at 342 tokens moved in its sixth digit
+/// when its logits came from a tile of one row); in tiles of several rows each row's sums are
+/// the untiled product's, bit for bit.
+pub fn even_tiles(n: usize, rows: usize) -> impl Iterator<Item = (usize, usize)> {
+    let count = n.div_ceil(rows.max(1));
+    let (size, longer) = (n / count.max(1), n % count.max(1));
+    (0..count).map(move |i| (i * size + i.min(longer), size + usize::from(i < longer)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::even_tiles;
+
+    #[test]
+    fn even_tiles_cover_every_position_once_in_near_equal_tiles() {
+        for n in 0..200 {
+            for rows in [1, 2, 16, 17, 64, 341] {
+                let tiles: Vec<(usize, usize)> = even_tiles(n, rows).collect();
+                let mut next = 0;
+                for &(first, len) in &tiles {
+                    assert_eq!(first, next, "{n} {rows}");
+                    assert!(len <= rows && len > 0, "{n} {rows} {len}");
+                    next += len;
+                }
+                assert_eq!(next, n);
+                let (min, max) = (tiles.iter().map(|t| t.1).min(), tiles.iter().map(|t| t.1).max());
+                assert!(max.zip(min).is_none_or(|(max, min)| max - min <= 1));
+                if rows >= 16 && n >= 2 {
+                    assert!(min.unwrap() >= 2, "{n} {rows}");
+                }
+            }
+        }
     }
 }

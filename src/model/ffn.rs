@@ -15,7 +15,7 @@
 //! in the last bits). Each expert runs only on the rows routed to it.
 
 use super::{intervene, linear, softmax};
-use crate::config::tiles::WIDE_FFN_STEPS;
+use crate::config::tiles::{even_tiles, WIDE_FFN_STEPS};
 use crate::config::{Activation, ModelConfig};
 use crate::params::{Block, Dense, Experts, Ffn, LayerNorm};
 use crate::trace::{steps, Recorder, Values};
@@ -47,23 +47,14 @@ fn wide_steps_wanted(l: usize, rec: &Recorder) -> bool {
 }
 
 /// `f` ([rows, d_model] → [rows, d_model], row by row) on `x` in tiles of about `rows`
-/// positions, of even sizes (none of a single row unless `x` has one), joined. A row's
-/// products are the same sums in the same order whatever rows are beside it (the gemm crate
-/// blocks the inner dimension by its length and the CPU's caches alone), so the result is
-/// the untiled one bit for bit (`tests::tiles_are_the_untiled_ffn_bit_for_bit`).
+/// positions (`config::tiles::even_tiles`), joined: the untiled result bit for bit
+/// (`tests::tiles_are_the_untiled_ffn_bit_for_bit`).
 fn in_tiles(x: &Tensor, rows: usize, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
-    let n = x.dim(0)?;
-    let count = n.div_ceil(rows.max(1)).max(1);
-    if count == 1 {
+    if x.dim(0)? <= rows {
         return f(x);
     }
-    let mut tiles = Vec::with_capacity(count);
-    let mut start = 0;
-    for i in 0..count {
-        let len = n / count + usize::from(i < n % count);
-        tiles.push(f(&x.narrow(0, start, len)?)?); // [len, d_model]
-        start += len;
-    }
+    let tiles: Vec<Tensor> =
+        even_tiles(x.dim(0)?, rows).map(|(first, len)| f(&x.narrow(0, first, len)?)).collect::<Result<_>>()?; // each [len, d_model]
     Ok(Tensor::cat(&tiles, 0)?)
 }
 

@@ -132,8 +132,8 @@ fn predictions(
     let n = x.dim(0)?;
     let rows = cfg.logit_rows();
     let mut top = Vec::with_capacity(n);
-    for first in (0..n).step_by(rows) {
-        let x = x.narrow(0, first, rows.min(n - first))?; // [rows, d_model]
+    for (first, len) in crate::config::tiles::even_tiles(n, rows) {
+        let x = x.narrow(0, first, len)?; // [len, d_model]
         let Some(logits) = logits(cfg, params, head, &x)? else { return Ok(None) }; // [rows, vocab]
         top.extend(super::head::top_k(&logits, k)?);
     }
