@@ -71,7 +71,7 @@ fn whole(
     let (h, n) = (cfg.heads, q.dim(1)?);
     let raw_scores = match ggml::on(cfg) {
         true => ggml::exact::scores(q, k, cfg.parts.ggml_interleaved, ggml::q_scale(cfg))?, // [head, query_pos, key_pos]: llama.cpp's f16 kernel
-        false => q.matmul(&k.t()?)?, // [head, query_pos, key_pos]
+        false => super::product::matmul(q, &k.t()?)?, // [head, query_pos, key_pos]
     };
     rec.tensor(&format!("layers.{l}.attn.raw_scores"), cfg, &raw_scores)?;
     let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, query_pos, key_pos]
@@ -94,7 +94,7 @@ fn whole(
     rec.tensor(&format!("layers.{l}.attn.weights"), cfg, &weights)?;
     let context = match ggml::on(cfg) {
         true => ggml::exact::context(&weights, v)?, // [head, pos, d_v]: in f16, as llama.cpp's cache holds v
-        false => weights.matmul(v)?,                // [head, pos, d_v]
+        false => super::product::matmul(&weights, v)?, // [head, pos, d_v]
     };
     super::tiled::read(rec, l, &weights, (0, n, offset + n))?;
     Ok((Some(weights), context))

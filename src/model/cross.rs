@@ -74,13 +74,13 @@ fn attend(
     };
     rec.tensor(&id("k"), cfg, &k)?;
     rec.tensor(&id("v"), cfg, &v)?;
-    let raw_scores = q.matmul(&k.t()?)?; // [head, pos, enc_pos]
+    let raw_scores = super::product::matmul(&q, &k.t()?)?; // [head, pos, enc_pos]
     rec.tensor(&id("raw_scores"), cfg, &raw_scores)?;
     let scores = raw_scores.affine(cfg.scale, 0.0)?; // [head, pos, enc_pos]
     rec.tensor(&id("scores"), cfg, &scores)?;
     let weights = super::softmax::softmax_last_dim(&scores)?; // [head, pos, enc_pos]
     rec.tensor(&id("weights"), cfg, &weights)?;
-    let context = weights.matmul(&v)?; // [head, pos, d_v]
+    let context = super::product::matmul(&weights, &v)?; // [head, pos, d_v]
     let ablated: Vec<usize> =
         cfg.interventions.ablate_cross.iter().filter(|(at, _)| *at == l).map(|(_, h)| *h).collect();
     let context = super::intervene::drop_heads(cfg, &ablated, context)?; // [head, pos, d_v]: `--ablate cross.L.H`

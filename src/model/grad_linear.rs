@@ -52,7 +52,13 @@ impl CustomOp1 for InputOnly {
 
     /// y = x·Wᵀ + b, so ∂y/∂x applied to the output's gradient is grad · W.
     fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad: &Tensor) -> candle_core::Result<Option<Tensor>> {
-        Ok(Some(grad.broadcast_matmul(&self.lin.weight)?))
+        match grad.rank() {
+            // In blocks of at most 512 (`model::product`), as the forward's products are.
+            2 => crate::model::product::matmul(grad, &self.lin.weight)
+                .map(Some)
+                .map_err(|e| candle_core::Error::Msg(format!("{e:#}"))),
+            _ => Ok(Some(grad.broadcast_matmul(&self.lin.weight)?)),
+        }
     }
 }
 
@@ -62,7 +68,7 @@ mod tests {
     use candle_core::Var;
 
     fn plain(x: &Tensor, lin: &Linear) -> Result<Tensor> {
-        Ok(x.matmul(&lin.weight.t()?)?.broadcast_add(lin.bias.as_ref().unwrap())?)
+        Ok(crate::model::product::matmul(x, &lin.weight.t()?)?.broadcast_add(lin.bias.as_ref().unwrap())?)
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod norm;
 pub mod pass;
 pub mod patch;
 pub mod pathpatch;
+pub mod product;
 pub mod relative;
 pub mod rope;
 pub mod sample;
@@ -113,9 +114,9 @@ fn untracked_linear(x: &Tensor, lin: &Linear) -> Result<Tensor> {
     };
     let x = rounded.as_ref().unwrap_or(x);
     let y = if weight_first(x, &lin.weight) {
-        lin.weight.matmul(&x.t()?)?.t()?.contiguous()? // [pos, out]
+        product::matmul(&lin.weight, &x.t()?)?.t()?.contiguous()? // [pos, out]
     } else {
-        x.matmul(&lin.weight.t()?)? // [pos, out]
+        product::matmul(x, &lin.weight.t()?)? // [pos, out]
     };
     let y = match &lin.ggml {
         Some(g) => ggml::corrected(y, correction, g)?, // [pos, out]

@@ -139,7 +139,8 @@ fn mlm_readout(cfg: &ModelConfig, params: &Params, req: &Request, x: &Tensor) ->
     if let Some(b) = dec_bias {
         terms.push(bias_term("mlm.decoder.bias", b));
     }
-    let direction = mlm.dense.weight.to_dtype(F64)?.t()?.matmul(&at_h.unsqueeze(1)?)?.squeeze(1)?; // [d_model]
+    let direction =
+        crate::model::product::matmul(&mlm.dense.weight.to_dtype(F64)?.t()?, &at_h.unsqueeze(1)?)?.squeeze(1)?; // [d_model]
     Ok(Readout { direction, inv: 1.0, terms })
 }
 
@@ -201,8 +202,9 @@ fn project(g: Ledger, r: &Readout) -> Result<(Vec<Term>, Vec<f64>)> {
         let terms = g.terms.into_iter().map(|t| Term { value: t.value * r.inv, ..t }).collect();
         return Ok((terms, g.sources.iter().map(|s| s * r.inv).collect()));
     }
-    let along =
-        |v: &Tensor| -> Result<Vec<f64>> { Ok(v.matmul(&r.direction.unsqueeze(1)?)?.flatten_all()?.to_vec1::<f64>()?) };
+    let along = |v: &Tensor| -> Result<Vec<f64>> {
+        Ok(crate::model::product::matmul(v, &r.direction.unsqueeze(1)?)?.flatten_all()?.to_vec1::<f64>()?)
+    };
     let mut values = Vec::with_capacity(g.terms.len());
     for v in &g.kept {
         values.extend(along(v)?);
