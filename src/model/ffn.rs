@@ -24,15 +24,16 @@ use candle_core::{Device, Tensor};
 
 pub fn ffn(cfg: &ModelConfig, p: &Block, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
     match &p.ffn {
-        Ffn::Dense(f) if wide_steps_wanted(l, rec) => {
-            let out = dense(cfg, f, x, |name, t| rec.tensor(&format!("layers.{l}.{name}"), cfg, t))?; // [pos, d_model]
-            super::attribute::ffn(cfg, p, l, &out, rec)?;
-            Ok(out)
-        }
         Ffn::Dense(f) => {
-            let rows = cfg.ffn_rows(x.dim(0)?);
-            let out = in_tiles(x, rows, |x| dense(cfg, f, x, |_, _| Ok(())))?; // [pos, d_model]
-            rec.tensor(&format!("layers.{l}.ffn.out"), cfg, &out)?;
+            let out = if wide_steps_wanted(l, rec) {
+                dense(cfg, f, x, |name, t| rec.tensor(&format!("layers.{l}.{name}"), cfg, t))?
+            // [pos, d_model]
+            } else {
+                let rows = cfg.ffn_rows(x.dim(0)?);
+                let out = in_tiles(x, rows, |x| dense(cfg, f, x, |_, _| Ok(())))?; // [pos, d_model]
+                rec.tensor(&format!("layers.{l}.ffn.out"), cfg, &out)?;
+                out
+            };
             super::attribute::ffn(cfg, p, l, &out, rec)?;
             Ok(out)
         }

@@ -68,7 +68,7 @@ mod tests {
     use candle_core::Var;
 
     fn plain(x: &Tensor, lin: &Linear) -> Result<Tensor> {
-        Ok(crate::model::product::matmul(x, &lin.weight.t()?)?.broadcast_add(lin.bias.as_ref().unwrap())?)
+        Ok(x.matmul(&lin.weight.t()?)?.broadcast_add(lin.bias.as_ref().unwrap())?)
     }
 
     #[test]

@@ -23,15 +23,15 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         return Ok(a.matmul(b)?);
     }
     let inner = b.rank().saturating_sub(2);
-    let mut sum: Option<Tensor> = None;
-    for (first, len) in even_tiles(k, BLOCK) {
-        let part = a.narrow(D::Minus1, first, len)?.matmul(&b.narrow(inner, first, len)?)?;
-        sum = Some(match sum {
-            None => part,
-            Some(s) => (s + part)?,
-        });
+    let part = |(first, len): (usize, usize)| -> Result<Tensor> {
+        Ok(a.narrow(D::Minus1, first, len)?.matmul(&b.narrow(inner, first, len)?)?)
+    };
+    let mut blocks = even_tiles(k, BLOCK);
+    let mut sum = part(blocks.next().unwrap_or((0, k)))?;
+    for block in blocks {
+        sum = (sum + part(block)?)?;
     }
-    Ok(sum.expect("an inner dimension over 512 has blocks"))
+    Ok(sum)
 }
 
 #[cfg(test)]

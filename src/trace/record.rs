@@ -25,16 +25,20 @@ impl Selection {
     /// Whether some layer's step as large as `[head, query, key]` is kept (then the memory
     /// estimate counts whole layers' scores, not tiles': `config::tiles`).
     pub fn keeps_square(&self) -> bool {
-        let Some(steps) = &self.steps else { return true };
-        let square = |s: &String| SQUARE_STEPS.iter().any(|q| s == q || s.ends_with(&format!(".{q}")));
-        steps.iter().any(square)
+        self.keeps_any(&SQUARE_STEPS)
     }
 
     /// Whether some layer's `[pos, d_ff]` FFN step is kept (then the estimate counts whole
     /// layers' FFN intermediates, not tiles': `config::tiles`).
     pub fn keeps_wide_ffn(&self) -> bool {
+        self.keeps_any(&WIDE_FFN_STEPS)
+    }
+
+    /// Whether a step of one of these names is kept in some layer (every step is, without a
+    /// `--steps` list).
+    fn keeps_any(&self, names: &[&str]) -> bool {
         let Some(steps) = &self.steps else { return true };
-        steps.iter().any(|s| WIDE_FFN_STEPS.iter().any(|w| s == w || s.ends_with(&format!(".{w}"))))
+        steps.iter().any(|s| names.iter().any(|n| s == n || s.ends_with(&format!(".{n}"))))
     }
 
     pub fn wants(&self, id: &str, layer: Option<usize>, name: &str) -> bool {
