@@ -84,7 +84,7 @@ pub fn main(args: Vec<OsString>) -> u8 {
         Err(e) => return clap_exit(e, "attn-trace --help"),
     };
     let env = crate::cli::Env::read();
-    report(crate::run(cli, &env, &mut std::io::stdout().lock()).map(|()| true))
+    crate::model::pool::on_a_worker(|| report(crate::run(cli, &env, &mut std::io::stdout().lock()).map(|()| true)))
 }
 
 /// The exit code of a run's result, with its one-line error on stderr: `Ok(true)` is 0,
@@ -136,7 +136,7 @@ fn compare(rest: &[OsString]) -> u8 {
         Err(e) => return clap_exit(e, "attn-trace compare --help"),
     };
     let env = crate::cli::Env::read();
-    report(crate::compare::run(parsed, &env, &mut std::io::stdout().lock()))
+    crate::model::pool::on_a_worker(|| report(crate::compare::run(parsed, &env, &mut std::io::stdout().lock())))
 }
 
 /// Flags a request to `attn-trace serve` may not give: the model (and its memory cap) is fixed

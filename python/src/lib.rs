@@ -106,7 +106,9 @@ fn trace(py: Python<'_>, argv: Vec<String>, weights: Option<Vec<GivenArray<'_>>>
             .collect();
         toy.weights = Some(Weights::Given(Arc::new(named)));
     }
-    let done = py.detach(|| attn_trace::finish(&settings, &|_| {}, true)).map_err(|e| fail(py, e))?;
+    let done = py
+        .detach(|| attn_trace::model::pool::on_a_worker(|| attn_trace::finish(&settings, &|_| {}, true)))
+        .map_err(|e| fail(py, e))?;
     Trace::new(py, done, settings)
 }
 
@@ -140,7 +142,9 @@ fn compare(py: Python<'_>, argv: Vec<String>) -> PyResult<(String, bool)> {
         .map_err(|e| error(py, attn_trace::command::clap_line(&e, "attn-trace compare --help"), 2))?;
     let env = Env { no_color: true, stdout_is_terminal: false, truecolor: false, ..Env::read() };
     let mut out = Vec::new();
-    let ok = py.detach(|| cmp::run(parsed, &env, &mut out)).map_err(|e| fail(py, e))?;
+    let ok = py
+        .detach(|| attn_trace::model::pool::on_a_worker(|| cmp::run(parsed, &env, &mut out)))
+        .map_err(|e| fail(py, e))?;
     Ok((String::from_utf8_lossy(&out).into_owned(), ok))
 }
 

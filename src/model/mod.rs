@@ -23,6 +23,7 @@ pub mod norm;
 pub mod pass;
 pub mod patch;
 pub mod pathpatch;
+pub mod pool;
 pub mod product;
 pub mod relative;
 pub mod rope;

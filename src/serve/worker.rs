@@ -101,13 +101,15 @@ pub fn start(warm: Settings, queue: usize, error_line: fn(&anyhow::Error) -> Str
     let (tx, rx) = mpsc::sync_channel::<Job>(queue);
     let (ready_tx, ready) = mpsc::channel::<std::result::Result<(), anyhow::Error>>();
     std::thread::Builder::new().name("attn-trace model".into()).spawn(move || {
-        let _once = sources::memo::Scope::making_layers();
-        let warmed = caught(|| trace(&warm, Kind::Json)).map(|_| ());
-        let ok = warmed.is_ok();
-        let _ = ready_tx.send(warmed);
-        if ok {
-            model_loop(&rx, error_line);
-        }
+        crate::model::pool::on_a_worker_of_its_own(move || {
+            let _once = sources::memo::Scope::making_layers();
+            let warmed = caught(|| trace(&warm, Kind::Json)).map(|_| ());
+            let ok = warmed.is_ok();
+            let _ = ready_tx.send(warmed);
+            if ok {
+                model_loop(&rx, error_line);
+            }
+        })
     })?;
     ready.recv().map_err(|_| anyhow!("the model thread stopped while loading"))??;
     Ok(Queue { tx })
