@@ -5,7 +5,7 @@
 //! 4 elements each, `acc[j] = fma(d_w·d_x, lane_j, acc[j])`, Q4_1's offsets `summs += m·s` in
 //! order, and `hsum8(acc) + summs`. The weight is never dequantized.
 
-use super::kernels::{hsum8, on_two_threads};
+use super::kernels::{hsum8, on_threads};
 use crate::params::GgmlBlocks;
 use anyhow::{anyhow, Result};
 use candle_core::Tensor;
@@ -174,7 +174,7 @@ fn dot_scalar(w: &GgmlBlocks, r: usize, x: &Quantized) -> f32 {
 }
 
 /// `x` (`[pos, in]`) times the weight's rows: `[pos, rows]`, as llama.cpp computes it. The
-/// rows are split between two threads (each output is one kernel call, so the split does
+/// rows are split between the pool's threads (each output is one kernel call, so the split does
 /// not change a bit).
 pub fn matmul(x: &Tensor, w: &GgmlBlocks) -> Result<Tensor> {
     let (pos, width) = x.dims2()?;
@@ -183,7 +183,7 @@ pub fn matmul(x: &Tensor, w: &GgmlBlocks) -> Result<Tensor> {
     }
     let values = x.flatten_all()?.to_vec1::<f32>()?;
     let inputs: Vec<Quantized> = values.chunks_exact(width).map(quantize).collect();
-    let by_row = on_two_threads(w.rows, |rows| rows_times(w, rows, &inputs))?;
+    let by_row = on_threads(w.rows, |rows| rows_times(w, rows, &inputs))?;
     let by_row = Tensor::from_vec(by_row, (w.rows, pos), x.device())?; // [rows, pos]
     Ok(by_row.t()?.contiguous()?) // [pos, rows]
 }

@@ -91,9 +91,9 @@ pub fn scores(q: &Tensor, k: &Tensor, interleaved: bool, q_scale: Option<f32>) -
     Ok(Tensor::from_vec(out, (heads, n, keys), q.device())?)
 }
 
-/// `head(h)` for every head, the heads split between two threads, in head order.
+/// `head(h)` for every head, the heads split between the pool's threads, in head order.
 fn by_heads(heads: usize, head: impl Fn(usize) -> Vec<f32> + Sync) -> Result<Vec<f32>> {
-    kernels::on_two_threads(heads, |hs| hs.flat_map(&head).collect())
+    kernels::on_threads(heads, |hs| hs.flat_map(&head).collect())
 }
 
 /// The softmax of every row of the scaled, masked scores.

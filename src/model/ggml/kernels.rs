@@ -209,19 +209,19 @@ fn dot_f16_scalar(a: &[f32], b: &[f32], single: bool) -> f32 {
     }
 }
 
-/// `part` of `0..count` split in two halves computed on two threads (each value is one kernel
-/// call, so the split changes no bit), concatenated in order.
-pub fn on_two_threads(
-    count: usize,
-    part: impl Fn(std::ops::Range<usize>) -> Vec<f32> + Sync,
-) -> anyhow::Result<Vec<f32>> {
-    let half = count.div_ceil(2);
-    let (first, second) = std::thread::scope(|s| {
-        let other = s.spawn(|| part(half..count));
-        (part(0..half), other.join())
-    });
-    let second = second.map_err(|_| anyhow::anyhow!("internal: a ggml kernel's thread failed"))?;
-    Ok([first, second].concat())
+/// `part` of `0..count` split into one even run per thread of the current rayon pool (the
+/// trace's own, `model/pool.rs`), computed on them and concatenated in order. Each value is
+/// one kernel call, so the split changes no bit, whatever the number of cores. A panic in a
+/// part is an error, not a panic of the trace.
+pub fn on_threads(count: usize, part: impl Fn(std::ops::Range<usize>) -> Vec<f32> + Sync) -> anyhow::Result<Vec<f32>> {
+    use rayon::prelude::*;
+    let runs: Vec<(usize, usize)> =
+        crate::config::tiles::even_tiles(count, count.div_ceil(rayon::current_num_threads().max(1)).max(1)).collect();
+    let parts = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runs.into_par_iter().map(|(first, len)| part(first..first + len)).collect::<Vec<_>>()
+    }))
+    .map_err(|_| anyhow::anyhow!("internal: a ggml kernel's thread failed"))?;
+    Ok(parts.concat())
 }
 
 /// Whether this CPU has the FMA and AVX2 instructions ggml's kernels use.

@@ -10,7 +10,7 @@
 //!   elements 4l..4l+3 of every 32, scaled, less 32 · its two sub-blocks' scaled sums),
 //!   from 8 on the tiled kernel (one exact sum per super-block, `fma(S·d, d_x, acc)`).
 
-use super::kernels::{hsum8, on_two_threads};
+use super::kernels::{hsum8, on_threads};
 use crate::params::GgmlKBlocks;
 use anyhow::{anyhow, Result};
 use candle_core::Tensor;
@@ -126,6 +126,6 @@ pub fn matmul(x: &Tensor, w: &GgmlKBlocks) -> Result<Option<Tensor>> {
             }
         })
     };
-    let by_row = Tensor::from_vec(on_two_threads(w.rows, part)?, (w.rows, pos), x.device())?; // [rows, pos]
+    let by_row = Tensor::from_vec(on_threads(w.rows, part)?, (w.rows, pos), x.device())?; // [rows, pos]
     Ok(Some(by_row.t()?.contiguous()?)) // [pos, rows]
 }
