@@ -83,6 +83,42 @@ fn a_mixed_quantization_gguf_gives_the_same_bytes_every_run() {
     crate::export::assert_valid("mixed GGUF", &doc);
 }
 
+/// The same bytes whatever the number of cores: gemm splits each product between the trace's
+/// pool's threads (`model/pool.rs`), and `--arithmetic ggml` its rows, and neither split
+/// changes how any one value is summed. SmolLM2, whose products are large enough for gemm to
+/// split, on one thread (`RAYON_NUM_THREADS=1`, which also sizes candle's element-wise pool)
+/// and on the machine's count; the one-thread run also shows that a pool of one worker cannot
+/// stall on the layer reader it waits for.
+#[test]
+fn one_core_gives_the_same_bytes_as_every_core() {
+    let model = crate::gguf::smollm2();
+    for arithmetic in ["f32", "ggml"] {
+        let args = [
+            "The capital of France is Paris, and the capital of Italy is",
+            "--model",
+            &model,
+            "--arithmetic",
+            arithmetic,
+            "--steps",
+            "attn.weights,add_norm2.sum,output",
+            "--format",
+            "json",
+        ];
+        let run = |threads: Option<&str>| {
+            let mut c = cmd();
+            c.args(args);
+            match threads {
+                Some(n) => c.env("RAYON_NUM_THREADS", n),
+                None => c.env_remove("RAYON_NUM_THREADS"),
+            };
+            let out = c.output().unwrap();
+            assert!(out.status.success(), "{arithmetic}, {threads:?}: {}", String::from_utf8_lossy(&out.stderr));
+            out.stdout
+        };
+        assert!(run(Some("1")) == run(None), "{arithmetic}: one thread and every core differ");
+    }
+}
+
 /// No map or set with a per-process iteration order is declared in the source, except where
 /// it is only looked up (never iterated into output) or its order is undone before writing.
 /// A new one fails here: use a BTreeMap/BTreeSet, or add it below with the reason.
