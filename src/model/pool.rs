@@ -34,17 +34,19 @@ fn pool() -> Option<ThreadPool> {
 /// its workers. If the pool cannot be made, `f` runs on the caller, as gemm then splits it.
 pub fn on_a_worker<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     static SHARED: OnceLock<Option<ThreadPool>> = OnceLock::new();
-    match SHARED.get_or_init(pool) {
-        Some(pool) => pool.install(f),
-        None => f(),
-    }
+    run_on(SHARED.get_or_init(pool).as_ref(), f)
 }
 
 /// `f` on a worker of a pool of its own, for a thread that lives as long as its work (a
 /// server's model thread, waiting on its queue between traces): it holds the worker
 /// throughout, so sharing its pool would leave others a worker short.
 pub fn on_a_worker_of_its_own<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    match pool() {
+    run_on(pool().as_ref(), f)
+}
+
+/// `f` on a worker of `pool`, or on the caller if there is no pool.
+fn run_on<R: Send>(pool: Option<&ThreadPool>, f: impl FnOnce() -> R + Send) -> R {
+    match pool {
         Some(pool) => pool.install(f),
         None => f(),
     }

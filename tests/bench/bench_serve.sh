@@ -42,7 +42,7 @@ fi
 # them), so that a load that changes during the run weighs on both sides alike; each is the
 # whole process's wall time, as `hyperfine -N` measures it.
 python3 - "$port" "$PROMPT" "$N" "$C" "$BIN" "$MODEL" "$expected" "$ENDPOINT" "${RUNS:-10}" <<'PY'
-import http.client, json, os, statistics, subprocess, sys, tempfile, threading, time
+import json, os, statistics, subprocess, sys, tempfile, threading, time
 port, prompt, n, c = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 binary, model, endpoint, runs = sys.argv[5], sys.argv[6], sys.argv[8], int(sys.argv[9])
 want = open(sys.argv[7], "rb").read()
@@ -53,16 +53,15 @@ if endpoint == "view":
 else:
     command = [binary, prompt, "--model", model, "--format", "json"]
 
+sys.path.insert(0, "tests/bench")
+from ab_serve import request  # one POST on its own connection; exits on a status other than 200
+
 def one():
     t = time.perf_counter()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-    conn.request("POST", "/api/" + endpoint, body, {"Content-Type": "application/json"})
-    r = conn.getresponse()
-    got = r.read()
-    conn.close()
+    _, got = request(port, endpoint, body)
     if endpoint == "view":
         got = json.loads(got)["page"].encode()
-    assert r.status == 200 and got == want, (r.status, got[:200])
+    assert got == want, got[:200]
     return time.perf_counter() - t
 
 def cli():

@@ -216,7 +216,7 @@ fn dot_f16_scalar(a: &[f32], b: &[f32], single: bool) -> f32 {
 pub fn on_threads(count: usize, part: impl Fn(std::ops::Range<usize>) -> Vec<f32> + Sync) -> anyhow::Result<Vec<f32>> {
     use rayon::prelude::*;
     let runs: Vec<(usize, usize)> =
-        crate::config::tiles::even_tiles(count, count.div_ceil(rayon::current_num_threads().max(1)).max(1)).collect();
+        crate::config::tiles::even_tiles(count, count.div_ceil(rayon::current_num_threads())).collect();
     let parts = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         runs.into_par_iter().map(|(first, len)| part(first..first + len)).collect::<Vec<_>>()
     }))
