@@ -436,11 +436,14 @@ pub struct Cli {
     /// The names (and layouts) of the tensors --save-trace writes.
     #[arg(long, value_enum, value_name = "NAMES", help_heading = "Testing")]
     pub names: Option<NamesArg>,
-    /// With --model: recompute the output with candle-transformers' own BertModel and
-    /// report the largest difference (exit 1 above --check-tol).
+    /// With --model: recompute the model with an independent implementation (candle-transformers'
+    /// own model and loaders: BERT, Llama, Mistral, Mixtral, Qwen2/3 and their MoEs, Gemma 2/3,
+    /// Phi-3, and GGUF llama/qwen2/qwen3/phi3) and report the largest difference of the logits
+    /// (and hidden states); exit 1 above --check-tol; refused (exit 2) where none exists.
     #[arg(long, help_heading = "Testing")]
     pub check: bool,
-    /// The largest absolute difference --check accepts [default: 1e-4].
+    /// The largest absolute difference --check accepts [default: 1e-4 for an encoder's
+    /// output, 1e-3 for a language model's logits].
     #[arg(long, value_name = "X", help_heading = "Testing")]
     pub check_tol: Option<f64>,
 

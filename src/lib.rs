@@ -16,6 +16,7 @@
 //! function of its arguments, shared by the binary and the Python wheel.
 
 mod batch;
+mod checking;
 pub mod cli;
 pub mod command;
 pub mod compare;
@@ -68,6 +69,7 @@ pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
     loaded.cfg.interventions = plan.interventions.clone();
     settings::stacks::apply_decoder(&settings.analysis, &mut loaded.cfg)?;
     loaded.notes.extend(model::intervene::blind_note(&loaded.cfg, &loaded.tokens));
+    checking::refuse_early(settings, &loaded)?;
     Ok((loaded, source, plan))
 }
 
@@ -149,26 +151,6 @@ pub(crate) fn name_predictions(trace: &mut Trace, loaded: &Loaded, own_vocab: bo
 /// As [`trace`], returning the trace alone.
 pub fn compute(settings: &Settings) -> Result<Trace> {
     Ok(trace(settings)?.trace)
-}
-
-/// `--save-trace` and `--check`, once the trace exists. A failed check must end the run
-/// with exit 1, but only after the output is written: it comes back as `Err` in the value.
-fn testing(
-    settings: &Settings,
-    loaded: &Loaded,
-    output: &candle_core::Tensor,
-    trace: &Trace,
-) -> Result<(Option<serde_json::Value>, Result<()>)> {
-    output::save_trace(trace, settings)?;
-    let (Some(tol), Some(hf)) = (settings.outputs.check, &loaded.hf) else {
-        return Ok((None, Ok(())));
-    };
-    let c = sources::hf::check::run(&loaded.cfg, hf, &loaded.input, output, tol)?;
-    if !c.ok() {
-        return Ok((Some(c.to_json()), Err(sources::hf::check::failure(&c))));
-    }
-    output::line(&c.line(), settings.quiet);
-    Ok((Some(c.to_json()), Ok(())))
 }
 
 /// `--attribute`: tokenizes the answers as `--metric`'s are (without special tokens) and has
@@ -269,7 +251,8 @@ fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut output::Clock) -
     let keep = settings.outputs.save_trace.is_some();
     let (trace, last) = output::stream(rec, keep, forward, out)?;
     clock.lap_computing("forward pass and streaming", flops);
-    let checked = testing(settings, &loaded, &last, &trace)?.1;
+    let last = checking::last(settings, &loaded, &params, last)?;
+    let checked = checking::testing(settings, &loaded, &last, &trace)?.1;
     clock.report();
     checked
 }
@@ -305,7 +288,7 @@ fn finish_timed(
 ) -> Result<Finished> {
     let (done, loaded, last) = computed(settings, notes, maps, clock)?;
     output::view_files(&done.trace, &done.views, &settings.output)?;
-    let (check, checked) = testing(settings, &loaded, &last, &done.trace)?;
+    let (check, checked) = checking::testing(settings, &loaded, &last, &done.trace)?;
     Ok(Finished { check, checked, ..done })
 }
 
@@ -316,7 +299,7 @@ pub(crate) fn computed(
     notes_now: &dyn Fn(&[String]),
     maps: bool,
     clock: &mut output::Clock,
-) -> Result<(Finished, Loaded, candle_core::Tensor)> {
+) -> Result<(Finished, Loaded, checking::Last)> {
     let (mut loaded, source, mut plan) = prepare(settings)?;
     if maps {
         keep_for_maps(settings, &loaded, &mut plan)?;
@@ -339,6 +322,7 @@ pub(crate) fn computed(
     let mut rec = recorder(&loaded, plan.record.clone(), settings).with_attribution(plan.attribution.clone());
     let reducing = views::Reducing::attach(&plan, &mut rec, &loaded.tokens, loaded.cfg.parts.lm_head.is_some());
     let (last, generation) = run_model(settings, (&loaded, &params, &plan), &mut rec)?;
+    let last = checking::last(settings, &loaded, &params, last)?;
     let flops = match &generation {
         Some(g) => generating::flops(&loaded, g),
         None => forward_flops(&loaded, &params, &rec),

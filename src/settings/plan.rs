@@ -51,13 +51,6 @@ impl Plan {
         if focus.is_some() && show.steps.is_none() && o.format == Format::Table && alone {
             show.steps = Some(std::iter::once("tokens".to_string()).collect());
         }
-        if settings.outputs.check.is_some() && (cfg.scale - 1.0 / (cfg.d_k as f64).sqrt()).abs() > 1e-12 {
-            return Err(usage(
-                "--check",
-                "candle's BertModel always scales scores by 1/√d_head",
-                "drop --scale or --check",
-            ));
-        }
         let focus_pieces = match (settings.output.views.focus.as_deref(), focus) {
             (Some(word), Some(pos)) => {
                 let spelled = super::views::spelling(tokens, texts);

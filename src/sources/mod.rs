@@ -11,6 +11,7 @@
 pub mod batch;
 pub mod chat;
 mod chat_jinja;
+pub mod check;
 mod counted;
 mod dequant;
 pub mod family;

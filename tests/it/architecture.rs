@@ -29,6 +29,7 @@ const STAGES: &[(&str, u8)] = &[
     ("batch", 10),
     ("generating", 10),
     ("steering", 10),
+    ("checking", 10),
     ("serve", 10),
     ("command", 11),
 ];

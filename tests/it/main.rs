@@ -7,6 +7,7 @@ mod batch;
 mod batch_views;
 mod bert;
 mod chat;
+mod check;
 mod cli;
 mod common;
 mod compare;

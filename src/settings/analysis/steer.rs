@@ -69,7 +69,7 @@ pub fn options(cli: &Cli) -> Result<Steering> {
     if !steering.is_empty() && cli.check {
         return Err(usage(
             "--steer",
-            "--check recomputes the model with candle-transformers' BertModel, which is not steered",
+            "--check recomputes the model with candle-transformers, which is not steered",
             "drop --steer/--steer-from or --check",
         ));
     }

@@ -3,7 +3,6 @@
 //! crate). A folder is given as a path, or as `ORG/NAME` already in the local Hugging Face
 //! cache; nothing is downloaded.
 
-pub mod check;
 pub mod checkpoint;
 pub mod dims;
 pub(crate) mod fields;

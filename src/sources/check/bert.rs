@@ -9,67 +9,21 @@
 //! candle's `gelu_erf` (`gelu`) or tanh `gelu` (`gelu_new`). The report names both, and
 //! the largest absolute difference decides against `--check-tol` (exit 1 above it).
 
+use super::{Check, Diff};
 use crate::config::Activation;
 use crate::config::ModelConfig;
-use crate::error::usage;
 use crate::params::Input;
 use crate::sources::family::bert::{activation, BertConfig};
 use anyhow::{anyhow, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config, HiddenAct, PositionEmbeddingType};
-use serde_json::json;
+
+/// The reference, named in the report.
+const REFERENCE: &str = "candle-transformers 0.11 models::bert::BertModel::forward";
 
 /// What candle's BERT does differently, stated in every report.
 const LAYER_NORM: &str = "candle_nn fused LayerNorm (one pass: variance as E[x²] − mean², f32)";
-
-/// The comparison of attn-trace's output with candle-transformers' BertModel.
-#[derive(Debug, Clone)]
-pub struct Check {
-    pub max_abs: f64,
-    /// Where the largest difference is: [pos, d_model].
-    pub at: Vec<usize>,
-    pub shape: Vec<usize>,
-    pub tol: f64,
-    pub activation: &'static str,
-}
-
-impl Check {
-    pub fn ok(&self) -> bool {
-        self.max_abs <= self.tol
-    }
-
-    /// The `check` object of the JSON document.
-    pub fn to_json(&self) -> serde_json::Value {
-        json!({
-            "reference": "candle-transformers 0.11 models::bert::BertModel::forward",
-            "compared": "output",
-            "max_abs_diff": if self.max_abs.is_finite() { json!(self.max_abs) } else { json!("nan") },
-            "at": self.at,
-            "shape": self.shape,
-            "tolerance": self.tol,
-            "ok": self.ok(),
-            "reference_layer_norm": LAYER_NORM,
-            "reference_activation": self.activation,
-        })
-    }
-
-    /// The one stderr line: a note when it passes, the error's text when it fails.
-    pub fn line(&self) -> String {
-        let dims: Vec<String> = self.shape.iter().map(|d| d.to_string()).collect();
-        format!(
-            "check: {}: max |attn-trace output − candle-transformers BertModel| = {:.3e} {} --check-tol {} \
-             at {:?} of {} values (candle: {LAYER_NORM}; {})",
-            if self.ok() { "ok" } else { "failed" },
-            self.max_abs,
-            if self.ok() { "≤" } else { ">" },
-            if self.tol == 0.0 { "0".to_string() } else { format!("{:e}", self.tol) },
-            self.at,
-            dims.join("×"),
-            self.activation,
-        )
-    }
-}
 
 /// Runs candle's BertModel on the same ids and compares it with `output` ([pos, d_model]).
 pub fn run(cfg: &ModelConfig, hf: &BertConfig, input: &Input, output: &Tensor, tol: f64) -> Result<Check> {
@@ -106,41 +60,23 @@ pub fn run(cfg: &ModelConfig, hf: &BertConfig, input: &Input, output: &Tensor, t
         classifier_dropout: None,
         model_type: Some(model.model_type.clone()),
     };
-    let what = format!("--check ({})", path.display());
-    let failed = |e: candle_core::Error| {
-        let why = e.to_string().lines().next().unwrap_or("").to_string();
-        usage(&what, format!("candle-transformers' BertModel cannot load the checkpoint: {why}"), "drop --check")
-    };
+    let what = path.display().to_string();
+    let failed = super::cannot_load(&what, "candle-transformers' BertModel");
     // SAFETY: the checkpoint is mapped read-only, as the trace itself maps it; it must not be
     // truncated while we run.
-    let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&path], DType::F32, &Device::Cpu) }.map_err(failed)?;
+    let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&path], DType::F32, &Device::Cpu) }.map_err(&failed)?;
     // sentence-transformers checkpoints drop the `bert.` prefix that transformers writes.
     let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") { vb.pp("bert") } else { vb };
-    let bert = BertModel::load(vb, &config).map_err(failed)?;
+    let bert = BertModel::load(vb, &config).map_err(&failed)?;
     let n = ids.len();
     let input_ids = Tensor::from_vec(ids.clone(), (1, n), &Device::Cpu)?;
     let types = type_ids.clone().unwrap_or_else(|| vec![0; n]);
     let token_types = Tensor::from_vec(types, (1, n), &Device::Cpu)?;
     let theirs = bert.forward(&input_ids, &token_types, None)?.squeeze(0)?; // [pos, d_model]
-    let (a, b) = (output.flatten_all()?.to_vec1::<f32>()?, theirs.flatten_all()?.to_vec1::<f32>()?);
-    if a.len() != b.len() {
-        return Err(anyhow!("--check: candle's output has {} values, attn-trace's {}", b.len(), a.len()));
-    }
-    let (mut max_abs, mut at) = (0.0f64, 0usize);
-    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-        let d = (*x as f64 - *y as f64).abs();
-        // A NaN difference counts as the largest, so it can never pass.
-        if d.is_nan() || d > max_abs {
-            max_abs = if d.is_nan() { f64::INFINITY } else { d };
-            at = i;
-        }
-    }
-    let shape = output.dims().to_vec();
-    let d = shape.last().copied().unwrap_or(1).max(1);
-    Ok(Check { max_abs, at: vec![at / d, at % d], shape, tol, activation })
-}
-
-/// The error a failed check ends the run with (exit 1, after the output is written).
-pub fn failure(check: &Check) -> anyhow::Error {
-    anyhow!("{}", check.line())
+    let diff = Diff::between("output", output, &theirs)?;
+    let notes = vec![
+        ("reference_layer_norm", format!("candle: {LAYER_NORM}")),
+        ("reference_activation", activation.to_string()),
+    ];
+    Ok(Check { reference: REFERENCE.to_string(), diffs: vec![diff], tol, notes })
 }
