@@ -94,12 +94,19 @@ impl Kind {
         if self == Kind::Phi3 && config.get("rope_scaling").is_some_and(|v| !v.is_null()) {
             return Some("candle's phi3 does not scale rotary positions as transformers does (rope_scaling)".into());
         }
-        if self == Kind::Gemma3 && num("query_pre_attn_scalar") != num("head_dim") {
-            return Some(
-                "candle's gemma3 scales scores by 1/√head_dim, and config.json's query_pre_attn_scalar differs".into(),
-            );
+        if matches!(self, Kind::Gemma2 | Kind::Gemma3) && num("query_pre_attn_scalar") != num("head_dim") {
+            let why = "scales scores by 1/√head_dim, and config.json's query_pre_attn_scalar differs";
+            return Some(format!("candle's {} {why}", self.module()));
         }
         None
+    }
+
+    /// candle-transformers' module for this kind.
+    fn module(self) -> &'static str {
+        match self {
+            Kind::Gemma3 => "gemma3",
+            k => k.name(),
+        }
     }
 
     fn name(self) -> &'static str {
@@ -110,11 +117,7 @@ impl Kind {
 /// Runs candle-transformers' model of `kind` from the folder `dir` on `ids`.
 pub(crate) fn run(kind: Kind, dir: &Path, ids: &[u32]) -> Result<Theirs> {
     let what = dir.display().to_string();
-    let module = match kind {
-        Kind::Gemma3 => "gemma3",
-        k => k.name(),
-    };
-    let reference = format!("candle-transformers 0.11 models::{module}");
+    let reference = format!("candle-transformers 0.11 models::{}", kind.module());
     let failed = cannot_load(&what, &reference);
     let config = candle_config(&read_config(dir)?).to_string();
     let files = weights(dir)?;
