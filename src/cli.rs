@@ -429,10 +429,15 @@ pub struct Cli {
     pub svg: Option<PathBuf>,
 
     // ---- testing ----
-    /// Also write every recorded step as a named tensor to FILE: .safetensors or .npz
-    /// (f32; the mask as uint8; token ids as int64).
+    /// Also write every step as a named tensor to FILE: .safetensors or .npz (f32; the mask
+    /// as uint8; token ids as int64). What is saved never depends on --steps, --layer or
+    /// --head, which choose only what is printed; --save-steps narrows the file.
     #[arg(long, value_name = "FILE", help_heading = "Testing")]
     pub save_trace: Option<PathBuf>,
+    /// The steps --save-trace writes: ids, names or aliases, comma separated, as --steps
+    /// takes them [default: every step, every layer and head].
+    #[arg(long, value_name = "LIST", help_heading = "Testing")]
+    pub save_steps: Option<String>,
     /// The names (and layouts) of the tensors --save-trace writes.
     #[arg(long, value_enum, value_name = "NAMES", help_heading = "Testing")]
     pub names: Option<NamesArg>,

@@ -249,10 +249,11 @@ fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut output::Clock) -
     let forward =
         |rec: &mut Recorder| model::forward(&loaded.cfg, &params, &loaded.input, rec).context("computing the trace");
     let keep = settings.outputs.save_trace.is_some();
-    let (trace, last) = output::stream(rec, keep, forward, out)?;
+    let (mut trace, last) = output::stream(rec, (keep, &plan.view_record), forward, out)?;
     clock.lap_computing("forward pass and streaming", flops);
     let last = checking::last(settings, &loaded, &params, last)?;
-    let checked = checking::testing(settings, &loaded, &last, &trace)?.1;
+    let saved = plan.save.as_ref().map(|file| trace.split_for_file(&plan.view_record, file));
+    let checked = checking::testing(settings, &loaded, &last, saved.as_ref().unwrap_or(&trace))?.1;
     clock.report();
     checked
 }
@@ -266,6 +267,8 @@ pub struct Finished {
     /// `--check`'s report, and its verdict (an `Err` to end the run with after the output).
     pub check: Option<serde_json::Value>,
     pub checked: Result<()>,
+    /// `--save-trace`'s steps, when they are not the shown ones (`Plan::save`).
+    pub saved: Option<Trace>,
     /// With `maps`: every recorded head's attention map, for an HTML page drawn later (the
     /// Python API's notebook view), whatever `--steps` shows.
     pub maps: Option<views::maps::Maps>,
@@ -288,7 +291,7 @@ fn finish_timed(
 ) -> Result<Finished> {
     let (done, loaded, last) = computed(settings, notes, maps, clock)?;
     output::view_files(&done.trace, &done.views, &settings.output)?;
-    let (check, checked) = checking::testing(settings, &loaded, &last, &done.trace)?;
+    let (check, checked) = checking::testing(settings, &loaded, &last, done.saved.as_ref().unwrap_or(&done.trace))?;
     Ok(Finished { check, checked, ..done })
 }
 
@@ -331,6 +334,7 @@ pub(crate) fn computed(
     let (mut trace, _) = rec.finish();
     trace.generation = generation;
     name_predictions(&mut trace, &loaded, own_vocab(settings));
+    let saved = file_trace(&plan, &mut trace);
     let o = &settings.output.views;
     let seen = views::stacks::seen_as(&trace, o.stack); // an encoder–decoder's attention `--stack` names
     let all_maps = maps.then(|| views::maps::maps(seen.as_ref().unwrap_or(&trace), o.merge_pieces, o.average_heads));
@@ -368,8 +372,19 @@ pub(crate) fn computed(
         clock.lap("patching sweep");
     }
     views.notes = notes.clone();
-    let done = Finished { trace, views, check: None, checked: Ok(()), maps: all_maps, notes };
+    let done = Finished { trace, views, check: None, checked: Ok(()), saved, maps: all_maps, notes };
     Ok((done, loaded, last))
+}
+
+/// `--save-trace`'s own trace, split off what was recorded for it and the views alike
+/// (`Trace::split_for_file`); None when the shown steps are the file's (everything recorded is
+/// shown and the file wants every step), which spares a copy of the whole trace.
+fn file_trace(plan: &Plan, trace: &mut Trace) -> Option<Trace> {
+    let file = plan.save.as_ref()?;
+    if plan.record == plan.show && *file == Selection::default() {
+        return None;
+    }
+    Some(trace.split_for_file(&plan.view_record, file))
 }
 
 /// The Python API's trace keeps every shown step and every head's map ([`Plan::for_maps`]);

@@ -11,7 +11,7 @@ use crate::params::Params;
 use crate::render;
 use crate::settings::{Format, Output, Settings};
 use crate::sources::Loaded;
-use crate::trace::{Recorder, Step, Trace};
+use crate::trace::{Recorder, Selection, Step, Trace};
 use crate::views::Views;
 use anyhow::{anyhow, Result};
 use candle_core::Tensor;
@@ -204,7 +204,7 @@ enum Piece {
 /// and the model's output.
 pub fn stream(
     mut rec: Recorder,
-    keep: bool,
+    (keep, print): (bool, &Selection),
     forward: impl FnOnce(&mut Recorder) -> Result<Tensor> + Send,
     out: &mut dyn Write,
 ) -> Result<(Trace, Tensor)> {
@@ -226,7 +226,14 @@ pub fn stream(
         for piece in rx {
             written = match piece {
                 Piece::Header(line) => w.write_all(line.as_bytes()),
-                Piece::Step(step) => render::jsonl::write_line(&step, &mut w),
+                // Only what the views record is printed; the rest was recorded for the file.
+                Piece::Step(step) if !print.wants(&step.id, step.layer, &step.name) => Ok(()),
+                Piece::Step(mut step) => {
+                    if let (Some(hs), true) = (&print.head, step.is_per_head() && step.heads.is_none()) {
+                        crate::trace::narrow_heads(&mut step, hs);
+                    }
+                    render::jsonl::write_line(&step, &mut w)
+                }
             }
             .and_then(|()| w.flush());
             if written.is_err() {

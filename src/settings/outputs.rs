@@ -49,6 +49,8 @@ pub enum TraceNames {
 pub struct Outputs {
     /// `--save-trace FILE`, with the format its extension names.
     pub save_trace: Option<(PathBuf, TraceKind)>,
+    /// `--save-steps`: the steps `--save-trace` writes, as typed (None: every step).
+    pub save_steps: Option<String>,
     /// `--names`: the names of `--save-trace`'s tensors.
     pub trace_names: TraceNames,
     /// `--save-weights FILE` (safetensors).
@@ -97,7 +99,15 @@ pub fn options(cli: &Cli) -> Result<Outputs> {
         }
         t => CheckTol(t),
     };
-    let outputs = Outputs { save_trace, trace_names, save_weights: cli.save_weights.clone(), check: None };
+    if cli.save_steps.is_some() && save_trace.is_none() {
+        return Err(usage(
+            "--save-steps",
+            "it narrows what --save-trace writes",
+            "add --save-trace FILE, or drop --save-steps",
+        ));
+    }
+    let save_steps = cli.save_steps.clone();
+    let outputs = Outputs { save_trace, save_steps, trace_names, save_weights: cli.save_weights.clone(), check: None };
     if !cli.check {
         return Ok(outputs);
     }

@@ -18,6 +18,11 @@ pub struct Plan {
     pub record: Selection,
     /// What the output shows (a subset of `record`).
     pub show: Selection,
+    /// What the views read (a subset of `record`): `record` without what only the file needs.
+    pub view_record: Selection,
+    /// `--save-trace`: the steps the file holds (every step unless `--save-steps`), recorded
+    /// whatever `--steps`, `--layer` and `--head` print.
+    pub save: Option<Selection>,
     /// `--focus`: the position of the token whose attention is walked through.
     pub focus: Option<usize>,
     /// When the focus word was split into word pieces: their positions (the focus is the first).
@@ -81,8 +86,21 @@ impl Plan {
         }
         drawing_fits(settings, cfg, tokens.len())?;
         let interventions = interventions(settings, cfg, (tokens, texts))?;
+        let save = match (&settings.outputs.save_trace, &settings.outputs.save_steps) {
+            (None, _) => None,
+            (Some(_), None) => Some(Selection::default()),
+            (Some(_), Some(list)) => {
+                let steps =
+                    crate::trace::aliases::parse(list, cfg.layers).map_err(|e| rename(e, "--steps", "--save-steps"))?;
+                Some(Selection { steps: Some(steps), layer: None, head: None })
+            }
+        };
+        let view_record = record.clone();
+        let record = save.as_ref().map_or_else(|| record.clone(), |s| record.union(s));
         Ok(Plan {
             record,
+            view_record,
+            save,
             show,
             focus,
             focus_pieces,
@@ -104,10 +122,21 @@ impl Plan {
             self.reduce_summary = false;
             self.streamed = false;
             self.record = self.show.clone();
+            self.view_record = self.show.clone();
         }
-        if let Some(steps) = self.record.steps.as_mut() {
-            steps.insert("attn.weights".to_string());
+        for record in [&mut self.record, &mut self.view_record] {
+            if let Some(steps) = record.steps.as_mut() {
+                steps.insert("attn.weights".to_string());
+            }
         }
+    }
+}
+
+/// An error about `--steps`' list, said of the flag that gave the list.
+fn rename(e: anyhow::Error, from: &str, to: &str) -> anyhow::Error {
+    match e.downcast::<crate::error::UsageError>() {
+        Ok(u) => anyhow::Error::new(crate::error::UsageError(u.0.replacen(from, to, 1))),
+        Err(e) => e,
     }
 }
 

@@ -244,9 +244,42 @@ impl Trace {
     }
 }
 
+impl Trace {
+    /// Splits a trace recorded for both the views and a file: returns the file's trace (the
+    /// steps `file` keeps, whole) and keeps here what `view` keeps, narrowed to its heads, as
+    /// if the view's selection alone had been recorded. A step both keep is copied; one only
+    /// the file keeps is moved.
+    pub fn split_for_file(&mut self, view: &Selection, file: &Selection) -> Trace {
+        let mut saved = Vec::new();
+        let mut kept = Vec::new();
+        for step in std::mem::take(&mut self.steps) {
+            let (layer, name) = (step.layer, step.name.as_str());
+            let (for_view, for_file) = (view.wants(&step.id, layer, name), file.wants(&step.id, layer, name));
+            let mut step = match (for_view, for_file) {
+                (true, true) => {
+                    saved.push(step.clone());
+                    step
+                }
+                (false, true) => {
+                    saved.push(step);
+                    continue;
+                }
+                (true, false) => step,
+                (false, false) => continue,
+            };
+            if let (Some(hs), true) = (&view.head, step.is_per_head() && step.heads.is_none()) {
+                narrow_heads(&mut step, hs);
+            }
+            kept.push(step);
+        }
+        self.steps = kept;
+        Trace { steps: saved, ..self.without_steps() }
+    }
+}
+
 /// Keeps only heads `hs` of a head-first step, in that order (the caller has checked they
 /// are in range).
-pub(crate) fn narrow_heads(step: &mut Step, hs: &[usize]) {
+pub fn narrow_heads(step: &mut Step, hs: &[usize]) {
     let per_head: usize = step.shape[1..].iter().product();
     fn pick<T: Clone>(v: &[T], hs: &[usize], n: usize) -> Vec<T> {
         hs.iter().flat_map(|&h| v[h * n..(h + 1) * n].iter().cloned()).collect()

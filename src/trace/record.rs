@@ -41,6 +41,29 @@ impl Selection {
         steps.iter().any(|s| names.iter().any(|n| s == n || s.ends_with(&format!(".{n}"))))
     }
 
+    /// What either selection keeps: every step the one keeps and every step the other keeps
+    /// (a step as large as the vocabulary, kept only when named, stays kept where one names it).
+    pub fn union(&self, other: &Selection) -> Selection {
+        let steps = match (&self.steps, &other.steps) {
+            (None, None) => None,
+            (Some(a), Some(b)) => Some(a.union(b).cloned().collect()),
+            (Some(named), None) | (None, Some(named)) => {
+                let every = super::steps::CATALOGUE.iter().filter(|d| !d.on_request).map(|d| d.name.to_string());
+                Some(every.chain(named.iter().cloned()).collect())
+            }
+        };
+        let both = |a: &Option<Vec<usize>>, b: &Option<Vec<usize>>| match (a, b) {
+            (Some(a), Some(b)) => {
+                let mut all: Vec<usize> = a.iter().chain(b).copied().collect();
+                all.sort_unstable();
+                all.dedup();
+                Some(all)
+            }
+            _ => None,
+        };
+        Selection { steps, layer: both(&self.layer, &other.layer), head: both(&self.head, &other.head) }
+    }
+
     pub fn wants(&self, id: &str, layer: Option<usize>, name: &str) -> bool {
         if let (Some(want), Some(l)) = (&self.layer, layer) {
             if !want.contains(&l) {
@@ -371,6 +394,21 @@ mod tests {
         let (t, failed) = t.finish();
         assert!(t.steps.is_empty());
         assert!(failed.is_none());
+    }
+
+    #[test]
+    fn a_union_keeps_what_either_keeps() {
+        let named = |s: &[&str]| Some(s.iter().map(|s| s.to_string()).collect());
+        let shown = Selection { steps: named(&["tokens", "logits"]), layer: Some(vec![1]), head: Some(vec![0]) };
+        let every = Selection::default();
+        let u = shown.union(&every);
+        assert!(u.wants("layers.0.attn.q", Some(0), "attn.q"), "every layer and step");
+        assert!(u.wants("logits", None, "logits"), "a step kept only when named stays named");
+        assert_eq!((u.layer, u.head), (None, None));
+        let two = Selection { steps: named(&["attn.k"]), layer: Some(vec![0]), head: Some(vec![2]) };
+        let u = shown.union(&two);
+        assert_eq!(u.steps, named(&["tokens", "logits", "attn.k"]));
+        assert_eq!((u.layer, u.head), (Some(vec![0, 1]), Some(vec![0, 2])));
     }
 
     #[test]

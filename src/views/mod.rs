@@ -97,7 +97,7 @@ pub struct Reducing {
 impl Reducing {
     /// Attaches the plan's reducers to `rec`, a run over `tokens` (`decoder`: a language model).
     pub fn attach(plan: &Plan, rec: &mut Recorder, tokens: &[String], decoder: bool) -> Reducing {
-        let heads = plan.record.head.clone();
+        let heads = plan.view_record.head.clone();
         let summary = plan.reduce_summary.then(|| summary::reduce_as_recorded(rec, tokens, decoder, heads.clone()));
         let stats = plan.reduce_stats.then(|| {
             let induction = rec.trace().config.interventions.induction;

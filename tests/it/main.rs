@@ -43,6 +43,7 @@ mod pathpatch;
 mod props;
 mod reference;
 mod refusals;
+mod save_steps;
 mod seeds;
 mod seq2seq;
 mod serve;
