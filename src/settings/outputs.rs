@@ -3,7 +3,8 @@
 //! jsonl` are refused in views.rs; `--check`'s limits that depend on the model are in plan.rs.)
 
 use crate::cli::{Cli, NamesArg};
-use crate::error::usage;
+use crate::error::{usage, UsageError};
+use crate::trace::Selection;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
@@ -173,4 +174,19 @@ pub fn padding(cli: &Cli) -> Result<Option<(usize, bool)>> {
         }
     }
     Ok(Some((n, cli.padding == Some(crate::cli::PaddingArg::Left))))
+}
+
+/// What `--save-trace` records for its file: every step of every layer and head, or the
+/// steps `--save-steps` names (as `--steps` names them), whatever `--steps`, `--layer` and
+/// `--head` print. None without `--save-trace`.
+pub fn save_selection(outputs: &Outputs, layers: usize) -> Result<Option<Selection>> {
+    let (Some(_), Some(list)) = (&outputs.save_trace, &outputs.save_steps) else {
+        return Ok(outputs.save_trace.as_ref().map(|_| Selection::default()));
+    };
+    let steps = crate::trace::aliases::parse(list, layers).map_err(|e| match e.downcast::<UsageError>() {
+        // The list's errors are said of the flag that gave it.
+        Ok(u) => anyhow::Error::new(UsageError(u.0.replacen("--steps", "--save-steps", 1))),
+        Err(e) => e,
+    })?;
+    Ok(Some(Selection { steps: Some(steps), layer: None, head: None }))
 }

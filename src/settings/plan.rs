@@ -20,8 +20,7 @@ pub struct Plan {
     pub show: Selection,
     /// What the views read (a subset of `record`): `record` without what only the file needs.
     pub view_record: Selection,
-    /// `--save-trace`: the steps the file holds (every step unless `--save-steps`), recorded
-    /// whatever `--steps`, `--layer` and `--head` print.
+    /// `--save-trace`'s steps (all, or `--save-steps`), whatever `--steps` etc. print.
     pub save: Option<Selection>,
     /// `--focus`: the position of the token whose attention is walked through.
     pub focus: Option<usize>,
@@ -86,17 +85,8 @@ impl Plan {
         }
         drawing_fits(settings, cfg, tokens.len())?;
         let interventions = interventions(settings, cfg, (tokens, texts))?;
-        let save = match (&settings.outputs.save_trace, &settings.outputs.save_steps) {
-            (None, _) => None,
-            (Some(_), None) => Some(Selection::default()),
-            (Some(_), Some(list)) => {
-                let steps =
-                    crate::trace::aliases::parse(list, cfg.layers).map_err(|e| rename(e, "--steps", "--save-steps"))?;
-                Some(Selection { steps: Some(steps), layer: None, head: None })
-            }
-        };
-        let view_record = record.clone();
-        let record = save.as_ref().map_or_else(|| record.clone(), |s| record.union(s));
+        let save = super::outputs::save_selection(&settings.outputs, cfg.layers)?;
+        let (view_record, record) = (record.clone(), save.as_ref().map_or(record.clone(), |s| record.union(s)));
         Ok(Plan {
             record,
             view_record,
@@ -111,9 +101,7 @@ impl Plan {
             attribution: None,
         })
     }
-}
 
-impl Plan {
     /// For a caller that keeps every shown step and draws every head's map later (the Python
     /// API): the summary table's narrowing (record only the weights, reduce them as they come)
     /// is undone, and the weights are recorded as `--html` records them.
@@ -129,14 +117,6 @@ impl Plan {
                 steps.insert("attn.weights".to_string());
             }
         }
-    }
-}
-
-/// An error about `--steps`' list, said of the flag that gave the list.
-fn rename(e: anyhow::Error, from: &str, to: &str) -> anyhow::Error {
-    match e.downcast::<crate::error::UsageError>() {
-        Ok(u) => anyhow::Error::new(crate::error::UsageError(u.0.replacen(from, to, 1))),
-        Err(e) => e,
     }
 }
 

@@ -15,10 +15,12 @@ pub mod label;
 pub mod record;
 pub mod rows;
 pub mod schema;
+mod selection;
 pub mod steps;
 
 use crate::config::ModelConfig;
-pub use record::{Recorder, Selection, SinkFn};
+pub use record::{Recorder, SinkFn};
+pub use selection::Selection;
 
 /// One dimension name from the fixed vocabulary of TRACE.md.
 pub type Dim = &'static str;

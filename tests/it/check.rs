@@ -21,6 +21,7 @@ fn checked(args: &[&str]) -> Value {
         stderr.lines().find(|l| l.contains("check:")).unwrap_or_else(|| panic!("{args:?}: no check line: {stderr}"));
     assert!(line.starts_with("attn-trace: check: ok: "), "{line}");
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    crate::export::assert_valid(&format!("{args:?}"), &doc);
     doc["check"].clone()
 }
 

@@ -194,7 +194,19 @@ fn files_are_whole_or_absent() {
         .flat_map(|(s, h)| (0..3).map(move |_| (s.to_string(), h.to_string())))
         .map(|(s, h)| {
             std::process::Command::new(env!("CARGO_BIN_EXE_attn-trace"))
-                .args([&s, "--heads", &h, "--max-len", "12", "--steps", "weights", "--save-trace", p])
+                .args([
+                    &s,
+                    "--heads",
+                    &h,
+                    "--max-len",
+                    "12",
+                    "--steps",
+                    "weights",
+                    "--save-steps",
+                    "weights",
+                    "--save-trace",
+                    p,
+                ])
                 .stdout(std::process::Stdio::null())
                 .spawn()
                 .unwrap()
