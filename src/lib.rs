@@ -228,6 +228,7 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     let notes = |n: &[String]| output::notes(n, settings.quiet);
     let done = finish_timed(&settings, &notes, false, &mut clock)?;
     output::stdout(&done.trace, &done.views, &settings.output, done.check.as_ref(), out)?;
+    output::notes(if done.checked.is_ok() { &done.views.screen_notes[..] } else { &[] }, settings.quiet);
     clock.lap("render and write");
     clock.report();
     done.checked

@@ -61,6 +61,9 @@ pub fn render(
             if let Some(maps) = derived {
                 maps::write_tables(maps, out.precision, out.width, w)?;
             }
+            if views.default_tables {
+                summary::write_hint(true, w)?;
+            }
             write_after_tables(trace, views, out, w)
         }
         Format::Json => {

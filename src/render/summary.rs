@@ -67,12 +67,21 @@ pub fn write(
     if let Some(s) = stacks {
         write_alignment(shown, &s.alignment, width, w)?;
     }
+    write_hint(false, w)
+}
+
+/// The closing lines of a default view (no `--steps`): where every number is, and how to get
+/// the other tables. A real model's summary points to the full tables; a toy model's default
+/// view, which is every table already (`Views::default_tables`), to fewer: its example names
+/// head 0, which every model has.
+pub fn write_hint(every_table_shown: bool, w: &mut dyn Write) -> io::Result<()> {
+    let (tables, example) = if every_table_shown {
+        ("Fewer tables: --steps weights, or e.g.", "--steps weights --layer 0 --head 0")
+    } else {
+        ("Full tables: --steps all, or e.g.", "--steps weights --layer 0 --head 1")
+    };
     // Short lines, so the hint fits the narrowest --width (40).
-    writeln!(
-        w,
-        "\nEvery number: --format json.\nFull tables: --steps all, or e.g.\n  --steps weights --layer 0 --head 1"
-    )?;
-    Ok(())
+    writeln!(w, "\nEvery number: --format json.\n{tables}\n  {example}")
 }
 
 /// An encoder–decoder's alignment: each decoder token's strongest source tokens by the

@@ -5,6 +5,7 @@
 
 pub mod analysis;
 pub mod attribution;
+pub mod explain;
 pub mod focus;
 pub mod generation;
 pub mod grid;
@@ -34,6 +35,12 @@ pub struct Views {
     pub maps: Option<Maps>,
     /// The real-model summary table's numbers (tables without --steps).
     pub summary: Option<Vec<LayerLinks>>,
+    /// A toy model's tables without --steps: every step is shown, and the tables end with
+    /// how to show fewer (`render::summary::write_hint`), as a real model's summary does.
+    pub default_tables: bool,
+    /// Notes that explain what the screen shows ([`explain`]): said on stderr once the output
+    /// is written, never part of the document or the page.
+    pub screen_notes: Vec<String>,
     /// `--stats`: every recorded head's statistics.
     pub stats: Option<Vec<analysis::HeadStats>>,
     /// `--rollout`: the rollout after every layer.
@@ -187,12 +194,14 @@ fn derive_one(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
         other => other,
     };
     let summary = (out.summary && out.format == Format::Table).then(|| summary::summarize(&trace));
+    let default_tables = out.format == Format::Table && !out.summary && plan.show.steps.is_none();
     let attribution_grid = trace.attribution.as_ref().map(attribution::grid);
     let attribution = attribution::ranked(&trace);
-    let views = Views {
+    let mut views = Views {
         focus,
         maps,
         summary,
+        default_tables,
         stats,
         rollout,
         generation,
@@ -202,5 +211,6 @@ fn derive_one(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
         generation_rows,
         ..Default::default()
     };
+    views.screen_notes = explain::notes(&trace, &views, show, out);
     Ok((trace, views))
 }

@@ -192,7 +192,7 @@ fn broken_pipe_exits_quietly() {
     use std::process::{Command, Stdio};
     let bin = assert_cmd::cargo::cargo_bin("attn-trace");
     let mut child = Command::new(bin)
-        .args(["a b c d e f g h", "--d-model", "64", "--heads", "4", "--max-len", "8"])
+        .args(["a b c d e f g h", "--d-model", "64", "--heads", "4", "--max-len", "8", "--quiet"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -51,6 +51,7 @@ mod serve_compare;
 mod serve_load;
 mod steer;
 mod students;
+mod students_notes;
 mod textbook;
 mod tiles;
 mod token_text;
