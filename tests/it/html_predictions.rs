@@ -17,7 +17,7 @@ fn page_of(args: &[&str], page: &Path) -> (String, String) {
 }
 
 /// The `<tr>` of a page's table whose header cell is `<th>{pos}</th>`, from `from` on.
-fn row<'a>(page: &'a str, from: usize, pos: usize) -> &'a str {
+fn row(page: &str, from: usize, pos: usize) -> &str {
     let open = format!("<tr><th>{pos}</th>");
     let start = from + page[from..].find(&open).unwrap_or_else(|| panic!("no row {pos}"));
     &page[start..start + page[start..].find("</tr>").unwrap()]
