@@ -50,9 +50,9 @@ pub fn write(trace: &Trace, maps: &Maps, views: &Views, out: &Output, w: &mut dy
     w.write_all(s.as_bytes())
 }
 
-/// An encoder–decoder's page: its summary line, then the encoder's self-attention, the
-/// decoder's and the cross-attention, each a [`section`] of its own (suffixes `-enc`, `-dec`,
-/// `-cross`), as bertviz's three views in one page.
+/// An encoder–decoder's page: its summary line, its predictions (the decoder's, once), then
+/// the encoder's self-attention, the decoder's and the cross-attention, each a [`section`] of
+/// its own (suffixes `-enc`, `-dec`, `-cross`), as bertviz's three views in one page.
 pub fn write_stacks(
     trace: &Trace,
     pages: &[(String, Trace, Maps)],
@@ -63,12 +63,10 @@ pub fn write_stacks(
     let sentence = sentence(trace);
     let mut s = head(&sentence);
     let _ = writeln!(s, "<h1>attn-trace</h1>\n<p class=\"sentence\">{}</p>", esc(&sentence));
+    // The predictions are the decoder's, said once above the three.
+    s.push_str(&super::html_predictions::section(trace, ""));
     for ((title, seen, maps), sfx) in pages.iter().zip(["-enc", "-dec", "-cross"]) {
         let _ = writeln!(s, "<article class=\"item\">\n<h2 class=\"item\" id=\"stack{sfx}\">{}</h2>", esc(title));
-        // One stack's predictions are the decoder's, said once above the three.
-        if sfx == "-enc" {
-            s.push_str(&super::html_predictions::section(trace, ""));
-        }
         s.push_str(&section_of(seen, maps, views, out, (sfx, false))?);
         s.push_str("</article>\n");
     }

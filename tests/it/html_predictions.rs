@@ -89,3 +89,12 @@ fn a_model_without_a_head_has_no_predictions_on_its_page() {
     assert_eq!(body.matches("<tr>").count(), 1, "{table}");
     assert!(table.contains("<th>[MASK]</th>"), "{table}");
 }
+
+#[test]
+fn an_encoder_decoder_page_predicts_once_above_its_three_attentions() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["my shoes are small.", "--model", "fixtures/seq2seq/t5", "--target", "the shoes are small."];
+    let (_, page) = page_of(&args, &dir.path().join("t5.html"));
+    assert_eq!(page.matches("<h2>Next-token predictions</h2>").count(), 1);
+    assert!(page.find("id=\"predictions\"").unwrap() < page.find("<article").unwrap());
+}
