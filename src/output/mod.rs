@@ -157,7 +157,7 @@ pub fn batch_item(trace: &Trace, views: &Views, out: &Output, (index, count): (u
     let mut buf = Vec::new();
     if out.format != Format::Json {
         let sentence = trace.sentence.as_deref().unwrap_or_default();
-        buf.extend_from_slice(render::batch::title(index, count, sentence).as_bytes());
+        buf.extend_from_slice(render::batch::title(index, count, sentence, out.width).as_bytes());
     }
     render::render(trace, views, &out, None, &mut buf)?;
     Ok(buf)

@@ -32,13 +32,13 @@ pub fn write_lens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<
     let cols: Vec<String> = (0..n).map(|i| format!("{i} {}", cut(&trace.label(i), 8))).collect();
     let rows: Vec<String> = (0..layers.len()).map(|l| format!("layer {l}")).collect();
     let col_w = cells.iter().chain(&cols).map(|c| c.chars().count()).max().unwrap_or(1);
-    for (start, end) in blocks(n, col_w + 3, 9, width) {
+    for (start, end) in blocks(n, col_w + 3, table::label_cost(&rows, ""), width) {
         let mut t = vec!["logit lens".to_string(), "top-1 next token after each layer".to_string()];
         if start > 0 || end < n {
             t.push(format!("positions {start}–{} of {n}", end - 1));
         }
         title(&t, width, w)?;
-        table::emit(&table::matrix_block("", &rows, &cols, &cells, start..end), w)?;
+        table::emit(&table::matrix_block("", &rows, &cols, &cells, start..end), width, w)?;
     }
     Ok(())
 }
@@ -47,33 +47,48 @@ fn label(p: &Prediction) -> String {
     p.label().map_or(format!("#{}", p.id), |t| cut(&t, 10))
 }
 
-/// Per-head statistics, one row per layer and head.
+/// Per-head statistics, one row per layer and head; the statistics' columns split into
+/// blocks (each with the layer and head) where they do not fit the width together.
 pub fn write_stats(stats: &[HeadStats], precision: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
     let p = precision;
-    title(&["per-head statistics".to_string(), "means over queries (docs/INTERVENTIONS.md)".to_string()], width, w)?;
-    let mut t = table::new_table();
     let induction = stats.iter().any(|s| s.induction.is_some());
-    let mut header = vec!["layer", "head", "entropy", "distance", "first tok", "prev tok"];
+    let mut names = vec!["entropy", "distance", "first tok", "prev tok"];
     if induction {
-        header.push("induction");
+        names.push("induction");
     }
-    t.set_header(header);
-    for s in stats {
-        let prev = s.previous_token.map_or("—".to_string(), |x| format!("{x:.p$}"));
-        let mut row = vec![
-            s.layer.to_string(),
-            s.head.to_string(),
-            format!("{:.p$}", s.entropy),
-            format!("{:.p$}", s.mean_distance),
-            format!("{:.p$}", s.first_token),
-            prev,
-        ];
-        if let Some(x) = s.induction {
-            row.push(format!("{x:.p$}"));
+    let rows: Vec<Vec<String>> = stats
+        .iter()
+        .map(|s| {
+            let mut row = vec![
+                format!("{:.p$}", s.entropy),
+                format!("{:.p$}", s.mean_distance),
+                format!("{:.p$}", s.first_token),
+                s.previous_token.map_or("—".to_string(), |x| format!("{x:.p$}")),
+            ];
+            row.extend(s.induction.map(|x| format!("{x:.p$}")));
+            row
+        })
+        .collect();
+    let col_w: Vec<usize> = (0..names.len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).chain([names[c].len()]).max().unwrap_or(1))
+        .collect();
+    // The layer and head columns come first in every block: " layer │ head " before the rule.
+    let keys = " layer ┆ head ".chars().count();
+    let parts = table::column_blocks(&col_w, keys - 1, width);
+    for (i, &(start, end)) in parts.iter().enumerate() {
+        let mut t = vec!["per-head statistics".to_string(), "means over queries (docs/INTERVENTIONS.md)".to_string()];
+        if parts.len() > 1 {
+            t.push(format!("part {} of {}", i + 1, parts.len()));
         }
-        t.add_row(row);
+        title(&t, width, w)?;
+        let mut tab = table::new_table();
+        tab.set_header([&["layer", "head"][..], &names[start..end]].concat());
+        for (s, row) in stats.iter().zip(&rows) {
+            tab.add_row([vec![s.layer.to_string(), s.head.to_string()], row[start..end].to_vec()].concat());
+        }
+        table::emit(&tab, width, w)?;
     }
-    table::emit(&t, w)
+    Ok(())
 }
 
 /// The rollout after the last layer.
@@ -94,15 +109,14 @@ pub fn write_rollout(
     let rows: Vec<String> = (0..n).map(|i| format!("{i} {}", labels[i])).collect();
     let cells: Vec<String> = values.iter().map(|v| format!("{v:.precision$}")).collect();
     let col_w = cells.iter().chain(&labels).map(|c| c.chars().count()).max().unwrap_or(1);
-    let label_w = rows.iter().map(|r| r.chars().count()).max().unwrap_or(0).max(5);
-    for (start, end) in blocks(n, col_w + 3, label_w + 1, width) {
+    for (start, end) in blocks(n, col_w + 3, table::label_cost(&rows, "q \\ k"), width) {
         let mut t = vec![format!("rollout to layer {layer}")];
         if start > 0 || end < n {
             t.push(format!("columns {start}–{} of {n}", end - 1));
         }
         t.push(format!("[query_pos × key_pos = {n} × {n}]"));
         title(&t, width, w)?;
-        table::emit(&table::matrix_block("q \\ k", &rows, &labels, &cells, start..end), w)?;
+        table::emit(&table::matrix_block("q \\ k", &rows, &labels, &cells, start..end), width, w)?;
     }
     Ok(())
 }
@@ -230,7 +244,7 @@ pub fn write_patching(
         writeln!(w, "{line}")?;
     }
     let col_w = cells.iter().chain(&cols).map(|c| c.chars().count()).max().unwrap_or(1);
-    for (start, end) in blocks(count, col_w + 3, 9, width) {
+    for (start, end) in blocks(count, col_w + 3, table::label_cost(&rows, ""), width) {
         let mut t = vec![match sweep.method {
             Method::Exact => "patching effect".to_string(),
             Method::Attribution => crate::views::patching::ATTRIBUTION_TITLE.to_string(),
@@ -240,7 +254,7 @@ pub fn write_patching(
             t.push(format!("columns {start}–{} of {count}", end - 1));
         }
         title(&t, width, w)?;
-        table::emit(&table::matrix_block("", &rows, &cols, &cells, start..end), w)?;
+        table::emit(&table::matrix_block("", &rows, &cols, &cells, start..end), width, w)?;
     }
     Ok(())
 }

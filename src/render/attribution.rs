@@ -6,7 +6,7 @@
 
 use super::numbers::{f64_json, fixed};
 use super::table;
-use super::text::{cut, wrap_words};
+use super::text::{cut, header, wrap_words};
 use crate::trace::attribution::{Answer, Attribution, SUM_TOLERANCE};
 use crate::views::attribution::{metric, Ranked};
 use std::io::{self, Write};
@@ -57,28 +57,38 @@ pub fn write(a: &Attribution, r: &Ranked, precision: usize, width: usize, w: &mu
     }
     let shown = r.terms.len().min(TOP);
     writeln!(w, "\ntop {shown} of {} terms, largest first", r.terms.len())?;
+    let values: Vec<String> = r.terms.iter().take(TOP).map(|(_, v)| signed(*v, p)).collect();
+    let value_w = values.iter().map(|v| v.chars().count()).max().unwrap_or(0).max("logit".len());
+    // A term's id gets what the rank and logit columns leave (ids name layers and parts).
+    let room = table::room(&["rank".len(), value_w], width, 8);
     let mut t = table::new_table();
     t.set_header(vec!["rank", "term", "logit"]);
-    for (i, (id, v)) in r.terms.iter().take(TOP).enumerate() {
-        t.add_row(vec![(i + 1).to_string(), id.clone(), signed(*v, p)]);
+    for (i, ((id, _), value)) in r.terms.iter().take(TOP).zip(values).enumerate() {
+        t.add_row(vec![(i + 1).to_string(), cut(id, room), value]);
     }
-    table::emit(&t, w)?;
+    table::emit(&t, width, w)?;
     if r.sources.is_empty() {
         return Ok(());
     }
     let shown = r.sources.len().min(TOP);
-    writeln!(
-        w,
-        "\ntop {shown} of {} sources: a head's term split by the token it read, largest first",
-        r.sources.len()
-    )?;
-    let mut t = table::new_table();
-    t.set_header(vec!["rank", "layer", "head", "source token", "logit"]);
-    for (i, s) in r.sources.iter().take(TOP).enumerate() {
-        let source = format!("{} {}", s.key, cut(&s.label, 16));
-        t.add_row(vec![(i + 1).to_string(), s.layer.to_string(), s.head.to_string(), source, signed(s.value, p)]);
+    writeln!(w)?;
+    let what =
+        format!("top {shown} of {} sources: a head's term split by the token it read, largest first", r.sources.len());
+    for line in wrap_words(&what, width, "  ") {
+        writeln!(w, "{line}")?;
     }
-    table::emit(&t, w)
+    let values: Vec<String> = r.sources.iter().take(TOP).map(|s| signed(s.value, p)).collect();
+    let value_w = values.iter().map(|v| v.chars().count()).max().unwrap_or(0).max("logit".len());
+    // The source token's label gets what the other columns leave, up to 16.
+    let room = table::room(&["rank".len(), "layer".len(), "head".len(), value_w], width, 8);
+    let mut t = table::new_table();
+    t.set_header(vec!["rank".into(), "layer".into(), "head".into(), header("source token", room), "logit".into()]);
+    for (i, (s, value)) in r.sources.iter().take(TOP).zip(values).enumerate() {
+        let key = s.key.to_string();
+        let source = format!("{key} {}", cut(&s.label, room.saturating_sub(key.len() + 1).clamp(4, 16)));
+        t.add_row(vec![(i + 1).to_string(), s.layer.to_string(), s.head.to_string(), source, value]);
+    }
+    table::emit(&t, width, w)
 }
 
 fn answer_json(a: &Answer) -> String {

@@ -7,10 +7,12 @@
 use crate::settings::Format;
 use std::io::{self, Write};
 
-/// The line above one sentence's tables, e.g. `== sentence 2 of 3: my feet are big ==`.
-pub fn title(index: usize, count: usize, sentence: &str) -> String {
-    let sentence = super::text::printable(sentence);
-    format!("== sentence {} of {count}: {sentence} ==\n\n", index + 1)
+/// The line above one sentence's tables, e.g. `== sentence 2 of 3: my feet are big ==`, its
+/// words wrapped to `width` where the sentence is longer than a line.
+pub fn title(index: usize, count: usize, sentence: &str, width: usize) -> String {
+    let line = format!("== sentence {} of {count}: {sentence} ==", index + 1);
+    let lines = super::text::wrap_words(&line, width, "   ");
+    format!("{}\n\n", lines.join("\n"))
 }
 
 /// One document on one line: the JSON writer's line breaks and the indentation after them

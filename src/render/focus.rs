@@ -274,7 +274,7 @@ fn columns<S: AsRef<str>>(
             t.add_row(row);
         }
         align(&mut t, end - start + 1);
-        table::emit(&t, w)?;
+        table::emit(&t, width, w)?;
         start = end;
     }
     Ok(())

@@ -6,10 +6,10 @@
 use super::numbers::{f32_json, f64_json};
 use super::predictions::prediction_json;
 use super::table;
-use super::text::{cut, printable, wrap_words};
+use super::text::{cut, fill, header, printable, wrap_words};
 use crate::config::Strategy;
 use crate::trace::generation::Generation;
-use crate::trace::{Prediction, Trace};
+use crate::trace::Trace;
 use crate::views::generation::TokenSources;
 use std::io::{self, Write};
 
@@ -34,37 +34,82 @@ pub fn write(trace: &Trace, sources: Option<&[TokenSources]>, width: usize, w: &
         writeln!(w, "{line}")?;
     }
     let prompt = trace.sentence.as_deref().unwrap_or_default();
-    for line in wrap_words(&format!("{}⟦{}⟧", printable(prompt), printable(&g.text)), width, "  ") {
-        writeln!(w, "  {line}")?;
-    }
+    indented(&format!("{}⟦{}⟧", printable(prompt), printable(&g.text)), width, w)?;
     if let Some(b) = &g.baseline {
         write_baseline(g, b, width, w)?;
     }
-    let labels = crate::views::generation::labels(trace);
-    let mut t = table::new_table();
-    t.set_header(vec![
-        "pos",
-        "token",
-        "prob",
-        "runner-up tokens",
-        "looked at most (mean over layers and heads; not the first token)",
-    ]);
-    let room = width.saturating_sub(6 + 14 + 8 + 4) / 2;
-    for (i, tok) in g.tokens.iter().enumerate() {
-        let others: Vec<&Prediction> = tok.candidates.iter().filter(|c| c.id != tok.chosen.id).collect();
-        let runner = fit(others.iter().map(|p| format!("{} {:.2}", super::predictions::label(p), p.prob)), room);
-        let looked = sources.and_then(|s| s.get(i)).map_or(String::new(), |s| {
-            fit(s.overall.iter().map(|&(k, v)| format!("{}@{k} {v:.2}", cut(&labels[k], 12))), room)
-        });
-        t.add_row(vec![
-            tok.position.to_string(),
-            super::predictions::label(&tok.chosen),
-            format!("{:.3}", tok.chosen.prob),
-            runner,
-            looked,
-        ]);
+    if sources.is_some() {
+        let rule = "looked at most: the earlier tokens (label@position) its step's attention weighed most, mean \
+                    over layers and heads, not the first token";
+        for line in wrap_words(rule, width, "  ") {
+            writeln!(w, "{line}")?;
+        }
     }
-    table::emit(&t, w)
+    write_table(trace, sources, width, w)
+}
+
+/// One row per generated token: its position, label and probability, every runner-up and
+/// (with `sources`) the tokens its step looked at most, each cell on as many lines as the
+/// width needs; where the two lists would get less than [`NARROW`] columns each, they are
+/// two tables, one after the other.
+fn write_table(trace: &Trace, sources: Option<&[TokenSources]>, width: usize, w: &mut dyn Write) -> io::Result<()> {
+    let Some(g) = &trace.generation else { return Ok(()) };
+    let labels = crate::views::generation::labels(trace);
+    let chosen: Vec<String> = g.tokens.iter().map(|t| super::predictions::label(&t.chosen)).collect();
+    let pos_w = g.tokens.last().map_or(1, |t| t.position.to_string().len()).max("pos".len());
+    let token_w = chosen.iter().map(|c| c.chars().count()).max().unwrap_or(0).max("token".len());
+    let fixed = [pos_w, token_w, "0.000".len()];
+    // What `n` lists side by side each get of what the other columns leave.
+    let room = |n: usize| (table::room(&fixed, width, 0) + table::CELL_COST).saturating_sub(n * table::CELL_COST) / n;
+    let parts: Vec<Vec<usize>> = match sources {
+        None => vec![vec![0]],
+        Some(_) if room(2) >= NARROW => vec![vec![0, 1]],
+        Some(_) => vec![vec![0], vec![1]],
+    };
+    for (n, part) in parts.into_iter().enumerate() {
+        if n > 0 {
+            writeln!(w)?;
+        }
+        let room = room(part.len()).max(8);
+        let names = ["runner-up tokens", "looked at most"];
+        let mut t = table::new_table();
+        let mut header_row = vec!["pos".to_string(), "token".to_string(), "prob".to_string()];
+        header_row.extend(part.iter().map(|&c| header(names[c], room)));
+        t.set_header(header_row);
+        for (i, (tok, label)) in g.tokens.iter().zip(&chosen).enumerate() {
+            let mut row = vec![tok.position.to_string(), label.clone(), format!("{:.3}", tok.chosen.prob)];
+            for &c in &part {
+                row.push(if c == 0 {
+                    let others = tok.candidates.iter().filter(|c| c.id != tok.chosen.id);
+                    fill(others.map(|p| super::predictions::item(p, room)), room)
+                } else {
+                    let looked = sources.and_then(|s| s.get(i)).map_or(&[][..], |s| &s.overall[..]);
+                    fill(looked.iter().map(|&(k, v)| source(&labels[k], k, v, room)), room)
+                });
+            }
+            t.add_row(row);
+        }
+        table::emit(&t, width, w)?;
+    }
+    Ok(())
+}
+
+/// The fewest columns a list of runner-ups or sources gets beside the other (`·France@3 0.08`).
+const NARROW: usize = 14;
+
+/// A source as a cell shows it, `·France@3 0.08`, its label cut shorter where `room` is too
+/// narrow for the whole, so that the position and the weight always show.
+fn source(label: &str, k: usize, v: f32, room: usize) -> String {
+    let tail = format!("@{k} {v:.2}");
+    format!("{}{tail}", cut(label, room.saturating_sub(tail.chars().count()).clamp(4, 12)))
+}
+
+/// `text` wrapped under a two-space indent (its later lines under four), within `width`.
+fn indented(text: &str, width: usize, w: &mut dyn Write) -> io::Result<()> {
+    for line in wrap_words(text, width.saturating_sub(2), "  ") {
+        writeln!(w, "  {line}")?;
+    }
+    Ok(())
 }
 
 /// `--baseline`'s lines: the text without the interventions and where the two part.
@@ -75,9 +120,7 @@ fn write_baseline(
     w: &mut dyn Write,
 ) -> io::Result<()> {
     writeln!(w, "without the interventions:")?;
-    for line in wrap_words(&format!("⟦{}⟧", printable(&b.text)), width, "  ") {
-        writeln!(w, "  {line}")?;
-    }
+    indented(&format!("⟦{}⟧", printable(&b.text)), width, w)?;
     let line = match b.parted_at {
         Some(i) => format!(
             "they part at generated token {} (position {}): {} instead of {}, to which the intervened run gave \
@@ -94,20 +137,6 @@ fn write_baseline(
         writeln!(w, "{l}")?;
     }
     Ok(())
-}
-
-/// Items joined by two spaces, as many as fit in `room` characters.
-fn fit(items: impl Iterator<Item = String>, room: usize) -> String {
-    let mut cell = String::new();
-    for item in items {
-        let sep = if cell.is_empty() { "" } else { "  " };
-        if !cell.is_empty() && cell.chars().count() + sep.len() + item.chars().count() > room {
-            break;
-        }
-        cell.push_str(sep);
-        cell.push_str(&item);
-    }
-    cell
 }
 
 /// The `generation` object: see docs/OUTPUT.md, "Generation".

@@ -1,5 +1,7 @@
 //! `--html FILE`: the trace as one self-contained page (inline CSS and JavaScript, no network
-//! fetches; it works from disk). With `--generate`, first the generation view
+//! fetches; it works from disk). A language model's predictions come first
+//! (html_predictions.rs: the terminal's next-token table, and a generation's tokens with their
+//! runner-ups). With `--generate`, then the generation view
 //! (html_generation.rs: the text as tokens, each generated one showing what its step attended
 //! to). Then every layer × head as a small map (one pixel per
 //! weight; a click opens it in the large view); then the attention maps: a layer menu and a
@@ -48,9 +50,9 @@ pub fn write(trace: &Trace, maps: &Maps, views: &Views, out: &Output, w: &mut dy
     w.write_all(s.as_bytes())
 }
 
-/// An encoder–decoder's page: its summary line, then the encoder's self-attention, the
-/// decoder's and the cross-attention, each a [`section`] of its own (suffixes `-enc`, `-dec`,
-/// `-cross`), as bertviz's three views in one page.
+/// An encoder–decoder's page: its summary line, its predictions (the decoder's, once), then
+/// the encoder's self-attention, the decoder's and the cross-attention, each a [`section`] of
+/// its own (suffixes `-enc`, `-dec`, `-cross`), as bertviz's three views in one page.
 pub fn write_stacks(
     trace: &Trace,
     pages: &[(String, Trace, Maps)],
@@ -61,9 +63,11 @@ pub fn write_stacks(
     let sentence = sentence(trace);
     let mut s = head(&sentence);
     let _ = writeln!(s, "<h1>attn-trace</h1>\n<p class=\"sentence\">{}</p>", esc(&sentence));
+    // The predictions are the decoder's, said once above the three.
+    s.push_str(&super::html_predictions::section(trace, ""));
     for ((title, seen, maps), sfx) in pages.iter().zip(["-enc", "-dec", "-cross"]) {
         let _ = writeln!(s, "<article class=\"item\">\n<h2 class=\"item\" id=\"stack{sfx}\">{}</h2>", esc(title));
-        s.push_str(&section(seen, maps, views, out, sfx)?);
+        s.push_str(&section_of(seen, maps, views, out, (sfx, false))?);
         s.push_str("</article>\n");
     }
     tail(&mut s);
@@ -118,15 +122,30 @@ fn tail(s: &mut String) {
     let _ = writeln!(s, "<script>\n{JS}{GEN_JS}</script>\n</body>\n</html>");
 }
 
-/// One trace's part of a page: its summary line, `--generate`'s view, the maps (every head,
+/// One trace's part of a page: its summary line, a language model's predictions, `--generate`'s view, the maps (every head,
 /// then the large view with its menus), `--patch`'s effects, the `--focus` walkthrough, the
 /// step tables, and the maps' data. Every element id ends in `sfx` ("" on a single page), so
 /// that sections of one page do not share ids; the script finds each section by its data
 /// blocks, `data{sfx}` and `gen-data{sfx}`.
 pub fn section(trace: &Trace, maps: &Maps, views: &Views, out: &Output, sfx: &str) -> io::Result<String> {
+    section_of(trace, maps, views, out, (sfx, true))
+}
+
+/// [`section`], with the predictions (what the model said, before how it attended) when
+/// `predictions` is set.
+fn section_of(
+    trace: &Trace,
+    maps: &Maps,
+    views: &Views,
+    out: &Output,
+    (sfx, predictions): (&str, bool),
+) -> io::Result<String> {
     let (focus, patch) = (views.focus.as_ref(), views.patch_grid.as_ref());
     let mut s = String::new();
     let _ = writeln!(s, "<p class=\"summary\">{}</p>", esc(&super::header::summary(trace)));
+    if predictions {
+        s.push_str(&super::html_predictions::section(trace, sfx));
+    }
     if let Some(rows) = &views.generation_rows {
         s.push_str(&super::html_generation::section(trace, rows, out.precision, sfx));
     }

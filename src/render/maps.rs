@@ -60,7 +60,7 @@ pub fn write_tables(maps: &Maps, precision: usize, width: usize, w: &mut dyn Wri
             for line in wrap_parts(&title, width) {
                 writeln!(w, "{line}")?;
             }
-            table::emit(&table::matrix_block("q \\ k", &rows, &keys, &cells, start..end), w)?;
+            table::emit(&table::matrix_block("q \\ k", &rows, &keys, &cells, start..end), width, w)?;
         }
     }
     Ok(())

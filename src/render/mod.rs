@@ -11,6 +11,7 @@ pub mod header;
 pub mod heatmap;
 pub mod html;
 pub mod html_generation;
+pub mod html_predictions;
 pub mod json;
 pub mod jsonl;
 pub mod maps;

@@ -4,42 +4,60 @@
 
 use super::numbers::f32_json;
 use super::table;
-use super::text::{cut, wrap_parts};
+use super::text::{self, cut, wrap_parts};
 use crate::trace::{Prediction, Trace};
 use std::io::{self, Write};
 
-/// The table: one row per position, its token, then the predicted tokens strongest first.
+/// The table: one row per position, its token, then the predicted tokens strongest first,
+/// all `k` of them, on as many lines of the cell as the width needs.
 pub fn write(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
     let Some(rows) = &trace.predictions else { return Ok(()) };
     writeln!(w)?;
     let k = rows.first().map_or(0, |r| r.len());
-    // A masked LM predicts the [MASK] positions (every position when there is none).
+    let shown = shown(trace);
     let masked = trace.config.parts.masked_lm;
-    let shown: Vec<usize> = (0..rows.len()).filter(|&i| !masked || trace.tokens[i] == "[MASK]").collect();
-    let shown = if shown.is_empty() { (0..rows.len()).collect() } else { shown };
     let what = if masked { "masked-word predictions" } else { "next-token predictions" };
     let title = [what.to_string(), format!("top {k} per position, each with its probability")];
     for line in wrap_parts(&title, width) {
         writeln!(w, "{line}")?;
     }
-    let mut t = table::new_table();
-    t.set_header(vec!["pos", "token", if masked { "most likely fillers" } else { "most likely next tokens" }]);
+    let tokens: Vec<String> = shown.iter().map(|&i| cut(&trace.label(i), 12)).collect();
+    let pos_w = shown.last().map_or(1, |i| i.to_string().len()).max("pos".len());
+    let token_w = tokens.iter().map(|t| t.chars().count()).max().unwrap_or(0).max("token".len());
     // The predictions column gets what the position and token columns leave of the width.
-    let room = width.saturating_sub(6 + 14 + 4);
-    for (i, row) in rows.iter().enumerate().filter(|(i, _)| shown.contains(i)) {
-        let mut cell = String::new();
-        for p in row {
-            let item = format!("{} {:.2}", label(p), p.prob);
-            let sep = if cell.is_empty() { "" } else { "  " };
-            if cell.chars().count() + sep.len() + item.chars().count() > room {
-                break;
-            }
-            cell.push_str(sep);
-            cell.push_str(&item);
-        }
-        t.add_row(vec![i.to_string(), cut(&trace.label(i), 12), cell]);
+    let room = table::room(&[pos_w, token_w], width, 8);
+    let mut t = table::new_table();
+    let header = if masked { "most likely fillers" } else { "most likely next tokens" };
+    t.set_header(vec!["pos".to_string(), "token".to_string(), text::header(header, room)]);
+    for (&i, token) in shown.iter().zip(tokens) {
+        t.add_row(vec![i.to_string(), token, text::fill(rows[i].iter().map(|p| item(p, room)), room)]);
     }
-    table::emit(&t, w)
+    table::emit(&t, width, w)
+}
+
+/// The positions the table shows: a masked LM's [MASK] positions (every position when there
+/// is none), a causal LM's every position.
+pub fn shown(trace: &Trace) -> Vec<usize> {
+    let n = trace.predictions.as_ref().map_or(0, |r| r.len());
+    let masked = trace.config.parts.masked_lm;
+    let shown: Vec<usize> = (0..n).filter(|&i| !masked || trace.tokens[i] == "[MASK]").collect();
+    if shown.is_empty() {
+        (0..n).collect()
+    } else {
+        shown
+    }
+}
+
+/// A prediction as a cell shows it, `·Paris 0.77`, its label cut shorter where `room` is too
+/// narrow for the whole, so that the probability always shows.
+pub(super) fn item(p: &Prediction, room: usize) -> String {
+    let prob = format!("{:.2}", p.prob);
+    let most = room.saturating_sub(prob.len() + 1).clamp(4, 14);
+    let label = match p.label() {
+        Some(t) => cut(&t, most),
+        None => format!("#{}", p.id),
+    };
+    format!("{label} {prob}")
 }
 
 /// A predicted token as the tables show it: its label cut to 14 columns, else `#id`.

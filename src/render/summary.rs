@@ -5,7 +5,7 @@
 //! `--steps` brings back the full tables; JSON always holds every number.
 
 use super::table;
-use super::text::{cut, wrap_parts};
+use super::text::{cut, fill, header, line, wrap_parts};
 use crate::trace::Trace;
 use crate::views::stacks::{Aligned, Stacks};
 use crate::views::summary::{HeadLinks, LayerLinks, Routing};
@@ -28,7 +28,7 @@ pub fn write(
     let label = |i: usize| format!("{}({i})", cut(&trace.label(i), 10));
     let key = |i: usize| format!("{}({i})", cut(&trace.key_label(i), 10));
     // The links column gets what the head and markers columns leave of the width.
-    let room = width.saturating_sub(6 + 10 + 3);
+    let room = table::room(&["head".len(), "markers".len()], width, 8);
     for LayerLinks { layer, heads, marker, routing } in summary {
         writeln!(w)?;
         let title =
@@ -39,27 +39,18 @@ pub fn write(
         let mut t = table::new_table();
         // BERT's column keeps its name; a decoder's says which token it measures.
         t.set_header(vec![
-            "head",
-            "strongest links between words",
-            if *marker == "markers" { "markers" } else { "pos 0" },
+            "head".to_string(),
+            header("strongest links between words", room),
+            (if *marker == "markers" { "markers" } else { "pos 0" }).to_string(),
         ]);
         for HeadLinks { head: h, links: top, on_markers } in heads {
-            let mut links = String::new();
-            for &(q, k, v) in top {
-                let link = format!("{}→{} {v:.2}", label(q), key(k));
-                let sep = if links.is_empty() { "" } else { "  " };
-                if links.chars().count() + sep.len() + link.chars().count() > room {
-                    break;
-                }
-                links.push_str(sep);
-                links.push_str(&link);
-            }
-            t.add_row(vec![h.to_string(), links, format!("{on_markers:.2}")]);
+            let links: Vec<String> = top.iter().map(|&(q, k, v)| format!("{}→{} {v:.2}", label(q), key(k))).collect();
+            t.add_row(vec![h.to_string(), line(&links, room), format!("{on_markers:.2}")]);
         }
         if let Some(col) = t.column_mut(2) {
             col.set_cell_alignment(CellAlignment::Right);
         }
-        table::emit(&t, w)?;
+        table::emit(&t, width, w)?;
         if let Some(routing) = routing {
             write_routing(*layer, routing, &label, width, w)?;
         }
@@ -98,14 +89,17 @@ fn write_alignment(trace: &Trace, rows: &[Aligned], width: usize, w: &mut dyn Wr
     for line in wrap_parts(&title, width) {
         writeln!(w, "{line}")?;
     }
+    let tokens: Vec<String> =
+        rows.iter().map(|a| format!("{}({})", cut(&trace.label(a.position), 10), a.position)).collect();
+    let token_w = tokens.iter().map(|t| t.chars().count()).max().unwrap_or(0).max("decoder token".len());
+    let room = table::room(&[token_w], width, 8);
     let mut t = table::new_table();
-    t.set_header(vec!["decoder token", "source tokens (mean weight)"]);
-    for a in rows {
-        let sources: Vec<String> =
-            a.sources.iter().map(|&(k, v)| format!("{}({k}) {v:.2}", cut(&trace.key_label(k), 10))).collect();
-        t.add_row(vec![format!("{}({})", cut(&trace.label(a.position), 10), a.position), sources.join("  ")]);
+    t.set_header(vec!["decoder token".to_string(), header("source tokens (mean weight)", room)]);
+    for (a, token) in rows.iter().zip(tokens) {
+        let sources = a.sources.iter().map(|&(k, v)| format!("{}({k}) {v:.2}", cut(&trace.key_label(k), 10)));
+        t.add_row(vec![token, fill(sources, room)]);
     }
-    table::emit(&t, w)
+    table::emit(&t, width, w)
 }
 
 /// The alignment as JSON: per decoder position, its strongest source positions with their
@@ -139,22 +133,13 @@ fn write_routing(
     for line in wrap_parts(&title, width) {
         writeln!(w, "{line}")?;
     }
-    let room = width.saturating_sub(16 + 3);
+    let tokens: Vec<String> = (0..routing.len()).map(label).collect();
+    let room = table::room(&[tokens.iter().map(|t| t.chars().count()).max().unwrap_or(0).max(5)], width, 8);
     let mut t = table::new_table();
     t.set_header(vec!["token", "experts"]);
-    for (pos, experts) in routing.iter().enumerate() {
-        let mut cell = String::new();
-        for (i, &(e, weight)) in experts.iter().enumerate() {
-            let item = format!("{e}:{weight:.2}");
-            let sep = if cell.is_empty() { "" } else { "  " };
-            if cell.chars().count() + sep.len() + item.chars().count() > room {
-                cell.push_str(&format!(" +{}", experts.len() - i));
-                break;
-            }
-            cell.push_str(sep);
-            cell.push_str(&item);
-        }
-        t.add_row(vec![label(pos), cell]);
+    for (experts, token) in routing.iter().zip(tokens) {
+        let items: Vec<String> = experts.iter().map(|&(e, weight)| format!("{e}:{weight:.2}")).collect();
+        t.add_row(vec![token, line(&items, room)]);
     }
-    table::emit(&t, w)
+    table::emit(&t, width, w)
 }

@@ -64,7 +64,11 @@ fn stack_labels<'a>(
 /// `--params`: each parameter as a table (`[out, in]` as `nn.Linear` stores it; rows and
 /// columns numbered), under a heading that says how they are applied.
 pub fn write_params(params: &[Step], precision: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
-    writeln!(w, "\nparameters · as nn.Linear stores them, [out × in]: q = x·W_Qᵀ + b_Q, and so on")?;
+    writeln!(w)?;
+    let title = "parameters · as nn.Linear stores them, [out × in]: q = x·W_Qᵀ + b_Q, and so on";
+    for line in wrap_words(title, width, "  ") {
+        writeln!(w, "{line}")?;
+    }
     for p in params {
         write_tensor(p, (&[], &[]), precision, width, w)?;
     }
@@ -94,8 +98,15 @@ pub fn new_table() -> Table {
 }
 
 pub fn write_tokens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
-    // pos and id columns take at most 16 columns; the token gets the rest (JSON has it whole).
-    let max_token = width.saturating_sub(16).max(MAX_LABEL);
+    // The token gets what the pos, id and type columns leave (JSON has it whole).
+    let digits = |n: usize| n.to_string().len();
+    let largest = |ids: Option<&Vec<u32>>| ids.and_then(|v| v.iter().max().copied()).map_or(2, |m| digits(m as usize));
+    let pos_w = digits(trace.tokens.len().max(trace.keys.as_ref().map_or(0, |k| k.tokens.len()))).max(3);
+    let id_w = largest(trace.token_ids.as_ref()).max(largest(trace.keys.as_ref().and_then(|k| k.ids.as_ref())));
+    let mut others = vec![pos_w];
+    others.extend(trace.token_ids.as_ref().map(|_| id_w));
+    others.extend(trace.token_type_ids.as_ref().map(|_| "type".len()));
+    let max_token = room(&others, width, MAX_LABEL);
     // An encoder–decoder's source tokens (the encoder's) come first.
     if let Some(source) = trace.keys.as_ref().filter(|_| trace.config.parts.seq2seq.is_some()) {
         writeln!(w, "\nsource tokens (the encoder's) [pos = {}]", source.tokens.len())?;
@@ -105,7 +116,7 @@ pub fn write_tokens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Resul
             let id = source.ids.as_ref().and_then(|ids| ids.get(i)).map_or(String::new(), |d| d.to_string());
             t.add_row(vec![i.to_string(), cut(label, max_token), id]);
         }
-        emit(&t, w)?;
+        emit(&t, width, w)?;
         write!(w, "\ndecoder ")?;
     } else {
         writeln!(w)?;
@@ -133,7 +144,7 @@ pub fn write_tokens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Resul
         }
         t.add_row(row);
     }
-    emit(&t, w)
+    emit(&t, width, w)
 }
 
 /// Columns `cols` of a row-major matrix of formatted `cells` as a table: a header of column
@@ -166,12 +177,39 @@ pub fn matrix_block(
     t
 }
 
-/// Writes a table without trailing spaces on its lines.
-pub fn emit(t: &Table, w: &mut dyn Write) -> io::Result<()> {
+/// Writes a table without trailing spaces on its lines, none wider than `width`: every table
+/// sizes its cells to fit (or splits into column blocks), and a line that still would not
+/// (a cell no table can narrow, at the narrowest widths) is cut with `…` at the edge, so
+/// that nothing is lost unmarked.
+pub fn emit(t: &Table, width: usize, w: &mut dyn Write) -> io::Result<()> {
     for line in t.to_string().lines() {
-        writeln!(w, "{}", line.trim_end())?;
+        let line = line.trim_end();
+        if line.chars().count() > width {
+            writeln!(w, "{}", cut(line, width))?;
+        } else {
+            writeln!(w, "{line}")?;
+        }
     }
     Ok(())
+}
+
+/// The columns a table's column takes besides its content: a space either side and the
+/// rule before it (the first column has no rule, and its left space is dropped where
+/// `new_table`'s callers set its padding to `(0, 1)`).
+pub const CELL_COST: usize = 3;
+
+/// What is left of `width` for one column's content once the other columns, `widths` (their
+/// contents' widths), are laid out with [`CELL_COST`] each; at least `least`.
+pub fn room(widths: &[usize], width: usize, least: usize) -> usize {
+    // The column itself costs its spaces and a rule, and the first column has no rule.
+    let used: usize = widths.iter().map(|w| w + CELL_COST).sum::<usize>() + CELL_COST - 1;
+    width.saturating_sub(used).max(least)
+}
+
+/// What a [`matrix_block`]'s label column costs: its widest label (or `corner`) and the
+/// space after it.
+pub fn label_cost(rows: &[String], corner: &str) -> usize {
+    rows.iter().map(|r| r.chars().count()).chain([corner.chars().count()]).max().unwrap_or(0) + 1
 }
 
 /// Formats one value the way the table shows it.
@@ -251,7 +289,7 @@ fn write_tensor(
                 Some(&"out") => "out",
                 _ => "pos",
             };
-            emit(&matrix_block(corner, &row_labels, &col_labels, block, start..end), w)?;
+            emit(&matrix_block(corner, &row_labels, &col_labels, block, start..end), width, w)?;
         }
     }
     Ok(())
@@ -268,7 +306,7 @@ fn label(labels: &[String], r: usize) -> String {
 /// a space either side and the rule before it; the label column has one space after it.
 /// When a split is needed, the blocks are as even as the widths allow (8 columns that need
 /// two blocks become 4 + 4, not 7 + 1).
-fn column_blocks(col_w: &[usize], label_w: usize, width: usize) -> Vec<(usize, usize)> {
+pub fn column_blocks(col_w: &[usize], label_w: usize, width: usize) -> Vec<(usize, usize)> {
     let greedy = fill_blocks(col_w, label_w, width, usize::MAX);
     if greedy.len() < 2 {
         return greedy;

@@ -62,6 +62,57 @@ pub fn wrap_words(text: &str, width: usize, indent: &str) -> Vec<String> {
     lines
 }
 
+/// Items joined by two spaces, as many to a line as fit `room` columns, the lines joined by
+/// `\n` (a table cell of several lines): every item is shown, and none is broken between
+/// lines; only an item wider than a whole line is [`cut`] (with `…`) to fit it.
+pub fn fill(items: impl IntoIterator<Item = String>, room: usize) -> String {
+    let room = room.max(1);
+    let mut lines: Vec<String> = Vec::new();
+    for item in items {
+        let item = if item.chars().count() > room { cut(&item, room) } else { item };
+        match lines.last_mut() {
+            Some(cur) if cur.chars().count() + 2 + item.chars().count() <= room => {
+                cur.push_str("  ");
+                cur.push_str(&item);
+            }
+            _ => lines.push(item),
+        }
+    }
+    lines.join("\n")
+}
+
+/// Items joined by two spaces on one line of at most `room` columns: as many as fit, then
+/// ` +N`, the number left out, so that a cut is never silent (a first item wider than the
+/// line is [`cut`] with `…`). For cells that stay one line, such as a summary's rows.
+pub fn line(items: &[String], room: usize) -> String {
+    let mut cell = String::new();
+    for (i, item) in items.iter().enumerate() {
+        let sep = if cell.is_empty() { 0 } else { 2 };
+        let later = items.len() - i - 1;
+        // Room is kept for the mark that later items would need.
+        let mark = if later > 0 { format!(" +{later}").len() } else { 0 };
+        let used = cell.chars().count();
+        if used + sep + item.chars().count() + mark > room {
+            if cell.is_empty() {
+                // The first item, cut: only the later ones are left out.
+                let left = if later > 0 { format!(" +{later}") } else { String::new() };
+                return format!("{}{left}", cut(item, room.saturating_sub(left.len()).max(1)));
+            }
+            cell.push_str(&format!(" +{}", items.len() - i));
+            return cell;
+        }
+        cell.push_str(&"  "[..sep]);
+        cell.push_str(item);
+    }
+    cell
+}
+
+/// A column header broken into lines of at most `room` columns (at spaces where it can be),
+/// so that a long header does not make its column wider than the cells leave it.
+pub fn header(text: &str, room: usize) -> String {
+    wrap_words(text, room.max(1), "").join("\n")
+}
+
 /// Splits `cols` equal `slot`-wide columns after a `fixed`-wide label into blocks that fit,
 /// as even as they can be (8 columns in two blocks are 4 + 4, not 7 + 1).
 pub fn blocks(cols: usize, slot: usize, fixed: usize, width: usize) -> Vec<(usize, usize)> {
@@ -205,6 +256,22 @@ mod tests {
         }
         let flat: String = lines.iter().map(|l| l.trim_start()).collect::<Vec<_>>().join("");
         assert!(flat.contains(path), "{lines:?}");
+    }
+
+    #[test]
+    fn fill_keeps_every_item_within_the_room() {
+        let items = ["·Paris 0.77", "·the 0.06", "·London 0.01", "·Le 0.01", "·a 0.01"].map(String::from);
+        assert_eq!(fill(items.clone(), 80), "·Paris 0.77  ·the 0.06  ·London 0.01  ·Le 0.01  ·a 0.01");
+        // 24 columns: two items to a line, every item kept whole.
+        assert_eq!(fill(items.clone(), 24), "·Paris 0.77  ·the 0.06\n·London 0.01  ·Le 0.01\n·a 0.01");
+        // An item wider than the room is cut, and says so.
+        assert_eq!(fill(["·Constantinople 0.01".to_string()], 10), "·Constant…");
+        assert_eq!(header("most likely next tokens", 12), "most likely\nnext tokens");
+        // One line: what does not fit is counted, never dropped silently.
+        let links = ["a(1)→b(2) 0.50", "c(3)→d(4) 0.25", "e(5)→f(6) 0.10"].map(String::from);
+        assert_eq!(line(&links, 80), "a(1)→b(2) 0.50  c(3)→d(4) 0.25  e(5)→f(6) 0.10");
+        assert_eq!(line(&links, 40), "a(1)→b(2) 0.50  c(3)→d(4) 0.25 +1");
+        assert_eq!(line(&links, 16), "a(1)→b(2) 0.… +2");
     }
 
     #[test]
