@@ -13,6 +13,7 @@ mod compare;
 mod decoders;
 mod determinism;
 mod diff;
+mod discoverable;
 mod experts;
 mod export;
 mod families;
