@@ -133,20 +133,22 @@ pub fn full_command() -> clap::Command {
 }
 
 /// `attn-trace help [COMMAND]`, as in cargo and git: the main command's help, or the
-/// sub-command's; an unknown one is a usage error.
+/// sub-command's; an unknown one is a usage error. clap's help sub-command always ends in an
+/// `Err`, which is the help (printed, exit 0) or the usage error.
 fn help(args: &[OsString]) -> u8 {
-    match full_command().try_get_matches_from(args) {
-        Err(e) => clap_exit(e, "attn-trace help"),
-        // clap's help sub-command ends in its help (an `Err` it prints), so this is a fallback.
-        Ok(_) => print_help(&mut full_command()),
-    }
+    full_command().try_get_matches_from(args).err().map_or(exit::OK, |e| clap_exit(e, "attn-trace help"))
 }
 
-/// Writes `cmd`'s long help to stdout: exit 0, or 1 when stdout cannot be written.
-fn print_help(cmd: &mut clap::Command) -> u8 {
-    let text = cmd.render_long_help().to_string();
-    let written = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
-    report(written.map(|()| true).map_err(|io| anyhow::Error::new(io).context("writing the help")))
+/// `--man`: the command's page, whose SUBCOMMANDS section names attn-trace-diff(1) and the
+/// others, then those pages, in one roff file.
+pub fn man(out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let full = full_command();
+    let subs = full.get_subcommands().filter(|s| s.get_name() != "help");
+    let pages = subs.map(|s| s.clone().display_name(format!("attn-trace-{}", s.get_name())));
+    for page in std::iter::once(full.clone()).chain(pages) {
+        clap_mangen::Man::new(page).render(out)?;
+    }
+    Ok(())
 }
 
 /// The exit code of a run's result, with its one-line error on stderr: `Ok(true)` is 0,

@@ -232,14 +232,7 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
         return Ok(());
     }
     if cli.man {
-        // The command's page, whose SUBCOMMANDS section names attn-trace-diff(1) and the
-        // others, then those pages, in the same file.
-        let full = command::full_command();
-        clap_mangen::Man::new(full.clone()).render(out)?;
-        for sub in full.get_subcommands().filter(|s| s.get_name() != "help") {
-            clap_mangen::Man::new(sub.clone().display_name(format!("attn-trace-{}", sub.get_name()))).render(out)?;
-        }
-        return Ok(());
+        return Ok(command::man(out)?);
     }
     let mut clock = output::Clock::new(cli.timings);
     let settings = Settings::from_cli(cli, env)?;
