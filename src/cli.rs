@@ -162,9 +162,9 @@ pub struct Cli {
     pub batch: Option<std::path::PathBuf>,
 
     // ---- real models ----
-    /// A Hugging Face model folder (config.json, weights, tokenizer.json), or ORG/NAME
-    /// already in the local Hugging Face cache. Supported: bert, gpt2, llama, qwen2, mistral, qwen3,
-    /// gemma2, gemma3_text.
+    /// A Hugging Face model folder (config.json, weights, tokenizer.json) or ORG/NAME already in
+    /// the local Hugging Face cache, a GGUF file, or ollama:NAME. (`command::main_command`
+    /// replaces this text by one that lists the model types from the registry of families.)
     #[arg(long, value_name = "DIR", help_heading = "Real models")]
     pub model: Option<String>,
     /// With --model: keep the first max_position_embeddings tokens of a longer input.
@@ -241,7 +241,7 @@ pub struct Cli {
     /// FFN hidden width [default: 2 × d_model].
     #[arg(long, value_name = "N", help_heading = "Model")]
     pub d_ff: Option<usize>,
-    /// Encoder layers [default: 1].
+    /// Layers [default: 1].
     #[arg(long, value_name = "N", help_heading = "Model")]
     pub layers: Option<usize>,
     /// Positional encoding [default: learned; none with --input].
@@ -253,7 +253,7 @@ pub struct Cli {
     /// Hide later tokens from each query (decoder-style mask).
     #[arg(long, help_heading = "Model")]
     pub causal: bool,
-    /// Factor applied to q·kᵀ [default: 1/√d_k], e.g. 0.5 to divide by √4.
+    /// Factor applied to q·kᵀ, e.g. 0.5 to divide by √4 [default: 1/√d_k].
     #[arg(long, value_name = "X", allow_negative_numbers = true, help_heading = "Model")]
     pub scale: Option<f64>,
     /// Where LayerNorm goes: after each residual sum (post) or before each sublayer (pre)
@@ -390,15 +390,15 @@ pub struct Cli {
     pub max_memory: String,
     /// Queries per tile of attention. A layer none of whose [head × query × key] steps is
     /// recorded (a summary table, --stats, a few steps of a long input) computes its scores a
-    /// tile of queries at a time and never holds them whole; the default keeps a tile's scores
-    /// near 16 MiB (every input of up to ~900 tokens on a 9-head model is one tile).
+    /// tile of queries at a time and never holds them whole [default: the rows that keep a
+    /// tile's scores near 16 MiB; every input of up to ~900 tokens on a 9-head model is one tile].
     #[arg(long, value_name = "ROWS", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Output")]
     pub query_tile: Option<u64>,
 
     // ---- views ----
     /// Walk through one token's attention, head by head: its query, its dot product with
     /// every key, the scaling, the mask, the softmax and the context vector. A number is a
-    /// position; a word must occur once. Uses --layer (default 0).
+    /// position; a word must occur once. Uses --layer (layer 0 without it).
     #[arg(long, value_name = "TOKEN|POS", help_heading = "Views")]
     pub focus: Option<String>,
     /// With --focus: write every dot product and sum out term by term, with its numbers.
@@ -423,8 +423,8 @@ pub struct Cli {
     /// (a batch: one section per sentence).
     #[arg(long, value_name = "FILE", help_heading = "Views")]
     pub html: Option<PathBuf>,
-    /// Also write an SVG attention map of --layer (default 0): --head, or every head (a batch:
-    /// one block per sentence, stacked).
+    /// Also write an SVG attention map of --layer (layer 0 without it): --head, or every head
+    /// (a batch: one block per sentence, stacked).
     #[arg(long, value_name = "FILE", help_heading = "Views")]
     pub svg: Option<PathBuf>,
 
@@ -471,9 +471,9 @@ pub struct Cli {
     #[arg(long, value_name = "L[.H]:Q->K", help_heading = "Interventions")]
     pub knockout: Vec<String>,
     /// Add a steering vector to the residual stream after layer L (activation addition):
-    /// L:FILE[@ALPHA[@FROM]], ALPHA times the vector (default 1) at every position from FROM
-    /// on (default 0). FILE: a .npy of d_model values, or one row of a step of a saved JSON
-    /// or safetensors trace, e.g. t.json#layers.3.add_norm2.sum[5]. Repeatable.
+    /// L:FILE[@ALPHA[@FROM]], ALPHA times the vector (1 when left out) at every position from
+    /// FROM on (0 when left out). FILE: a .npy of d_model values, or one row of a step of a saved
+    /// JSON or safetensors trace, e.g. t.json#layers.3.add_norm2.sum[5]. Repeatable.
     #[arg(long, value_name = "L:FILE[@ALPHA[@FROM]]", help_heading = "Interventions")]
     pub steer: Vec<String>,
     /// Build a steering vector from two prompts: the residual stream after --at-layer at A's
@@ -484,7 +484,7 @@ pub struct Cli {
     /// With --steer-from: the layer after which the vector is read and added.
     #[arg(long, value_name = "L", requires = "steer_from", help_heading = "Interventions")]
     pub at_layer: Option<usize>,
-    /// With --steer-from: the vector's coefficient (default 1).
+    /// With --steer-from: the vector's coefficient [default: 1].
     #[arg(
         long,
         value_name = "A",
@@ -501,9 +501,9 @@ pub struct Cli {
     /// previous-token score.
     #[arg(long, help_heading = "Interventions")]
     pub stats: bool,
-    /// With --stats on a language model: replace the sentence by N random tokens repeated
-    /// twice and add each head's induction score (attention from a token's second occurrence
-    /// to the token after its first).
+    /// With --stats on a language model: trace N random tokens repeated twice instead of a
+    /// sentence (none is needed) and add each head's induction score (attention from a token's
+    /// second occurrence to the token after its first).
     #[arg(long, value_name = "N", help_heading = "Interventions")]
     pub induction: Option<usize>,
     /// Attention rollout (Abnar & Zuidema 2020): heads averaged, the residual added as ½·I,
@@ -519,7 +519,7 @@ pub struct Cli {
     pub patch_what: PatchArg,
     /// How --patch computes its grid: exact (one patched run per cell) or attribution (one
     /// clean run, one corrupted run and one backward pass: the gradient's first-order
-    /// estimate of every cell; docs/INTERVENTIONS.md). Default: exact.
+    /// estimate of every cell; docs/INTERVENTIONS.md) [default: exact].
     #[arg(long, value_enum, value_name = "METHOD", help_heading = "Interventions")]
     pub patch_method: Option<PatchMethodArg>,
     /// Path patching (Wang et al. 2022): with --patch, each head's output is taken from the
@@ -547,19 +547,19 @@ pub struct Cli {
     /// --temperature, --sample-top-k, --top-p) instead of taking the most probable.
     #[arg(long, requires = "generate", help_heading = "Generation")]
     pub sample: bool,
-    /// With --sample: divide the logits by T before the softmax (default 1).
+    /// With --sample: divide the logits by T before the softmax [default: 1].
     #[arg(long, value_name = "T", requires = "sample", allow_negative_numbers = true, help_heading = "Generation")]
     pub temperature: Option<f64>,
     /// With --sample: draw from the smallest set of most probable tokens whose probability
-    /// reaches P, in (0, 1] (default 1: all).
+    /// reaches P, in (0, 1] [default: 1, all].
     #[arg(long, value_name = "P", requires = "sample", allow_negative_numbers = true, help_heading = "Generation")]
     pub top_p: Option<f64>,
-    /// With --sample: draw from the K most probable tokens only (default: all). --top-k is
-    /// the number of predictions shown.
+    /// With --sample: draw from the K most probable tokens only; --top-k is the number of
+    /// predictions shown [default: all].
     #[arg(long, value_name = "K", requires = "sample", help_heading = "Generation")]
     pub sample_top_k: Option<usize>,
     /// With --sample: the generator's seed; the same seed gives the same tokens on every run
-    /// and machine (default 0).
+    /// and machine [default: 0].
     #[arg(long, value_name = "N", requires = "sample", help_heading = "Generation")]
     pub sample_seed: Option<u64>,
     /// With --generate and an intervention (--ablate, --knockout, --ablate-expert, --steer): also
@@ -632,6 +632,17 @@ impl Env {
             memory_available: memory_available(),
         }
     }
+}
+
+/// The widest `--help` is wrapped to.
+pub const HELP_WIDTH: usize = 100;
+
+/// The width `--help` wraps to: the terminal's, at most [`HELP_WIDTH`]; [`HELP_WIDTH`] when
+/// standard output is not a terminal, so that piped help is the same bytes everywhere.
+pub fn help_width() -> usize {
+    use std::io::IsTerminal;
+    let terminal = std::io::stdout().is_terminal().then(terminal_width).flatten();
+    terminal.unwrap_or(HELP_WIDTH).min(HELP_WIDTH)
 }
 
 /// Standard output's terminal width (the `TIOCGWINSZ` ioctl), if it reports one.

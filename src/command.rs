@@ -77,14 +77,78 @@ pub fn main(args: Vec<OsString>) -> u8 {
         Some("compare") => return compare(&args[2..]),
         Some("schema") => return schema(&args[2..]),
         Some("serve") => return serve(&args[2..]),
+        Some("help") => return help(&args),
         _ => {}
     }
-    let cli = match crate::cli::Cli::try_parse_from(&args) {
+    let cli = match parse(&args) {
         Ok(cli) => cli,
+        // The help lists the sub-commands, which only the full definition knows.
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
+            return clap_exit(full_command().try_get_matches_from(&args).err().unwrap_or(e), "attn-trace --help")
+        }
         Err(e) => return clap_exit(e, "attn-trace --help"),
     };
     let env = crate::cli::Env::read();
     crate::model::pool::on_a_worker(|| report(crate::run(cli, &env, &mut std::io::stdout().lock()).map(|()| true)))
+}
+
+/// The main command's line parsed by [`main_command`], without the sub-commands: a sentence
+/// that is literally "diff" after other arguments is still a sentence.
+fn parse(args: &[OsString]) -> Result<crate::cli::Cli, clap::Error> {
+    use clap::FromArgMatches;
+    crate::cli::Cli::from_arg_matches(&main_command().try_get_matches_from(args)?)
+}
+
+/// The main command's definition: [`crate::cli::Cli`], with `--model`'s help written from the
+/// registry of families (which `cli` cannot read: it is a later stage), wrapped to
+/// [`crate::cli::help_width`].
+pub fn main_command() -> clap::Command {
+    <crate::cli::Cli as clap::CommandFactory>::command()
+        .mut_arg("model", |a| a.help(crate::sources::model_help()))
+        .term_width(crate::cli::help_width())
+}
+
+/// The whole command line: the main command and its sub-commands, which [`main`] dispatches
+/// by their first word before clap parses anything. `--help`, `attn-trace help`, `--man` and
+/// `--completions` show this definition, so the sub-commands are listed there.
+pub fn full_command() -> clap::Command {
+    use clap::CommandFactory;
+    let width = crate::cli::help_width();
+    // Each sub-command's own definition names it "attn-trace diff" for its usage line.
+    let sub =
+        |c: clap::Command, name: &'static str| c.name(name).bin_name(format!("attn-trace {name}")).term_width(width);
+    main_command()
+        // The usage shows the sub-commands as a second form, not as a word after the sentences.
+        .args_conflicts_with_subcommands(true)
+        .subcommand(sub(crate::compare::cli::command(), "compare"))
+        .subcommand(sub(crate::diff::cli::DiffCli::command(), "diff"))
+        .subcommand(sub(crate::trace::schema::SchemaCli::command(), "schema"))
+        .subcommand(sub(crate::serve::command(), "serve"))
+        .after_help(
+            "Sub-commands: attn-trace help COMMAND (or COMMAND --help) shows a sub-command's options; a \
+             sentence that is one of their names is traced with attn-trace -- NAME.\n\n\
+             Step ids and the JSON document are described in docs/OUTPUT.md, every option and the exit codes \
+             (0 ok, 1 failure, 2 usage) in docs/OPTIONS.md.",
+        )
+}
+
+/// `attn-trace help [COMMAND]`, as in cargo and git: the main command's help, or the
+/// sub-command's; an unknown one is a usage error. clap's help sub-command always ends in an
+/// `Err`, which is the help (printed, exit 0) or the usage error.
+fn help(args: &[OsString]) -> u8 {
+    full_command().try_get_matches_from(args).err().map_or(exit::OK, |e| clap_exit(e, "attn-trace help"))
+}
+
+/// `--man`: the command's page, whose SUBCOMMANDS section names attn-trace-diff(1) and the
+/// others, then those pages, in one roff file.
+pub fn man(out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let full = full_command();
+    let subs = full.get_subcommands().filter(|s| s.get_name() != "help");
+    let pages = subs.map(|s| s.clone().display_name(format!("attn-trace-{}", s.get_name())));
+    for page in std::iter::once(full.clone()).chain(pages) {
+        clap_mangen::Man::new(page).render(out)?;
+    }
+    Ok(())
 }
 
 /// The exit code of a run's result, with its one-line error on stderr: `Ok(true)` is 0,
@@ -120,7 +184,10 @@ pub fn error_line(e: &anyhow::Error) -> String {
 /// `attn-trace diff A B`: exit 0 within tolerance, 1 outside it, 2 for unusable input.
 fn diff(rest: &[OsString]) -> u8 {
     use crate::diff::cli::DiffCli;
-    let cli = match DiffCli::try_parse_from(std::iter::once("attn-trace diff".into()).chain(rest.iter().cloned())) {
+    use clap::{CommandFactory, FromArgMatches};
+    let args = std::iter::once("attn-trace diff".into()).chain(rest.iter().cloned());
+    let matches = DiffCli::command().term_width(crate::cli::help_width()).try_get_matches_from(args);
+    let cli = match matches.and_then(|m| DiffCli::from_arg_matches(&m)) {
         Ok(cli) => cli,
         Err(e) => return clap_exit(e, "attn-trace diff --help"),
     };
@@ -173,24 +240,15 @@ fn serve(rest: &[OsString]) -> u8 {
         eprintln!("attn-trace: serve: an argument is not UTF-8");
         return exit::USAGE;
     };
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("{SERVE_HELP}");
-        return exit::OK;
+    // The help comes from serve's clap definition, as `attn-trace help serve` shows it.
+    if let Some(flag) = args.iter().find(|a| *a == "--help" || *a == "-h") {
+        let cmd = crate::serve::command().bin_name("attn-trace serve").term_width(crate::cli::help_width());
+        if let Err(e) = cmd.try_get_matches_from(["attn-trace serve", flag.as_str()]) {
+            return clap_exit(e, "attn-trace serve --help");
+        }
     }
     report(serve_args(args).map(|()| true))
 }
-
-const SERVE_HELP: &str = "attn-trace serve: the model loaded once behind a local page and API (docs/SERVE.md)
-
-Usage: attn-trace serve [--port N] [--host ADDR --allow-remote] [--queue N] [MODEL FLAGS]...
-
-  --port N        the port (default 8080; 0 picks a free one)
-  --host ADDR     the address to listen on (default 127.0.0.1; another needs --allow-remote)
-  --allow-remote  listen on another address than 127.0.0.1 (anyone reaching it can run the model)
-  --queue N       most traces waiting for the model while one runs (default 4; past it: 503 busy)
-  --compare-with B  a second model: the page's \"Compare\" shows attn-trace compare's page of the
-                  server's model (A, under test) against B (the reference), docs/COMPARE.md
-  MODEL FLAGS     the main command's model flags (--model M, or the toy model's), fixed for every request";
 
 fn serve_args(args: Vec<String>) -> anyhow::Result<()> {
     use crate::error::usage;
@@ -297,8 +355,10 @@ fn refused_in_request(request: &[String], refused: &[&str]) -> Result<(), String
 
 /// `attn-trace schema`: the JSON Schema of the trace document.
 fn schema(rest: &[OsString]) -> u8 {
-    use crate::trace::schema::SchemaCli;
-    if let Err(e) = SchemaCli::try_parse_from(std::iter::once("attn-trace schema".into()).chain(rest.iter().cloned())) {
+    use clap::CommandFactory;
+    let args = std::iter::once("attn-trace schema".into()).chain(rest.iter().cloned());
+    let cmd = crate::trace::schema::SchemaCli::command().term_width(crate::cli::help_width());
+    if let Err(e) = cmd.try_get_matches_from(args) {
         return clap_exit(e, "attn-trace schema --help");
     }
     let written = crate::trace::schema::write(&mut std::io::stdout().lock());

@@ -209,13 +209,12 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     if let Some(shell) = cli.completions {
         // Into memory first: clap_complete panics when its writer fails (`> /dev/full`).
         let mut script = Vec::new();
-        clap_complete::generate(shell, &mut <cli::Cli as clap::CommandFactory>::command(), "attn-trace", &mut script);
+        clap_complete::generate(shell, &mut command::full_command(), "attn-trace", &mut script);
         out.write_all(&script)?;
         return Ok(());
     }
     if cli.man {
-        clap_mangen::Man::new(<cli::Cli as clap::CommandFactory>::command()).render(out)?;
-        return Ok(());
+        return Ok(command::man(out)?);
     }
     let mut clock = output::Clock::new(cli.timings);
     let settings = Settings::from_cli(cli, env)?;

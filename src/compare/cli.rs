@@ -112,7 +112,7 @@ pub fn command() -> clap::Command {
     for id in REFUSED {
         cmd = cmd.mut_arg(*id, |a| a.hide(true));
     }
-    cmd
+    cmd.term_width(crate::cli::help_width())
 }
 
 /// A parsed command line: the flags, the two `--model` values as given, and the refused

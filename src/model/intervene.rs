@@ -67,7 +67,11 @@ pub fn blind_note(cfg: &ModelConfig, tokens: &[String]) -> Option<String> {
     let shown: Vec<String> = rows
         .iter()
         .take(4)
-        .map(|&(l, h, q)| format!("layer {l} head {h} query {q} {}", crate::error::quote(&tokens[q])))
+        // Spelled as the tables label it (`·capital`, not `Ġcapital`).
+        .map(|&(l, h, q)| {
+            let token = crate::trace::label::label(&tokens[q], None);
+            format!("layer {l} head {h} query {q} {}", crate::error::quote(&token))
+        })
         .collect();
     let more = if rows.len() > 4 { format!(" and {} more", rows.len() - 4) } else { String::new() };
     (!rows.is_empty()).then(|| {

@@ -32,6 +32,46 @@ use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The serve command line's help, usage and completions: `command.rs` reads the arguments
+/// by hand (the model flags are the main command's, parsed by its own definition), and this
+/// definition is what `attn-trace serve --help`, `attn-trace help serve`, `--man` and
+/// `--completions` show.
+pub fn command() -> clap::Command {
+    use clap::{Arg, ArgAction};
+    let value = |id: &'static str, name: &'static str, help: &'static str| {
+        Arg::new(id).long(id).value_name(name).help(help).action(ArgAction::Set)
+    };
+    clap::Command::new("serve")
+        .about("Load the model once behind a local page and JSON API (docs/SERVE.md)")
+        .arg(value("port", "N", "The port; 0 picks a free one [default: 8080]"))
+        .arg(value(
+            "host",
+            "ADDR",
+            "The address to listen on; another than 127.0.0.1 needs --allow-remote [default: 127.0.0.1]",
+        ))
+        .arg(
+            Arg::new("allow-remote")
+                .long("allow-remote")
+                .action(ArgAction::SetTrue)
+                .help("Listen on another address than 127.0.0.1 (anyone reaching it can run the model)"),
+        )
+        .arg(value("queue", "N", "Most traces waiting for the model while one runs; past it: 503 busy [default: 4]"))
+        .arg(value(
+            "compare-with",
+            "B",
+            "A second model: the page's \"Compare\" shows attn-trace compare's page of the server's model \
+             (A, under test) against B (the reference), docs/COMPARE.md",
+        ))
+        .arg(
+            Arg::new("model flags")
+                .value_name("MODEL FLAGS")
+                .num_args(0..)
+                .trailing_var_arg(true)
+                .allow_hyphen_values(true)
+                .help("The main command's model flags (--model M, or the toy model's), fixed for every request"),
+        )
+}
+
 /// How a request's options become settings: `Err` is the command's one-line message.
 pub type Parse = dyn Fn(&[String]) -> std::result::Result<Settings, String> + Send + Sync;
 

@@ -2,7 +2,7 @@
 //! tokenizer made of the answers (the run tokenizes them, as `--metric`'s, and hands the split
 //! over: this stays pure). The result is the model's [`Request`].
 
-use super::plan::Tokenized;
+use super::answer::{one_token, Tokenized};
 use super::Settings;
 use crate::config::ModelConfig;
 use crate::error::{quote, usage};
@@ -76,14 +76,5 @@ fn last_real(cfg: &ModelConfig, n: usize) -> usize {
     match &cfg.parts.padding {
         Some(p) => p.attention_mask.iter().rposition(|&m| m == 1).unwrap_or(n - 1),
         None => n - 1,
-    }
-}
-
-/// One answer of `flag`: a single token's id, or an error that lists the tokens it is.
-pub(super) fn one_token(flag: &str, t: &str, split: &Tokenized, example: &str) -> Result<u32> {
-    let (ids, tokens) = split.as_ref().map_err(|e| usage(flag, e, "pass answers the tokenizer reads"))?;
-    match ids[..] {
-        [id] => Ok(id),
-        _ => Err(usage(flag, format!("{} is {} tokens ({}), not one", quote(t), ids.len(), tokens.join(" ")), example)),
     }
 }

@@ -7,6 +7,7 @@
 //! [`plan::Plan::new`] once the sources stage knows the model's sizes and tokens (pure too).
 
 pub mod analysis;
+mod answer;
 pub mod attribution;
 pub mod chat;
 mod format;

@@ -303,8 +303,7 @@ fn ablate_experts(list: &[(usize, usize)], cfg: &ModelConfig) -> Result<Vec<(usi
     Ok(out)
 }
 
-/// A text as the model's tokenizer split it: its ids and tokens, or the tokenizer's error.
-pub type Tokenized = std::result::Result<(Vec<u32>, Vec<String>), String>;
+pub use super::answer::Tokenized;
 
 /// What `--patch` needs of the model's tokenizer, tokenized by the run (the plan tokenizes
 /// nothing): the corrupted sentence, with the special tokens the clean one got, and
@@ -344,7 +343,7 @@ pub fn patching(
         return Err(usage("--patch", "it needs token ids", "use --model"));
     };
     if ids.len() != clean.len() {
-        let show = |t: &[String]| t.iter().map(|s| quote(s)).collect::<Vec<_>>().join(" ");
+        let show = |t: &[String]| super::answer::spelled(t).iter().map(|s| quote(s)).collect::<Vec<_>>().join(" ");
         return Err(usage(
             "--patch",
             format!(
@@ -388,13 +387,6 @@ fn answers(
 
 /// One `--metric` answer: a single token's id.
 fn answer(t: &str, split: &Tokenized) -> Result<u32> {
-    let (ids, tokens) = split.as_ref().map_err(|e| usage("--metric", e, "pass two answer tokens"))?;
-    match ids[..] {
-        [id] => Ok(id),
-        _ => Err(usage(
-            "--metric",
-            format!("{} is {} tokens ({}), not one", quote(t), ids.len(), tokens.join(" ")),
-            "pass answers that are one token each, e.g. --metric \" Paris\" \" London\"",
-        )),
-    }
+    let example = "pass answers that are one token each, e.g. --metric \" Paris\" \" London\"";
+    super::answer::one_token("--metric", t, split, example)
 }

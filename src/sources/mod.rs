@@ -207,6 +207,18 @@ pub(crate) fn stored_note(dtype: &str) -> String {
     }
 }
 
+/// `--model`'s help, written from the registry of families (`family::model_types`, the
+/// GGUF architectures they read), so that the help lists exactly what is accepted.
+pub fn model_help() -> String {
+    format!(
+        "A model: a Hugging Face folder (config.json, weights, tokenizer.json) or ORG/NAME already in \
+         the local Hugging Face cache, a GGUF file (.gguf), or ollama:NAME (a model Ollama has \
+         pulled). A folder's model_type: {}. A GGUF file's architecture: {}.",
+        family::model_types().join(", "),
+        family::gguf_archs().join(", ")
+    )
+}
+
 /// The one refusal of a model whose architecture attn-trace does not map, whether a folder's
 /// config.json or a GGUF file's metadata names it: `--model PATH: architecture "falcon"
 /// (config.json's model_type) is not supported (use a model of a supported architecture: …)`.

@@ -206,7 +206,7 @@ fn refusals() {
     let cases: &[(&[&str], &str)] = &[
         (
             &["my shoes are small", "--model", dec, "--attribute", " enormousness", " small"],
-            "\" enormousness\" is 10 tokens (Ġ en or m o u s n es s), not one",
+            "\" enormousness\" is 10 tokens (· en or m o u s n es s), not one",
         ),
         (
             &["my shoes are small", "--model", dec, "--attribute", " small", " small"],

@@ -14,6 +14,7 @@ mod compare;
 mod decoders;
 mod determinism;
 mod diff;
+mod discoverable;
 mod experts;
 mod export;
 mod families;

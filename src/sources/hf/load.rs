@@ -243,12 +243,11 @@ pub fn decoder_loaded(
     if settings.pair.is_some() {
         return Err(usage("PAIR", format!("{w} is a decoder; sentence pairs are for BERT"), "join the sentences"));
     }
-    let sentence = sentence.filter(|t| !t.trim().is_empty()).ok_or_else(|| {
-        usage("sentence", "none was given", "pass a sentence, e.g. attn-trace \"The capital of France is\" --model DIR")
-    })?;
+    let sentence = decoder_sentence(settings, sentence)?;
+    let text = sentence.as_deref().unwrap_or("");
     // `--chat`: the template's text is tokenized, its special tokens the only ones.
-    let chat = settings.chat.as_ref().zip(facts.chat.as_ref()).map(|(c, t)| t.turn(c, &sentence)).transpose()?;
-    let (text, special) = chat.as_ref().map_or((sentence.as_str(), special), |c| (c.rendered.as_str(), false));
+    let chat = settings.chat.as_ref().zip(facts.chat.as_ref()).map(|(c, t)| t.turn(c, text)).transpose()?;
+    let (text, special) = chat.as_ref().map_or((text, special), |c| (c.rendered.as_str(), false));
     let (mut enc, plain) = decoder_tokens(settings, (&tokenizer, text), c, (max_len, truncate, special), w)?;
     let mut notes: Vec<String> = super::truncation_note(enc.truncated, max_len).into_iter().collect();
     if let Some(dt) = &facts.stored_dtype {
@@ -293,7 +292,7 @@ pub fn decoder_loaded(
         rope.fit_length(enc.ids.len());
     }
     Ok(Loaded {
-        sentence: Some(sentence),
+        sentence,
         tokens: enc.tokens,
         input: Input::Ids { ids: enc.ids, type_ids: None },
         cfg,
@@ -305,6 +304,16 @@ pub fn decoder_loaded(
     })
 }
 
+/// The sentence, which a decoder needs unless `--induction N` makes the tokens itself.
+fn decoder_sentence(settings: &Settings, sentence: Option<String>) -> Result<Option<String>> {
+    let sentence = sentence.filter(|t| !t.trim().is_empty());
+    if sentence.is_none() && settings.analysis.induction.is_none() {
+        let fix = "pass a sentence, e.g. attn-trace \"The capital of France is\" --model DIR";
+        return Err(usage("sentence", "none was given", fix));
+    }
+    Ok(sentence)
+}
+
 /// The sentence's tokens (or `--induction`'s), and how many the text alone makes (without
 /// the special tokens the tokenizer adds, such as a BOS).
 fn decoder_tokens(
@@ -314,20 +323,15 @@ fn decoder_tokens(
     (max_len, truncate, special): (usize, bool, bool),
     w: &str,
 ) -> Result<(super::Encoded, usize)> {
-    let mut enc = encode(tokenizer, (sentence, None), special, (max_len, c.vocab_size), truncate, w)?;
-    let plain = tokenizer.encode(sentence, false).map(|e| e.get_ids().len()).unwrap_or(enc.ids.len());
     if let Some(n) = settings.analysis.induction {
-        // The special tokens the tokenizer put before the text (a BOS) stay.
-        let keep = enc.ids.len().saturating_sub(plain);
-        super::induction_input(
-            &mut enc,
-            n,
-            keep,
-            tokenizer,
-            c.vocab_size.min(tokenizer.get_vocab_size(true)),
-            max_len,
-        )?;
+        // The tokens are made, not read (a sentence, if given, is not used): the special
+        // tokens the tokenizer puts before any text (a BOS), then the random ones.
+        let vocab = c.vocab_size.min(tokenizer.get_vocab_size(true));
+        let enc = super::induction_input(tokenizer, special, n, vocab, max_len, w)?;
+        return Ok((enc, 2 * n));
     }
+    let enc = encode(tokenizer, (sentence, None), special, (max_len, c.vocab_size), truncate, w)?;
+    let plain = tokenizer.encode(sentence, false).map(|e| e.get_ids().len()).unwrap_or(enc.ids.len());
     Ok((enc, plain))
 }
 

@@ -46,6 +46,9 @@ pub fn resolve(spec: &str) -> Result<PathBuf> {
     if p.is_dir() {
         return Ok(p.to_path_buf());
     }
+    if let Some(e) = not_a_folder(spec, p) {
+        return Err(e);
+    }
     let hub = std::env::var_os("HF_HUB_CACHE")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HF_HOME").map(|h| PathBuf::from(h).join("hub")))
@@ -71,8 +74,28 @@ pub fn resolve(spec: &str) -> Result<PathBuf> {
     Err(usage(
         format!("--model {spec}"),
         "no such folder",
-        "pass the path of a Hugging Face model folder (config.json, model.safetensors, tokenizer.json)",
+        "pass the path of a Hugging Face model folder (config.json, model.safetensors, tokenizer.json), \
+         ORG/NAME in the local Hugging Face cache, a .gguf file or ollama:NAME",
     ))
+}
+
+/// The message for a `--model` that names a file rather than a folder, so that it answers
+/// what was named: a `.gguf` path that does not exist, or a file that is neither a folder nor
+/// a GGUF file (a GGUF file that exists never gets here: `gguf::find` takes it first).
+fn not_a_folder(spec: &str, p: &Path) -> Option<anyhow::Error> {
+    let what = format!("--model {spec}");
+    let gguf = p.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+    if gguf && !p.exists() {
+        return Some(usage(what, "no such GGUF file", "check the path of the .gguf file"));
+    }
+    if p.is_file() {
+        return Some(usage(
+            what,
+            "a file, and --model reads a folder, a .gguf file or ollama:NAME",
+            "pass the model's folder or its .gguf file (a toy model's weights file is --weights FILE)",
+        ));
+    }
+    None
 }
 
 impl HfModel {
@@ -274,13 +297,24 @@ pub fn decoder_pad_id(c: &crate::sources::family::DecoderConfig, what: &str) -> 
 /// `--induction N`: the tokenizer's own prefix (a BOS, if it adds one) followed by N tokens
 /// drawn at random (a fixed xorshift stream, so every run is the same) and the same N again.
 pub(super) fn induction_input(
-    enc: &mut Encoded,
-    n: usize,
-    keep: usize,
     tok: &tokenizers::Tokenizer,
+    special: bool,
+    n: usize,
     vocab: usize,
     max: usize,
-) -> Result<()> {
+    what: &str,
+) -> Result<Encoded> {
+    // The special tokens it adds to an empty text are the ones it puts before any text.
+    let prefix = tok.encode("", special).map_err(|e| {
+        usage(what, format!("the tokenizer failed: {}", first_line(&e.to_string())), "check tokenizer.json")
+    })?;
+    let keep = prefix.get_ids().len();
+    let mut enc = Encoded {
+        tokens: prefix.get_tokens().to_vec(),
+        ids: prefix.get_ids().to_vec(),
+        type_ids: Vec::new(),
+        truncated: 0,
+    };
     if keep + 2 * n > max {
         return Err(usage(
             "--induction",
@@ -298,14 +332,12 @@ pub(super) fn induction_input(
             (low + (state % (vocab - low) as u64) as usize) as u32
         })
         .collect();
-    enc.ids.truncate(keep);
-    enc.tokens.truncate(keep);
     for &id in random.iter().chain(&random) {
         enc.ids.push(id);
         enc.tokens.push(tok.id_to_token(id).unwrap_or_else(|| format!("#{id}")));
     }
     enc.type_ids = vec![0; enc.ids.len()];
-    Ok(())
+    Ok(enc)
 }
 
 /// What `--truncate` dropped, if anything.
