@@ -104,9 +104,15 @@ pub fn options(cli: &Cli, env: &Env) -> Result<ViewOptions> {
         average_heads: cli.average_heads,
         html: cli.html.clone(),
         svg: cli.svg.clone(),
-        html_tables: cli.model.is_none() || cli.steps.is_some(),
+        html_tables: (cli.model.is_none() || cli.steps.is_some()) && !no_steps(cli),
         truecolor: env.truecolor,
     })
+}
+
+/// `--steps none`: no step is shown, only the summary and the predictions (and the views
+/// asked for); the steps the views read are still recorded.
+pub fn no_steps(cli: &Cli) -> bool {
+    cli.steps.as_deref().is_some_and(|s| s.trim() == "none")
 }
 
 /// `--focus TOKEN|POS`: a number is a position; a word must occur exactly once (exact

@@ -34,6 +34,7 @@ mod hostile_limits;
 mod hostile_neox_phi3;
 mod hostile_outputs;
 mod interventions;
+mod less_on_screen;
 mod oracle;
 mod padding;
 mod parity;

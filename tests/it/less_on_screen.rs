@@ -1,0 +1,91 @@
+//! Issue 47, item 9: less on screen by default. `--steps none` (only the summary and the
+//! predictions), `--show-positions` (the printed views cut to some positions, files whole),
+//! "did you mean" for a misspelt step, and TransformerLens hook names in `--steps`.
+
+use crate::common::*;
+use serde_json::Value;
+
+const S: &str = "my shoes are small, my feet are big.";
+
+fn ids(doc: &Value) -> Vec<String> {
+    doc["steps"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap().to_string()).collect()
+}
+
+fn stdout(args: &[&str]) -> String {
+    let out = cmd().current_dir(root()).args(args).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn steps_none_shows_the_summary_and_no_step() {
+    let text = stdout(&[S, "--steps", "none"]);
+    assert!(text.contains("strongest links"), "the summary is shown: {text}");
+    assert!(!text.contains("layers.0."), "no step table: {text}");
+    assert!(text.lines().count() < 40, "{text}");
+    assert_eq!(ids(&trace_json(&[S, "--steps", "none"])), Vec::<String>::new());
+    // The summary reads weights that are recorded but not shown, also when a file keeps them.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.npz");
+    let saved = stdout(&[S, "--steps", "none", "--save-trace", file.to_str().unwrap()]);
+    assert_eq!(saved, text, "the same summary, computed from the recorded weights");
+    refused(&[S, "--steps", "none,weights"], "none shows no step");
+}
+
+#[test]
+fn a_misspelt_step_gets_the_closest_name() {
+    refused(&[S, "--steps", "wieghts"], "did you mean weights?");
+    refused(&[S, "--steps", "layers.0.atn.q"], "did you mean layers.0.attn.q?");
+    refused(&[S, "--steps", "blocks.0.attn.hook_patern"], "did you mean blocks.0.attn.hook_pattern?");
+    let far = refused(&[S, "--steps", "zzzzzz"], "unknown step");
+    assert!(!far.contains("did you mean"), "no guess when nothing is close: {far}");
+}
+
+#[test]
+fn transformer_lens_hook_names_select_their_steps() {
+    let two = [S, "--layers", "2"];
+    let pick = |list: &str| ids(&trace_json(&[&two[..], &["--steps", list]].concat()));
+    assert_eq!(pick("blocks.1.attn.hook_pattern"), ["layers.1.attn.weights"]);
+    assert_eq!(pick("hook_embed,hook_pos_embed"), ["embed.token", "embed.position"]);
+    // The residual stream before a block: the embeddings' output, then the previous block's
+    // output (post-norm, as the toy is: the norm of the second sum).
+    assert_eq!(pick("blocks.0.hook_resid_pre"), ["embed.out"]);
+    assert_eq!(pick("blocks.1.hook_resid_pre"), ["layers.0.add_norm2.out"]);
+    let pre = ids(&trace_json(&[&two[..], &["--norm", "pre", "--steps", "blocks.1.hook_resid_pre"]].concat()));
+    assert_eq!(pre, ["layers.0.add_norm2.sum"]);
+    refused(&[&two[..], &["--steps", "blocks.2.attn.hook_q"]].concat(), "names layer 2, but the model has 2");
+}
+
+/// Every name `--save-trace … --names transformer-lens` writes is accepted by `--steps` and
+/// selects the tensor saved under it (the one table, read both ways).
+#[test]
+fn every_written_hook_name_reads_back() {
+    let args = [S, "--heads", "2", "--layers", "2", "--causal"];
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tl.safetensors");
+    let out = cmd().args(args).args(["--names", "transformer-lens", "--save-trace"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let saved = read_safetensors(&file);
+    let names: Vec<String> = saved.keys().cloned().collect();
+    assert!(names.len() > 20, "{names:?}");
+    let doc = trace_json(&[&args[..], &["--steps", &names.join(",")]].concat());
+    assert_eq!(ids(&doc).len(), names.len(), "one step per hook name: {:?}", ids(&doc));
+    // Tensors TransformerLens lays out as attn-trace does hold the same numbers.
+    let got = steps(&doc);
+    for (hook, id) in [("blocks.1.attn.hook_pattern", "layers.1.attn.weights"), ("hook_embed", "embed.token")] {
+        let want: Vec<f32> = saved[hook].1.iter().map(|&x| x as f32).collect();
+        let have: Vec<f32> = got[id].1.iter().map(|&x| x as f32).collect();
+        assert_eq!(want, have, "{hook}");
+    }
+}
+
+#[test]
+fn smollm2_takes_the_final_norm_hook_and_prints_little_with_steps_none() {
+    let model = crate::gguf::smollm2();
+    let base = ["The capital of France is", "--model", &model];
+    let doc = trace_json(&[&base[..], &["--steps", "ln_final.hook_normalized,blocks.29.hook_resid_post"]].concat());
+    assert_eq!(ids(&doc), ["layers.29.add_norm2.sum", "final_norm.out"]);
+    let text = stdout(&[&base[..], &["--steps", "none"]].concat());
+    assert!(text.contains("next-token predictions") && text.contains("·Paris"), "{text}");
+    assert!(!text.contains("layers.0."), "{text}");
+}
