@@ -380,6 +380,11 @@ pub(crate) fn computed(
         let labels = (0..corrupted.len())
             .map(|i| trace::label::label(&corrupted[i], texts.as_ref().map(|t| t[i].as_str())).into_owned())
             .collect();
+        if let model::patch::Metric::LogitDiff { a, b, .. } = sweep.metric {
+            let name = sources::namer::Namer::new(&loaded, own_vocab(settings));
+            let label = |id| name.prediction(id, 0.0).label().unwrap_or_else(|| format!("#{id}"));
+            views.metric_labels = Some((label(a), label(b)));
+        }
         views.attach_patching(sweep, (corrupted, labels), &trace.labels());
         clock.lap("patching sweep");
     }

@@ -120,9 +120,7 @@ fn write_after_tables(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Wr
     if let Some(r) = &views.rollout {
         analysis::write_rollout(trace, r, out.precision, out.width, w)?;
     }
-    if let Some((sweep, _)) = &views.patching {
-        analysis::write_patching(trace, (sweep, &views.corrupted_labels), out.precision, out.width, w)?;
-    }
+    analysis::write_patching(trace, views, out.precision, out.width, w)?;
     if let (Some(a), Some(r)) = (&trace.attribution, &views.attribution) {
         attribution::write(a, r, out.precision, out.width, w)?;
     }

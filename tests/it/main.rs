@@ -41,6 +41,7 @@ mod parity;
 mod patching;
 mod pathpatch;
 mod props;
+mod ranked_views;
 mod reference;
 mod refusals;
 mod seeds;
