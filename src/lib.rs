@@ -60,6 +60,7 @@ pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
     loaded.cfg.parts.query_tile = settings.query_tile;
     let mut plan = Plan::new(settings, &loaded.cfg, &loaded.tokens, loaded.texts().as_deref())?;
     plan.attribution = attribution(settings, &loaded)?;
+    plan.lens_track = lens_track(settings, &loaded)?;
     // Before any parameter or activation exists: the estimate follows what the plan records.
     // A generation's decode steps record at most what a pass over the whole sequence would.
     let n = loaded.tokens.len() + settings.generate.as_ref().map_or(0, |g| g.max_new);
@@ -103,7 +104,9 @@ pub fn trace(settings: &Settings) -> Result<Traced> {
     if let Some(path) = &settings.outputs.save_weights {
         output::save_weights(&params, &loaded, path)?;
     }
-    let mut rec = recorder(&loaded, plan.show.clone(), settings).with_attribution(plan.attribution.clone());
+    let mut rec = recorder(&loaded, plan.show.clone(), settings)
+        .with_attribution(plan.attribution.clone())
+        .with_lens_track(plan.lens_track.clone());
     let (output, generation) = run_model(settings, (&loaded, &params, &plan), &mut rec)?;
     let (mut trace, _) = rec.finish();
     trace.generation = generation;
@@ -138,6 +141,9 @@ pub(crate) fn name_predictions(trace: &mut Trace, loaded: &Loaded, own_vocab: bo
     let lens = trace.lens.iter_mut().flatten().flatten();
     for p in trace.predictions.iter_mut().flatten().flatten().chain(lens.flatten()) {
         (p.token, p.text) = name.name(p.id);
+    }
+    for t in trace.lens_track.iter_mut().flatten() {
+        (t.token, t.text) = name.name(t.id);
     }
     if let (Some(a), Some(_)) = (trace.attribution.as_mut(), &loaded.tokenizer) {
         for x in std::iter::once(&mut a.answer).chain(a.foil.as_mut()) {
@@ -185,6 +191,41 @@ fn attribution(settings: &Settings, loaded: &Loaded) -> Result<Option<trace::att
     });
     let texts_of = loaded.texts();
     settings::attribution::request(settings, &loaded.cfg, (&loaded.tokens, texts_of.as_deref()), texts)
+}
+
+/// `--lens-track TEXT`: each text as the one token of the model's tokenizer it must be
+/// (without special tokens, as `--metric`'s answers); another is refused naming its pieces.
+fn lens_track(settings: &Settings, loaded: &Loaded) -> Result<Vec<u32>> {
+    let texts = &settings.analysis.lens_track;
+    let Some(tok) = loaded.tokenizer.as_ref().filter(|_| !texts.is_empty()) else {
+        return match texts.first() {
+            Some(t) => Err(error::usage(
+                format!("--lens-track {}", error::quote(t)),
+                "it names a token by its text, and this model has no tokenizer",
+                "use --model with a tokenizer, or drop --lens-track",
+            )),
+            None => Ok(Vec::new()),
+        };
+    };
+    texts
+        .iter()
+        .map(|text| {
+            let e = tok.encode(text.as_str(), false).map_err(|e| anyhow::anyhow!("tokenizing --lens-track: {e}"))?;
+            if let [id] = e.get_ids() {
+                return Ok(*id);
+            }
+            let pieces = e.get_tokens().to_vec();
+            let spelled = sources::token_text::texts(Some(tok), &pieces);
+            let labels: Vec<String> = (0..pieces.len())
+                .map(|i| trace::label::label(&pieces[i], spelled.as_ref().map(|t| t[i].as_str())).into_owned())
+                .collect();
+            Err(error::usage(
+                format!("--lens-track {}", error::quote(text)),
+                format!("it is {} tokens of this model's tokenizer ({})", pieces.len(), labels.join(" ")),
+                "track one token, e.g. its first piece",
+            ))
+        })
+        .collect()
 }
 
 /// `--patch`: tokenizes the corrupted sentence as the clean one was (and `--metric`'s
@@ -336,7 +377,9 @@ pub(crate) fn computed(
         output::save_weights(&params, &loaded, path)?;
     }
     clock.lap("parameters");
-    let mut rec = recorder(&loaded, plan.record.clone(), settings).with_attribution(plan.attribution.clone());
+    let mut rec = recorder(&loaded, plan.record.clone(), settings)
+        .with_attribution(plan.attribution.clone())
+        .with_lens_track(plan.lens_track.clone());
     let reducing = views::Reducing::attach(&plan, &mut rec, &loaded.tokens, loaded.cfg.parts.lm_head.is_some());
     let (last, generation) = run_model(settings, (&loaded, &params, &plan), &mut rec)?;
     let flops = match &generation {

@@ -44,6 +44,71 @@ pub fn write_lens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<
     Ok(())
 }
 
+/// `--lens-track`: per tracked token, its rank and probability after each layer at each
+/// position (after the lens's table, in the same layout).
+pub fn write_lens_track(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
+    let n = trace.tokens.len();
+    let cols: Vec<String> = (0..n).map(|i| format!("{i} {}", cut(&trace.label(i), 8))).collect();
+    for t in trace.lens_track.iter().flatten() {
+        let cells: Vec<String> = t
+            .layers
+            .iter()
+            .flat_map(|row| row.iter().map(|&(rank, p)| format!("#{rank} {}", probability(p))))
+            .collect();
+        let rows: Vec<String> = (0..t.layers.len()).map(|l| format!("layer {l}")).collect();
+        let col_w = cells.iter().chain(&cols).map(|c| c.chars().count()).max().unwrap_or(1);
+        for (start, end) in blocks(n, col_w + 3, 9, width) {
+            let mut title_parts = vec![
+                format!("logit lens · {}", cut(&t.label(), 16)),
+                "its rank over the vocabulary and probability after each layer".to_string(),
+            ];
+            if start > 0 || end < n {
+                title_parts.push(format!("positions {start}–{} of {n}", end - 1));
+            }
+            title(&title_parts, width, w)?;
+            table::emit(&table::matrix_block("", &rows, &cols, &cells, start..end), w)?;
+        }
+    }
+    Ok(())
+}
+
+/// A probability in a few characters: two decimals, or one significant digit below 0.01 (a
+/// tracked token is mostly far from the top).
+fn probability(p: f32) -> String {
+    if p >= 0.01 || p == 0.0 {
+        format!("{p:.2}")
+    } else {
+        format!("{p:.0e}")
+    }
+}
+
+/// `lens_track`: `[{"id", "token", ("text",) "rank": [[…] per layer], "prob": [[…] per layer]}]`.
+pub fn lens_track_json(trace: &Trace) -> Option<String> {
+    let tracked = trace.lens_track.as_ref()?;
+    let items: Vec<String> = tracked
+        .iter()
+        .map(|t| {
+            let grid = |f: &dyn Fn(&(usize, f32)) -> String| {
+                let rows: Vec<String> =
+                    t.layers.iter().map(|r| format!("[{}]", r.iter().map(f).collect::<Vec<_>>().join(", "))).collect();
+                format!("[{}]", rows.join(", "))
+            };
+            let text = t
+                .text
+                .as_ref()
+                .map_or(String::new(), |x| format!(", \"text\": {}", serde_json::to_string(x).unwrap_or_default()));
+            format!(
+                "{{\"id\": {}, \"token\": {}{text}, \"rank\": {}, \"prob\": {}}}",
+                t.id,
+                serde_json::to_string(&t.token).unwrap_or_default(),
+                grid(&|(r, _)| r.to_string()),
+                grid(&|(_, p)| super::numbers::f32_json(*p))
+            )
+        })
+        .collect();
+    Some(format!("[{}]", items.join(", ")))
+}
+
 fn label(p: &Prediction) -> String {
     p.label().map_or(format!("#{}", p.id), |t| cut(&t, 10))
 }

@@ -80,6 +80,9 @@ pub fn render(
             if let Some(l) = analysis::lens_json(trace) {
                 extra.push(("lens", l));
             }
+            if let Some(l) = analysis::lens_track_json(trace) {
+                extra.push(("lens_track", l));
+            }
             if let Some(s) = &views.stats {
                 extra.push(("stats", analysis::stats_json(s)));
             }
@@ -114,6 +117,7 @@ fn write_after_tables(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Wr
     predictions::write(trace, out.width, w)?;
     generation::write(trace, views.generation.as_deref(), out.width, w)?;
     analysis::write_lens(trace, out.width, w)?;
+    analysis::write_lens_track(trace, out.width, w)?;
     if let Some(s) = &views.stats {
         analysis::write_stats(s, out.precision, out.width, w)?;
     }

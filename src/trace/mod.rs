@@ -104,6 +104,9 @@ pub struct Trace {
     /// The logit lens: per layer, per position, the top tokens of that layer's residual
     /// stream read through the final norm and the head.
     pub lens: Option<Vec<Vec<Vec<Prediction>>>>,
+    /// `--lens-track`: the chosen tokens, each with its rank and probability per layer and
+    /// position in the logit lens.
+    pub lens_track: Option<Vec<Tracked>>,
     /// The tokens the keys of non-square attention maps stand for, when they are not
     /// `tokens`; None when every map's queries and keys are `tokens` (every model read today).
     pub keys: Option<KeyTokens>,
@@ -135,6 +138,28 @@ pub struct KeyTokens {
     pub attention_mask: Option<Vec<u8>>,
     /// Their vocabulary ids (an encoder–decoder's source tokens).
     pub ids: Option<Vec<u32>>,
+}
+
+/// A token the logit lens follows (`--lens-track`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tracked {
+    pub id: u32,
+    /// Its string and text, as [`Prediction`]'s.
+    pub token: Option<String>,
+    pub text: Option<String>,
+    /// Per layer, per position: its rank over the whole vocabulary (1: the most probable)
+    /// and its probability.
+    pub layers: Vec<Vec<(usize, f32)>>,
+}
+
+impl Tracked {
+    /// The token's label, as [`Trace::label`]; `#id` without a token string.
+    pub fn label(&self) -> String {
+        match &self.token {
+            Some(t) => label::label(t, self.text.as_deref()).into_owned(),
+            None => format!("#{}", self.id),
+        }
+    }
 }
 
 /// One predicted next token.
@@ -195,6 +220,7 @@ impl Trace {
             steps: Vec::new(),
             predictions: self.predictions.clone(),
             lens: self.lens.clone(),
+            lens_track: self.lens_track.clone(),
             keys: self.keys.clone(),
             generation: None,
             attribution: None,

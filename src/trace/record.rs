@@ -77,6 +77,8 @@ pub struct Recorder {
     top_k: usize,
     /// Whether the logit lens reads out every layer.
     lens: bool,
+    /// `--lens-track`: the token ids whose rank the lens follows.
+    lens_track: Vec<u32>,
     /// `--attribute`: what is asked, until the model opens its ledger.
     attribute: Option<super::attribution::Request>,
     /// `--attribute`: the terms so far (model/attribute.rs fills it).
@@ -97,6 +99,7 @@ impl Recorder {
             sink: Sink::default(),
             top_k: 0,
             lens: false,
+            lens_track: Vec::new(),
             attribute: None,
             ledger: None,
             stack: steps::Stack::Only,
@@ -135,6 +138,26 @@ impl Recorder {
 
     pub fn lens(&self) -> bool {
         self.lens
+    }
+
+    /// Asks the logit lens to follow these token ids (`--lens-track`).
+    pub fn with_lens_track(mut self, ids: Vec<u32>) -> Self {
+        self.trace.lens_track = (!ids.is_empty()).then(|| {
+            ids.iter().map(|&id| super::Tracked { id, token: None, text: None, layers: Vec::new() }).collect()
+        });
+        self.lens_track = ids;
+        self
+    }
+
+    pub fn lens_track(&self) -> &[u32] {
+        &self.lens_track
+    }
+
+    /// One layer's ranks and probabilities of the tracked tokens: per position, per token.
+    pub fn push_lens_ranks(&mut self, ranks: Vec<Vec<(usize, f32)>>) {
+        for (i, t) in self.trace.lens_track.iter_mut().flatten().enumerate() {
+            t.layers.push(ranks.iter().map(|row| row[i]).collect());
+        }
     }
 
     /// Asks for direct logit attribution (`--attribute`).

@@ -77,3 +77,55 @@ fn stats_end_with_the_heads_ranked() {
     let want: Vec<(String, String)> = want.iter().map(|w| (w.0.to_string(), w.1.to_string())).collect();
     assert_eq!(got, want, "{text}");
 }
+
+/// SmolLM2's lens is softmax(lm_head(final_norm(resid_l))): after the last layer it is the
+/// model's own prediction, so a tracked token's probability there is exactly the
+/// predictions' probability of that token, and its rank is 1 where it is the top prediction.
+/// At every layer, a tracked token that is the lens's top-1 has rank 1 and the same
+/// probability; one that is not has a rank above 1 and no larger a probability.
+#[test]
+fn lens_track_ranks_follow_the_lens_and_end_at_the_predictions() {
+    let model = crate::gguf::smollm2();
+    let base = ["The capital of France is", "--model", &model, "--lens", "--steps", "none", "--top-k", "10"];
+    let doc = json(&[&base[..], &["--lens-track", " Paris", "--lens-track", " the"]].concat());
+    let tracked = doc["lens_track"].as_array().unwrap();
+    assert_eq!(tracked.len(), 2);
+    assert_eq!(tracked[0]["token"], "ĠParis");
+    let (lens, predictions) = (doc["lens"].as_array().unwrap(), doc["predictions"].as_array().unwrap());
+    for t in tracked {
+        let (ranks, probs) = (t["rank"].as_array().unwrap(), t["prob"].as_array().unwrap());
+        assert_eq!(ranks.len(), 30, "one row per layer");
+        for (l, layer) in lens.iter().enumerate() {
+            for (pos, top) in layer["top"].as_array().unwrap().iter().enumerate() {
+                let (rank, p) = (ranks[l][pos].as_u64().unwrap(), probs[l][pos].as_f64().unwrap());
+                let first = &top[0];
+                if first["id"] == t["id"] {
+                    assert_eq!((rank, p), (1, first["prob"].as_f64().unwrap()), "layer {l} position {pos}");
+                } else {
+                    assert!(rank > 1 && p <= first["prob"].as_f64().unwrap(), "layer {l} position {pos}");
+                }
+            }
+        }
+        // After the last layer: the model's predictions, to the bit.
+        for (pos, row) in predictions.iter().enumerate() {
+            let top = row["top"].as_array().unwrap();
+            let (rank, p) = (ranks[29][pos].as_u64().unwrap(), probs[29][pos].as_f64().unwrap());
+            match top.iter().position(|x| x["id"] == t["id"]) {
+                Some(i) => assert_eq!((rank, p), (i as u64 + 1, top[i]["prob"].as_f64().unwrap()), "position {pos}"),
+                None => assert!(rank > 10, "position {pos}: rank {rank} is outside the top 10"),
+            }
+        }
+    }
+    // " Paris" is the top prediction after "is".
+    assert_eq!(tracked[0]["rank"][29][4], 1);
+    let text = run(&[&base[..], &["--lens-track", " Paris", "--width", "100"]].concat());
+    assert!(text.contains("logit lens · ·Paris · its rank over the vocabulary"), "{text}");
+}
+
+#[test]
+fn lens_track_takes_one_token() {
+    let model = crate::gguf::smollm2();
+    let args = ["The capital of France is", "--model", &model, "--lens", "--lens-track", " Parisss"];
+    refused(&args, "--lens-track \" Parisss\": it is 3 tokens of this model's tokenizer (·Par iss s)");
+    refused(&["a b", "--lm-head", "tied", "--lens", "--lens-track", "a"], "this model has no tokenizer");
+}
