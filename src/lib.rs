@@ -286,7 +286,9 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     }
     let notes = |n: &[String]| output::notes(n, settings.quiet);
     let done = finish_timed(&settings, &notes, false, &mut clock)?;
-    output::stdout(&done.trace, &done.views, &settings.output, done.check.as_ref(), out)?;
+    // `--show-positions` cuts what is printed; the files were written from the whole trace.
+    let cut = views::positions::cut(&done.trace, settings.output.views.positions.as_ref())?;
+    output::stdout(cut.as_ref().unwrap_or(&done.trace), &done.views, &settings.output, done.check.as_ref(), out)?;
     clock.lap("render and write");
     clock.report();
     done.checked

@@ -23,14 +23,14 @@ fn title(parts: &[String], width: usize, w: &mut dyn Write) -> io::Result<()> {
 /// The logit lens: each layer's most likely next token per position, with its probability.
 pub fn write_lens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
     let Some(layers) = &trace.lens else { return Ok(()) };
-    let n = trace.tokens.len();
+    let n = layers.first().map_or(0, Vec::len); // the shown positions (`--show-positions`)
     let cells: Vec<String> = layers
         .iter()
         .flat_map(|row| {
             row.iter().map(|top| top.first().map_or(String::new(), |p| format!("{} {:.2}", label(p), p.prob)))
         })
         .collect();
-    let cols: Vec<String> = (0..n).map(|i| format!("{i} {}", cut(&trace.label(i), 8))).collect();
+    let cols = position_labels(trace, n);
     let rows: Vec<String> = (0..layers.len()).map(|l| format!("layer {l}")).collect();
     let col_w = cells.iter().chain(&cols).map(|c| c.chars().count()).max().unwrap_or(1);
     for (start, end) in blocks(n, col_w + 3, 9, width) {
@@ -47,9 +47,9 @@ pub fn write_lens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<
 /// `--lens-track`: per tracked token, its rank and probability after each layer at each
 /// position (after the lens's table, in the same layout).
 pub fn write_lens_track(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
-    let n = trace.tokens.len();
-    let cols: Vec<String> = (0..n).map(|i| format!("{i} {}", cut(&trace.label(i), 8))).collect();
     for t in trace.lens_track.iter().flatten() {
+        let n = t.layers.first().map_or(0, Vec::len);
+        let cols = position_labels(trace, n);
         let cells: Vec<String> = t
             .layers
             .iter()
@@ -107,6 +107,11 @@ pub fn lens_track_json(trace: &Trace) -> Option<String> {
         })
         .collect();
     Some(format!("[{}]", items.join(", ")))
+}
+
+/// The column labels of `n` positions: each row's position (`Trace::position`) and token.
+fn position_labels(trace: &Trace, n: usize) -> Vec<String> {
+    (0..n).map(|r| trace.position(r)).map(|i| format!("{i} {}", cut(&trace.label(i), 8))).collect()
 }
 
 fn label(p: &Prediction) -> String {

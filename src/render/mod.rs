@@ -74,6 +74,10 @@ pub fn render(
             if let Some(check) = check {
                 extra.push(("check", check.to_string()));
             }
+            if let Some(p) = &trace.shown_positions {
+                // `--show-positions`: the positions every position-indexed array holds.
+                extra.push(("positions", serde_json::to_string(p).unwrap_or_default()));
+            }
             if let Some(p) = predictions::to_json(trace) {
                 extra.push(("predictions", p));
             }

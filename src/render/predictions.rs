@@ -15,7 +15,8 @@ pub fn write(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
     let k = rows.first().map_or(0, |r| r.len());
     // A masked LM predicts the [MASK] positions (every position when there is none).
     let masked = trace.config.parts.masked_lm;
-    let shown: Vec<usize> = (0..rows.len()).filter(|&i| !masked || trace.tokens[i] == "[MASK]").collect();
+    let shown: Vec<usize> =
+        (0..rows.len()).filter(|&i| !masked || trace.tokens[trace.position(i)] == "[MASK]").collect();
     let shown = if shown.is_empty() { (0..rows.len()).collect() } else { shown };
     let what = if masked { "masked-word predictions" } else { "next-token predictions" };
     let title = [what.to_string(), format!("top {k} per position, each with its probability")];
@@ -37,7 +38,8 @@ pub fn write(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
             cell.push_str(sep);
             cell.push_str(&item);
         }
-        t.add_row(vec![i.to_string(), cut(&trace.label(i), 12), cell]);
+        let pos = trace.position(i); // `--show-positions`: row i is this position
+        t.add_row(vec![pos.to_string(), cut(&trace.label(pos), 12), cell]);
     }
     table::emit(&t, w)
 }
@@ -73,7 +75,8 @@ pub fn to_json(trace: &Trace) -> Option<String> {
     let items: Vec<String> = rows
         .iter()
         .enumerate()
-        .map(|(i, row)| {
+        .map(|(r, row)| {
+            let i = trace.position(r);
             let top: Vec<String> = row.iter().map(prediction_json).collect();
             let token = serde_json::to_string(&trace.tokens[i]).unwrap_or_else(|_| "null".into());
             let text = match trace.texts.as_ref().and_then(|t| t.get(i)) {

@@ -107,6 +107,10 @@ pub struct Trace {
     /// `--lens-track`: the chosen tokens, each with its rank and probability per layer and
     /// position in the logit lens.
     pub lens_track: Option<Vec<Tracked>>,
+    /// `--show-positions`: the positions the rows of position-indexed steps, predictions and
+    /// the lens hold, in order, when the printed views were cut to them (`views::positions`);
+    /// None: every position.
+    pub shown_positions: Option<Vec<usize>>,
     /// The tokens the keys of non-square attention maps stand for, when they are not
     /// `tokens`; None when every map's queries and keys are `tokens` (every model read today).
     pub keys: Option<KeyTokens>,
@@ -221,6 +225,7 @@ impl Trace {
             predictions: self.predictions.clone(),
             lens: self.lens.clone(),
             lens_track: self.lens_track.clone(),
+            shown_positions: self.shown_positions.clone(),
             keys: self.keys.clone(),
             generation: None,
             attribution: None,
@@ -263,6 +268,11 @@ impl Trace {
     /// Every key position's [`key_label`](Trace::key_label).
     pub fn key_labels(&self) -> Vec<String> {
         (0..self.key_tokens().len()).map(|i| self.key_label(i)).collect()
+    }
+
+    /// The position row `r` of a position-indexed array stands for ([`Trace::shown_positions`]).
+    pub fn position(&self, r: usize) -> usize {
+        self.shown_positions.as_ref().and_then(|p| p.get(r).copied()).unwrap_or(r)
     }
 
     pub fn get(&self, id: &str) -> Option<&Step> {

@@ -11,6 +11,7 @@ pub mod grid;
 pub mod maps;
 pub mod params;
 pub mod patching;
+pub mod positions;
 pub mod stacks;
 pub mod summary;
 

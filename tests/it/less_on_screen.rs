@@ -89,3 +89,57 @@ fn smollm2_takes_the_final_norm_hook_and_prints_little_with_steps_none() {
     assert!(text.contains("next-token predictions") && text.contains("·Paris"), "{text}");
     assert!(!text.contains("layers.0."), "{text}");
 }
+
+#[test]
+fn show_positions_cuts_the_rows_printed_and_not_the_files() {
+    let base = [S, "--heads", "2", "--layers", "2", "--steps", "tokens,weights,ffn.out,embed.out"];
+    let all = trace_json(&base);
+    let last = trace_json(&[&base[..], &["--show-positions", "last:3"]].concat());
+    assert_eq!(last["positions"], serde_json::json!([5, 6, 7]));
+    assert!(all.get("positions").is_none());
+    let (a, l) = (steps(&all), steps(&last));
+    for (id, (shape, values)) in &a {
+        let (cut_shape, cut) = &l[id];
+        // Rows (pos, or a map's query_pos) are cut to the last 3; a map keeps every key.
+        let (rows_axis, n) = if id.ends_with("attn.weights") { (1, 8) } else { (0, 8) };
+        assert_eq!(shape[rows_axis], n, "{id}");
+        assert_eq!(cut_shape[rows_axis], 3, "{id}");
+        let inner: usize = shape[rows_axis + 1..].iter().product();
+        let outer: usize = shape[..rows_axis].iter().product();
+        let want: Vec<f64> = (0..outer)
+            .flat_map(|o| (5..8).flat_map(move |p| (0..inner).map(move |i| (o * n + p) * inner + i)))
+            .map(|k| values[k])
+            .collect();
+        assert_eq!(cut, &want, "{id}");
+    }
+    // Tables label each row by its own position.
+    let text = stdout(&[S, "--steps", "weights,ffn.out", "--show-positions", "last:3"]);
+    assert!(text.contains("\n5 ") && text.contains("\n7 ") && !text.contains("\n4 "), "{text}");
+    // A list or a range names positions; one past the end is refused.
+    let some = trace_json(&[&base[..], &["--show-positions", "0,6-7"]].concat());
+    assert_eq!(some["positions"], serde_json::json!([0, 6, 7]));
+    refused(&[&base[..], &["--show-positions", "8"]].concat(), "position 8 is past the last token (8 tokens)");
+    refused(&[&base[..], &["--show-positions", "last:0"]].concat(), "last:N takes a count of positions from 1");
+    // What is saved does not depend on what is printed.
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, shown) = (dir.path().join("a.safetensors"), dir.path().join("b.safetensors"));
+    stdout(&[&base[..], &["--save-trace", whole.to_str().unwrap()]].concat());
+    stdout(&[&base[..], &["--show-positions", "last:3", "--save-trace", shown.to_str().unwrap()]].concat());
+    assert_eq!(std::fs::read(&whole).unwrap(), std::fs::read(&shown).unwrap());
+}
+
+#[test]
+fn smollm2_predictions_at_the_last_position_only() {
+    let model = crate::gguf::smollm2();
+    let base = ["The capital of France is", "--model", &model, "--steps", "none", "--show-positions", "last:1"];
+    let text = stdout(&base);
+    let table = &text[text.find("next-token predictions").unwrap()..];
+    let rows: Vec<&str> = table.lines().filter(|l| l.contains('┆')).skip(1).collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    assert!(rows[0].starts_with(" 4 ") && rows[0].contains("·Paris"), "{text}");
+    let doc = trace_json(&[&base[..], &["--lens"]].concat());
+    assert_eq!(doc["positions"], serde_json::json!([4]));
+    assert_eq!(doc["predictions"].as_array().unwrap().len(), 1);
+    assert_eq!(doc["predictions"][0]["pos"], 4);
+    assert_eq!(doc["lens"][0]["top"].as_array().unwrap().len(), 1);
+}
