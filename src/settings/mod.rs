@@ -253,8 +253,7 @@ impl Settings {
                 format: cli.format.into(),
                 precision: cli.precision,
                 width: table_width(cli.width, env),
-                summary: cli.format == cli::Format::Table
-                    && ((cli.model.is_some() && cli.steps.is_none()) || views::no_steps(&cli)),
+                summary: cli.model.is_some() && cli.format == cli::Format::Table && cli.steps.is_none(),
                 color: use_color(cli.color, env),
                 views,
                 top_k: cli.top_k,

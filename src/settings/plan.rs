@@ -78,9 +78,7 @@ impl Plan {
             reduce_summary || (settings.output.format == Format::Jsonl && settings.outputs.save_trace.is_none());
         // Rollout and what each generated token looked at read the weights after the pass;
         // `--stats` reads them as they are computed, unless it cannot (`reduce::stats`).
-        let summary = o.summary && !reduce_summary; // `--steps none` records the weights it reads
-        if (a.rollout || summary || settings.generate.is_some() || (a.stats && !reduce_stats)) && record.steps.is_some()
-        {
+        if (a.rollout || settings.generate.is_some() || (a.stats && !reduce_stats)) && record.steps.is_some() {
             record.steps.get_or_insert_with(Default::default).insert("attn.weights".to_string());
         }
         if a.lens && cfg.parts.lm_head.is_none() {

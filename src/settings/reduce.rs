@@ -14,8 +14,7 @@ pub fn summary_alone(settings: &Settings, cfg: &ModelConfig, show: &Selection, f
     let (a, v) = (&settings.analysis, &settings.output.views);
     settings.output.summary
         && settings.output.format == Format::Table
-        // `--steps none` shows no step: the summary alone still.
-        && show.steps.as_ref().is_none_or(|s| s.is_empty())
+        && show.steps.is_none()
         && !focus
         && !(a.rollout || v.derived() || v.html.is_some() || v.svg.is_some())
         && settings.outputs.save_trace.is_none()

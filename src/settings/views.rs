@@ -137,8 +137,9 @@ pub fn options(cli: &Cli, env: &Env) -> Result<ViewOptions> {
     })
 }
 
-/// `--steps none`: no step is shown, only the summary and the predictions (and the views
-/// asked for); the steps the views read are still recorded.
+/// `--steps none`: no step is shown, nor a real model's per-layer summary: only the run's
+/// summary line and the predictions (and the views asked for); the steps the views read are
+/// still recorded.
 pub fn no_steps(cli: &Cli) -> bool {
     cli.steps.as_deref().is_some_and(|s| s.trim() == "none")
 }

@@ -176,8 +176,6 @@ fn derive_one(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
     let generation_maps = if draws_maps(out) { generation::maps(&trace) } else { Vec::new() };
     let generation_rows = o.html.is_some().then(|| generation::rows(&trace)).flatten();
     let maps = (draws_maps(out) || o.derived()).then(|| maps::maps(&trace, o.merge_pieces, o.average_heads));
-    // The summary reads the weights, which `--steps none` records but does not show.
-    let summary = (out.summary && out.format == Format::Table).then(|| summary::summarize(&trace));
     let show = &plan.show;
     trace.steps.retain(|s| show.wants(&s.id, s.layer, &s.name));
     for d in trace.generation.iter_mut().flat_map(|g| g.steps.iter_mut()) {
@@ -195,6 +193,7 @@ fn derive_one(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
         }
         other => other,
     };
+    let summary = (out.summary && out.format == Format::Table).then(|| summary::summarize(&trace));
     let attribution_grid = trace.attribution.as_ref().map(attribution::grid);
     let attribution = attribution::ranked(&trace);
     let views = Views {
