@@ -60,7 +60,7 @@ pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
     loaded.cfg.parts.query_tile = settings.query_tile;
     let mut plan = Plan::new(settings, &loaded.cfg, &loaded.tokens, loaded.texts().as_deref())?;
     plan.attribution = attribution(settings, &loaded)?;
-    plan.lens_track = lens_track(settings, &loaded)?;
+    sources::tracked::lens_track(settings, &loaded)?;
     // Before any parameter or activation exists: the estimate follows what the plan records.
     // A generation's decode steps record at most what a pass over the whole sequence would.
     let n = loaded.tokens.len() + settings.generate.as_ref().map_or(0, |g| g.max_new);
@@ -77,7 +77,8 @@ pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
 pub(crate) fn recorder(loaded: &Loaded, selection: Selection, settings: &Settings) -> Recorder {
     let mut rec = Recorder::new(loaded.tokens.clone(), loaded.cfg.clone(), selection)
         .with_top_k(settings.output.top_k)
-        .with_lens(settings.analysis.lens);
+        .with_lens(settings.analysis.lens)
+        .with_lens_track(sources::tracked::lens_track(settings, loaded).unwrap_or_default());
     let (ids, type_ids) = match &loaded.input {
         params::Input::Ids { ids, type_ids } => (Some(ids.clone()), type_ids.clone()),
         params::Input::Matrix(_) => (None, None),
@@ -104,9 +105,7 @@ pub fn trace(settings: &Settings) -> Result<Traced> {
     if let Some(path) = &settings.outputs.save_weights {
         output::save_weights(&params, &loaded, path)?;
     }
-    let mut rec = recorder(&loaded, plan.show.clone(), settings)
-        .with_attribution(plan.attribution.clone())
-        .with_lens_track(plan.lens_track.clone());
+    let mut rec = recorder(&loaded, plan.show.clone(), settings).with_attribution(plan.attribution.clone());
     let (output, generation) = run_model(settings, (&loaded, &params, &plan), &mut rec)?;
     let (mut trace, _) = rec.finish();
     trace.generation = generation;
@@ -142,9 +141,7 @@ pub(crate) fn name_predictions(trace: &mut Trace, loaded: &Loaded, own_vocab: bo
     for p in trace.predictions.iter_mut().flatten().flatten().chain(lens.flatten()) {
         (p.token, p.text) = name.name(p.id);
     }
-    for t in trace.lens_track.iter_mut().flatten() {
-        (t.token, t.text) = name.name(t.id);
-    }
+    sources::tracked::name(trace, &name);
     if let (Some(a), Some(_)) = (trace.attribution.as_mut(), &loaded.tokenizer) {
         for x in std::iter::once(&mut a.answer).chain(a.foil.as_mut()) {
             (x.token, x.text) = name.name(x.id);
@@ -191,41 +188,6 @@ fn attribution(settings: &Settings, loaded: &Loaded) -> Result<Option<trace::att
     });
     let texts_of = loaded.texts();
     settings::attribution::request(settings, &loaded.cfg, (&loaded.tokens, texts_of.as_deref()), texts)
-}
-
-/// `--lens-track TEXT`: each text as the one token of the model's tokenizer it must be
-/// (without special tokens, as `--metric`'s answers); another is refused naming its pieces.
-fn lens_track(settings: &Settings, loaded: &Loaded) -> Result<Vec<u32>> {
-    let texts = &settings.analysis.lens_track;
-    let Some(tok) = loaded.tokenizer.as_ref().filter(|_| !texts.is_empty()) else {
-        return match texts.first() {
-            Some(t) => Err(error::usage(
-                format!("--lens-track {}", error::quote(t)),
-                "it names a token by its text, and this model has no tokenizer",
-                "use --model with a tokenizer, or drop --lens-track",
-            )),
-            None => Ok(Vec::new()),
-        };
-    };
-    texts
-        .iter()
-        .map(|text| {
-            let e = tok.encode(text.as_str(), false).map_err(|e| anyhow::anyhow!("tokenizing --lens-track: {e}"))?;
-            if let [id] = e.get_ids() {
-                return Ok(*id);
-            }
-            let pieces = e.get_tokens().to_vec();
-            let spelled = sources::token_text::texts(Some(tok), &pieces);
-            let labels: Vec<String> = (0..pieces.len())
-                .map(|i| trace::label::label(&pieces[i], spelled.as_ref().map(|t| t[i].as_str())).into_owned())
-                .collect();
-            Err(error::usage(
-                format!("--lens-track {}", error::quote(text)),
-                format!("it is {} tokens of this model's tokenizer ({})", pieces.len(), labels.join(" ")),
-                "track one token, e.g. its first piece",
-            ))
-        })
-        .collect()
 }
 
 /// `--patch`: tokenizes the corrupted sentence as the clean one was (and `--metric`'s
@@ -286,7 +248,6 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     }
     let notes = |n: &[String]| output::notes(n, settings.quiet);
     let done = finish_timed(&settings, &notes, false, &mut clock)?;
-    // `--show-positions` cuts what is printed; the files were written from the whole trace.
     let cut = views::positions::cut(&done.trace, settings.output.views.positions.as_ref())?;
     output::stdout(cut.as_ref().unwrap_or(&done.trace), &done.views, &settings.output, done.check.as_ref(), out)?;
     clock.lap("render and write");
@@ -379,9 +340,7 @@ pub(crate) fn computed(
         output::save_weights(&params, &loaded, path)?;
     }
     clock.lap("parameters");
-    let mut rec = recorder(&loaded, plan.record.clone(), settings)
-        .with_attribution(plan.attribution.clone())
-        .with_lens_track(plan.lens_track.clone());
+    let mut rec = recorder(&loaded, plan.record.clone(), settings).with_attribution(plan.attribution.clone());
     let reducing = views::Reducing::attach(&plan, &mut rec, &loaded.tokens, loaded.cfg.parts.lm_head.is_some());
     let (last, generation) = run_model(settings, (&loaded, &params, &plan), &mut rec)?;
     let flops = match &generation {
@@ -421,14 +380,9 @@ pub(crate) fn computed(
         let note: Vec<String> = views::patching::note(&sweep).into_iter().collect();
         notes_now(&note);
         notes.extend(note);
-        let texts = sources::token_text::texts(loaded.tokenizer.as_ref(), &corrupted);
-        let labels = (0..corrupted.len())
-            .map(|i| trace::label::label(&corrupted[i], texts.as_ref().map(|t| t[i].as_str())).into_owned())
-            .collect();
+        let labels = sources::tracked::labels(loaded.tokenizer.as_ref(), &corrupted);
         if let model::patch::Metric::LogitDiff { a, b, .. } = sweep.metric {
-            let name = sources::namer::Namer::new(&loaded, own_vocab(settings));
-            let label = |id| name.prediction(id, 0.0).label().unwrap_or_else(|| format!("#{id}"));
-            views.metric_labels = Some((label(a), label(b)));
+            views.metric_labels = Some(sources::tracked::names(&loaded, own_vocab(settings), [a, b]));
         }
         views.attach_patching(sweep, (corrupted, labels), &trace.labels());
         clock.lap("patching sweep");

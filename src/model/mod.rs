@@ -77,7 +77,7 @@ pub fn forward_pass(
             rec.push_lens(top);
             if !rec.lens_track().is_empty() {
                 // `--lens-track`: the chosen tokens' exact ranks, from the same logits.
-                let ranks = head::ranks(&logits, rec.lens_track())?; // [pos][tracked]
+                let ranks = head::ranks(&logits, &rec.lens_track())?; // [pos][tracked]
                 rec.push_lens_ranks(ranks);
             }
         }

@@ -7,7 +7,7 @@ use super::numbers::f64_json;
 use super::table;
 use super::text::{blocks, cut, wrap_parts, wrap_words};
 use crate::model::patch::{Method, Metric, Sweep, What};
-use crate::trace::{Prediction, Trace};
+use crate::trace::Trace;
 use crate::views::analysis::{HeadStats, ROLLOUT_RULE};
 use crate::views::Views;
 use std::io::{self, Write};
@@ -18,104 +18,6 @@ fn title(parts: &[String], width: usize, w: &mut dyn Write) -> io::Result<()> {
         writeln!(w, "{line}")?;
     }
     Ok(())
-}
-
-/// The logit lens: each layer's most likely next token per position, with its probability.
-pub fn write_lens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
-    let Some(layers) = &trace.lens else { return Ok(()) };
-    let n = layers.first().map_or(0, Vec::len); // the shown positions (`--show-positions`)
-    let cells: Vec<String> = layers
-        .iter()
-        .flat_map(|row| {
-            row.iter().map(|top| top.first().map_or(String::new(), |p| format!("{} {:.2}", label(p), p.prob)))
-        })
-        .collect();
-    let cols = position_labels(trace, n);
-    let rows: Vec<String> = (0..layers.len()).map(|l| format!("layer {l}")).collect();
-    let col_w = cells.iter().chain(&cols).map(|c| c.chars().count()).max().unwrap_or(1);
-    for (start, end) in blocks(n, col_w + 3, 9, width) {
-        let mut t = vec!["logit lens".to_string(), "top-1 next token after each layer".to_string()];
-        if start > 0 || end < n {
-            t.push(format!("positions {start}–{} of {n}", end - 1));
-        }
-        title(&t, width, w)?;
-        table::emit(&table::matrix_block("", &rows, &cols, &cells, start..end), w)?;
-    }
-    Ok(())
-}
-
-/// `--lens-track`: per tracked token, its rank and probability after each layer at each
-/// position (after the lens's table, in the same layout).
-pub fn write_lens_track(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
-    for t in trace.lens_track.iter().flatten() {
-        let n = t.layers.first().map_or(0, Vec::len);
-        let cols = position_labels(trace, n);
-        let cells: Vec<String> = t
-            .layers
-            .iter()
-            .flat_map(|row| row.iter().map(|&(rank, p)| format!("#{rank} {}", probability(p))))
-            .collect();
-        let rows: Vec<String> = (0..t.layers.len()).map(|l| format!("layer {l}")).collect();
-        let col_w = cells.iter().chain(&cols).map(|c| c.chars().count()).max().unwrap_or(1);
-        for (start, end) in blocks(n, col_w + 3, 9, width) {
-            let mut title_parts = vec![
-                format!("logit lens · {}", cut(&t.label(), 16)),
-                "its rank over the vocabulary and probability after each layer".to_string(),
-            ];
-            if start > 0 || end < n {
-                title_parts.push(format!("positions {start}–{} of {n}", end - 1));
-            }
-            title(&title_parts, width, w)?;
-            table::emit(&table::matrix_block("", &rows, &cols, &cells, start..end), w)?;
-        }
-    }
-    Ok(())
-}
-
-/// A probability in a few characters: two decimals, or one significant digit below 0.01 (a
-/// tracked token is mostly far from the top).
-fn probability(p: f32) -> String {
-    if p >= 0.01 || p == 0.0 {
-        format!("{p:.2}")
-    } else {
-        format!("{p:.0e}")
-    }
-}
-
-/// `lens_track`: `[{"id", "token", ("text",) "rank": [[…] per layer], "prob": [[…] per layer]}]`.
-pub fn lens_track_json(trace: &Trace) -> Option<String> {
-    let tracked = trace.lens_track.as_ref()?;
-    let items: Vec<String> = tracked
-        .iter()
-        .map(|t| {
-            let grid = |f: &dyn Fn(&(usize, f32)) -> String| {
-                let rows: Vec<String> =
-                    t.layers.iter().map(|r| format!("[{}]", r.iter().map(f).collect::<Vec<_>>().join(", "))).collect();
-                format!("[{}]", rows.join(", "))
-            };
-            let text = t
-                .text
-                .as_ref()
-                .map_or(String::new(), |x| format!(", \"text\": {}", serde_json::to_string(x).unwrap_or_default()));
-            format!(
-                "{{\"id\": {}, \"token\": {}{text}, \"rank\": {}, \"prob\": {}}}",
-                t.id,
-                serde_json::to_string(&t.token).unwrap_or_default(),
-                grid(&|(r, _)| r.to_string()),
-                grid(&|(_, p)| super::numbers::f32_json(*p))
-            )
-        })
-        .collect();
-    Some(format!("[{}]", items.join(", ")))
-}
-
-/// The column labels of `n` positions: each row's position (`Trace::position`) and token.
-fn position_labels(trace: &Trace, n: usize) -> Vec<String> {
-    (0..n).map(|r| trace.position(r)).map(|i| format!("{i} {}", cut(&trace.label(i), 8))).collect()
-}
-
-fn label(p: &Prediction) -> String {
-    p.label().map_or(format!("#{}", p.id), |t| cut(&t, 10))
 }
 
 /// Per-head statistics, one row per layer and head.
@@ -190,25 +92,6 @@ pub fn write_rollout(
         table::emit(&table::matrix_block("q \\ k", &rows, &labels, &cells, start..end), w)?;
     }
     Ok(())
-}
-
-fn top_json(top: &[Prediction]) -> String {
-    let items: Vec<String> = top.iter().map(super::predictions::prediction_json).collect();
-    format!("[{}]", items.join(", "))
-}
-
-/// `lens`: `[{"layer", "top": [[{"id", "token", "prob"}, …] per position]}]`.
-pub fn lens_json(trace: &Trace) -> Option<String> {
-    let layers = trace.lens.as_ref()?;
-    let items: Vec<String> = layers
-        .iter()
-        .enumerate()
-        .map(|(l, rows)| {
-            let rows: Vec<String> = rows.iter().map(|r| top_json(r)).collect();
-            format!("{{\"layer\": {l}, \"top\": [{}]}}", rows.join(", "))
-        })
-        .collect();
-    Some(format!("[{}]", items.join(", ")))
 }
 
 /// `stats`: `[{"layer", "head", "entropy", "mean_distance", "first_token", "previous_token"}]`.

@@ -13,6 +13,7 @@ pub mod html;
 pub mod html_generation;
 pub mod json;
 pub mod jsonl;
+pub mod lens;
 pub mod maps;
 pub mod predictions;
 pub mod summary;
@@ -74,19 +75,14 @@ pub fn render(
             if let Some(check) = check {
                 extra.push(("check", check.to_string()));
             }
-            if let Some(p) = &trace.shown_positions {
-                // `--show-positions`: the positions every position-indexed array holds.
-                extra.push(("positions", serde_json::to_string(p).unwrap_or_default()));
-            }
+            // `--show-positions`: the positions every position-indexed array holds.
+            extra.extend(
+                trace.shown_positions.as_ref().map(|p| ("positions", serde_json::to_string(p).unwrap_or_default())),
+            );
             if let Some(p) = predictions::to_json(trace) {
                 extra.push(("predictions", p));
             }
-            if let Some(l) = analysis::lens_json(trace) {
-                extra.push(("lens", l));
-            }
-            if let Some(l) = analysis::lens_track_json(trace) {
-                extra.push(("lens_track", l));
-            }
+            extra.extend(lens::json(trace));
             if let Some(s) = &views.stats {
                 extra.push(("stats", analysis::stats_json(s)));
             }
@@ -120,8 +116,7 @@ pub fn render(
 fn write_after_tables(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Write) -> std::io::Result<()> {
     predictions::write(trace, out.width, w)?;
     generation::write(trace, views.generation.as_deref(), out.width, w)?;
-    analysis::write_lens(trace, out.width, w)?;
-    analysis::write_lens_track(trace, out.width, w)?;
+    lens::write(trace, out.width, w)?;
     if let Some(s) = &views.stats {
         analysis::write_stats(s, out.precision, out.width, w)?;
     }

@@ -34,8 +34,6 @@ pub struct Plan {
     pub streamed: bool,
     /// `--attribute`: what the model attributes (`settings::attribution::request`).
     pub attribution: Option<crate::trace::attribution::Request>,
-    /// `--lens-track`: the token ids the lens follows (tokenized by `run`).
-    pub lens_track: Vec<u32>,
 }
 
 impl Plan {
@@ -100,7 +98,6 @@ impl Plan {
             reduce_stats,
             streamed,
             attribution: None,
-            lens_track: Vec::new(),
         })
     }
 }

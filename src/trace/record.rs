@@ -10,6 +10,8 @@ use anyhow::Result;
 use candle_core::Tensor;
 use std::collections::BTreeSet;
 
+mod lens;
+
 /// Which steps a run keeps. Steps that nobody asked for are never copied out of the model.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Selection {
@@ -77,8 +79,6 @@ pub struct Recorder {
     top_k: usize,
     /// Whether the logit lens reads out every layer.
     lens: bool,
-    /// `--lens-track`: the token ids whose rank the lens follows.
-    lens_track: Vec<u32>,
     /// `--attribute`: what is asked, until the model opens its ledger.
     attribute: Option<super::attribution::Request>,
     /// `--attribute`: the terms so far (model/attribute.rs fills it).
@@ -99,7 +99,6 @@ impl Recorder {
             sink: Sink::default(),
             top_k: 0,
             lens: false,
-            lens_track: Vec::new(),
             attribute: None,
             ledger: None,
             stack: steps::Stack::Only,
@@ -130,36 +129,6 @@ impl Recorder {
         self.top_k
     }
 
-    /// Asks for the logit lens: every layer's residual stream through the head.
-    pub fn with_lens(mut self, on: bool) -> Self {
-        self.lens = on;
-        self
-    }
-
-    pub fn lens(&self) -> bool {
-        self.lens
-    }
-
-    /// Asks the logit lens to follow these token ids (`--lens-track`).
-    pub fn with_lens_track(mut self, ids: Vec<u32>) -> Self {
-        self.trace.lens_track = (!ids.is_empty()).then(|| {
-            ids.iter().map(|&id| super::Tracked { id, token: None, text: None, layers: Vec::new() }).collect()
-        });
-        self.lens_track = ids;
-        self
-    }
-
-    pub fn lens_track(&self) -> &[u32] {
-        &self.lens_track
-    }
-
-    /// One layer's ranks and probabilities of the tracked tokens: per position, per token.
-    pub fn push_lens_ranks(&mut self, ranks: Vec<Vec<(usize, f32)>>) {
-        for (i, t) in self.trace.lens_track.iter_mut().flatten().enumerate() {
-            t.layers.push(ranks.iter().map(|row| row[i]).collect());
-        }
-    }
-
     /// Asks for direct logit attribution (`--attribute`).
     pub fn with_attribution(mut self, request: Option<super::attribution::Request>) -> Self {
         self.attribute = request;
@@ -188,14 +157,6 @@ impl Recorder {
     /// The finished attribution.
     pub fn set_attribution(&mut self, a: super::attribution::Attribution) {
         self.trace.attribution = Some(a);
-    }
-
-    /// One layer's logit-lens readout: per position, the top tokens.
-    pub fn push_lens(&mut self, top: Vec<Vec<(u32, f32)>>) {
-        let rows = top
-            .into_iter()
-            .map(|r| r.into_iter().map(|(id, prob)| super::Prediction { id, token: None, text: None, prob }).collect());
-        self.trace.lens.get_or_insert_with(Vec::new).push(rows.collect());
     }
 
     /// The model's predictions (ids and probabilities; token strings are added later).

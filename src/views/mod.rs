@@ -175,7 +175,10 @@ fn derive_one(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
     let generation = generation::sources(&trace, 3);
     let generation_maps = if draws_maps(out) { generation::maps(&trace) } else { Vec::new() };
     let generation_rows = o.html.is_some().then(|| generation::rows(&trace)).flatten();
-    let maps = (draws_maps(out) || o.derived()).then(|| maps::maps(&trace, o.merge_pieces, o.average_heads));
+    // `--steps none` shows no step, the weights included: a heatmap then draws only its grids
+    // (patching, attribution), unless a page or a picture is drawn from the maps.
+    let none = plan.show.steps.as_ref().is_some_and(|s| s.is_empty()) && o.html.is_none() && o.svg.is_none();
+    let maps = (!none && (draws_maps(out) || o.derived())).then(|| maps::maps(&trace, o.merge_pieces, o.average_heads));
     let show = &plan.show;
     trace.steps.retain(|s| show.wants(&s.id, s.layer, &s.name));
     for d in trace.generation.iter_mut().flat_map(|g| g.steps.iter_mut()) {

@@ -25,7 +25,8 @@ pub fn resolve(spec: &Positions, n: usize) -> Result<Vec<usize>> {
     }
 }
 
-/// A copy of `trace` cut to the positions `spec` names, or None when it names every position.
+/// A copy of `trace` cut to the positions `spec` names, or None when it names every position:
+/// what is printed (`run` writes the files from the whole trace before).
 pub fn cut(trace: &Trace, spec: Option<&Positions>) -> Result<Option<Trace>> {
     let Some(spec) = spec else { return Ok(None) };
     let n = trace.tokens.len();

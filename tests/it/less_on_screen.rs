@@ -25,6 +25,10 @@ fn steps_none_shows_the_summary_line_and_no_step() {
     assert!(!text.contains("layers.0.") && !text.contains("tokens ["), "no step table: {text}");
     assert_eq!(ids(&trace_json(&[S, "--steps", "none"])), Vec::<String>::new());
     refused(&[S, "--steps", "none,weights"], "none shows no step");
+    // The heatmap draws no attention map either (they are the weights step).
+    let map = stdout(&[S, "--format", "heatmap", "--color", "never"]);
+    let none = stdout(&[S, "--format", "heatmap", "--color", "never", "--steps", "none"]);
+    assert!(map.contains("layers.0.attn.weights") && !none.contains("attn.weights"), "{none}");
 }
 
 #[test]
