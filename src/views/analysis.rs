@@ -78,10 +78,8 @@ pub struct RankedHeads {
 /// [`RankedHeads`] of `stats`; None when no head has the statistic.
 pub fn ranked(stats: &[HeadStats]) -> Option<RankedHeads> {
     let induction = stats.iter().any(|s| s.induction.is_some());
-    let (by, said, score): (&'static str, &'static str, fn(&HeadStats) -> Option<f64>) = match induction {
-        true => ("induction", "induction score", |s| s.induction),
-        false => ("prev tok", "previous-token score", |s| s.previous_token),
-    };
+    let score = |s: &HeadStats| if induction { s.induction } else { s.previous_token };
+    let (by, said) = if induction { ("induction", "induction score") } else { ("prev tok", "previous-token score") };
     let mut heads: Vec<(usize, usize, f64)> = stats.iter().filter_map(|s| Some((s.layer, s.head, score(s)?))).collect();
     heads.sort_by(|x, y| y.2.total_cmp(&x.2));
     (!heads.is_empty()).then_some(RankedHeads { by, said, heads })
