@@ -269,6 +269,23 @@ mod tests {
     }
 
     #[test]
+    fn hook_names_read_as_the_model_writes_them() {
+        let plain = ModelConfig { layers: 2, ..ModelConfig::toy() };
+        let gemma = ModelConfig {
+            parts: Parts { embed_scale: Some(8.0), sandwich_norms: true, ..Parts::default() },
+            ..plain.clone()
+        };
+        let one = |list: &str, cfg: &ModelConfig| parse_for(list, cfg).unwrap().into_iter().collect::<Vec<_>>();
+        assert_eq!(one("hook_embed", &plain), ["embed.token"]);
+        assert_eq!(one("hook_embed", &gemma), ["embed.out"], "TransformerLens folds √d_model into W_E");
+        assert_eq!(one("blocks.1.hook_attn_out", &gemma), ["layers.1.norm1_post.out"]);
+        assert_eq!(one("blocks.1.hook_attn_out", &plain), ["layers.1.attn.out"]);
+        assert!(parse_for("blocks.2.hook_attn_out", &plain).is_err());
+        assert_eq!(closest("wieghts").as_deref(), Some("weights"));
+        assert_eq!(closest("qqqqqqqqqq"), None);
+    }
+
+    #[test]
     fn aliases_name_catalogue_steps_and_names_are_unique() {
         for (alias, names) in ALIASES {
             for n in *names {
