@@ -248,8 +248,8 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     }
     let notes = |n: &[String]| output::notes(n, settings.quiet);
     let done = finish_timed(&settings, &notes, false, &mut clock)?;
-    let cut = views::positions::cut(&done.trace, settings.output.views.positions.as_ref())?;
-    output::stdout(cut.as_ref().unwrap_or(&done.trace), &done.views, &settings.output, done.check.as_ref(), out)?;
+    let cut = views::positions::cut(&done.trace, &done.views, settings.output.views.positions.as_ref())?;
+    output::stdout(cut.trace_or(&done.trace), cut.views_or(&done.views), &settings.output, done.check.as_ref(), out)?;
     clock.lap("render and write");
     clock.report();
     done.checked

@@ -5,6 +5,8 @@
 //! dimension; keys stay whole, so a row still shows every token it attends to), and so do the
 //! predictions and the lens; [`Trace::shown_positions`] says which positions the rows are.
 
+use super::maps::{Axis, Map, Maps};
+use super::Views;
 use crate::error::usage;
 use crate::settings::views::Positions;
 use crate::trace::{Step, Trace, Values};
@@ -25,15 +27,68 @@ pub fn resolve(spec: &Positions, n: usize) -> Result<Vec<usize>> {
     }
 }
 
-/// A copy of `trace` cut to the positions `spec` names, or None when it names every position:
-/// what is printed (`run` writes the files from the whole trace before).
-pub fn cut(trace: &Trace, spec: Option<&Positions>) -> Result<Option<Trace>> {
-    let Some(spec) = spec else { return Ok(None) };
-    let n = trace.tokens.len();
-    let keep = resolve(spec, n)?;
-    if keep.len() == n {
-        return Ok(None);
+/// What is printed: the trace and its views, cut or not.
+#[derive(Default)]
+pub struct Cut {
+    trace: Option<Trace>,
+    views: Option<Views>,
+}
+
+impl Cut {
+    /// The cut trace, else `whole`.
+    pub fn trace_or<'a>(&'a self, whole: &'a Trace) -> &'a Trace {
+        self.trace.as_ref().unwrap_or(whole)
     }
+
+    /// The cut views, else `whole`.
+    pub fn views_or<'a>(&'a self, whole: &'a Views) -> &'a Views {
+        self.views.as_ref().unwrap_or(whole)
+    }
+}
+
+/// `trace` and `views` cut to the positions `spec` names (nothing when it names every
+/// position): what is printed (`run` writes the files from the whole trace before).
+pub fn cut(trace: &Trace, views: &Views, spec: Option<&Positions>) -> Result<Cut> {
+    let Some(spec) = spec else { return Ok(Cut::default()) };
+    let keep = resolve(spec, trace.tokens.len())?;
+    if keep.len() == trace.tokens.len() {
+        return Ok(Cut::default());
+    }
+    let views =
+        views.maps.as_ref().and_then(|m| cut_maps(m, &keep)).map(|maps| Views { maps: Some(maps), ..views.clone() });
+    Ok(Cut { trace: Some(cut_trace(trace, keep)), views })
+}
+
+/// The heatmap's maps with only the rows `keep` (and every key): not a map of words
+/// (`--merge-pieces`), whose rows are not positions.
+fn cut_maps(maps: &Maps, keep: &[usize]) -> Option<Maps> {
+    let n = maps.rows();
+    if maps.pieces.is_some() || keep.iter().any(|&p| p >= n) {
+        return None;
+    }
+    // The columns keep every token: a square map's keys become an axis of their own.
+    let keys = maps.keys.clone().unwrap_or_else(|| Axis {
+        labels: maps.labels.clone(),
+        spelled: maps.spelled.clone(),
+        pieces: None,
+        pad: maps.pad.clone(),
+    });
+    let cols = maps.cols();
+    let rows = |m: &Map| keep.iter().flat_map(|&q| m.values[q * cols..(q + 1) * cols].iter().copied()).collect();
+    Some(Maps {
+        labels: pick(&maps.labels, keep),
+        spelled: pick(&maps.spelled, keep),
+        pad: pick(&maps.pad, keep),
+        maps: maps.maps.iter().map(|m| Map { values: rows(m), ..m.clone() }).collect(),
+        keys: Some(keys),
+        positions: Some(keep.to_vec()),
+        ..maps.clone()
+    })
+}
+
+/// `trace` with its position-indexed rows cut to `keep`.
+fn cut_trace(trace: &Trace, keep: Vec<usize>) -> Trace {
+    let n = trace.tokens.len();
     let mut shown = trace.without_steps();
     shown.steps = trace.steps.iter().map(|s| cut_step(s, &keep, n)).collect();
     shown.generation = trace.generation.clone();
@@ -44,7 +99,7 @@ pub fn cut(trace: &Trace, spec: Option<&Positions>) -> Result<Option<Trace>> {
         t.layers = t.layers.iter().map(|rows| pick(rows, &keep)).collect();
     }
     shown.shown_positions = Some(keep);
-    Ok(Some(shown))
+    shown
 }
 
 /// The positions the rows of `step` stand for when `--show-positions` cut it (its `pos` or

@@ -116,6 +116,12 @@ fn show_positions_cuts_the_rows_printed_and_not_the_files() {
     // Tables label each row by its own position.
     let text = stdout(&[S, "--steps", "weights,ffn.out", "--show-positions", "last:3"]);
     assert!(text.contains("\n5 ") && text.contains("\n7 ") && !text.contains("\n4 "), "{text}");
+    // The heatmap too: the last rows, each with its own position, and every key.
+    let map = stdout(&[S, "--format", "heatmap", "--color", "never", "--show-positions", "last:2"]);
+    assert!(
+        map.contains("[query_pos × key_pos = 2 × 8]") && map.contains("\n6 are ") && map.contains("\n7 big. "),
+        "{map}"
+    );
     // A list or a range names positions; one past the end is refused.
     let some = trace_json(&[&base[..], &["--show-positions", "0,6-7"]].concat());
     assert_eq!(some["positions"], serde_json::json!([0, 6, 7]));
