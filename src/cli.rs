@@ -355,7 +355,7 @@ pub struct Cli {
     /// predictions.
     #[arg(long, value_name = "LIST", help_heading = "Output")]
     pub steps: Option<String>,
-    /// Print only these positions in the views (step rows, predictions, the lens): last:N, a
+    /// Print only these positions in the views (step rows, heatmap rows, predictions, the lens): last:N, a
     /// position, a range (3-7) or a list. Files (--save-trace, --html, --svg) keep them all.
     #[arg(long, value_name = "SPEC", help_heading = "Output")]
     pub show_positions: Option<String>,
