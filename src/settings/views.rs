@@ -91,6 +91,7 @@ pub fn options(cli: &Cli, env: &Env) -> Result<ViewOptions> {
             ("--average-heads", cli.average_heads),
             ("--html", cli.html.is_some()),
             ("--svg", cli.svg.is_some()),
+            ("--show-positions", cli.show_positions.is_some()),
         ];
         if let Some((flag, _)) = asked.iter().find(|(_, on)| *on) {
             return Err(usage(
@@ -99,6 +100,13 @@ pub fn options(cli: &Cli, env: &Env) -> Result<ViewOptions> {
                 "use --format json, table or heatmap",
             ));
         }
+    }
+    if cli.show_positions.is_some() && cli.batch.is_some() {
+        return Err(usage(
+            "--show-positions",
+            "it cuts one sentence's printed views, and --batch traces several of different lengths",
+            "drop --batch or --show-positions",
+        ));
     }
     if cli.average_heads && cli.head.is_some() {
         return Err(usage(

@@ -127,6 +127,11 @@ fn show_positions_cuts_the_rows_printed_and_not_the_files() {
     assert_eq!(some["positions"], serde_json::json!([0, 6, 7]));
     refused(&[&base[..], &["--show-positions", "8"]].concat(), "position 8 is past the last token (8 tokens)");
     refused(&[&base[..], &["--show-positions", "last:0"]].concat(), "last:N takes a count of positions from 1");
+    refused(
+        &[S, "--show-positions", "last:2", "--format", "jsonl"],
+        "--show-positions: --format jsonl writes each step",
+    );
+    refused(&["--batch", "sentences.txt", "--show-positions", "last:2"], "--batch traces several");
     // What is saved does not depend on what is printed.
     let dir = tempfile::tempdir().unwrap();
     let (whole, shown) = (dir.path().join("a.safetensors"), dir.path().join("b.safetensors"));
