@@ -350,9 +350,15 @@ pub struct Cli {
     /// Output format.
     #[arg(long, value_enum, default_value = "table", help_heading = "Output")]
     pub format: Format,
-    /// Steps to show: ids, names or aliases, comma separated (e.g. weights,context).
+    /// Steps to show: ids, names, aliases or TransformerLens hook names, comma separated
+    /// (e.g. weights,context or blocks.0.attn.hook_pattern); none: only the summary and the
+    /// predictions.
     #[arg(long, value_name = "LIST", help_heading = "Output")]
     pub steps: Option<String>,
+    /// Print only these positions in the views (step rows, heatmap rows, predictions, the lens): last:N, a
+    /// position, a range (3-7) or a list. Files (--save-trace, --html, --svg) keep them all.
+    #[arg(long, value_name = "SPEC", help_heading = "Output")]
+    pub show_positions: Option<String>,
     /// Show only these layers' steps: a number, a list or a range (0,3 or 1-4).
     #[arg(long, value_name = "LIST", help_heading = "Output")]
     pub layer: Option<String>,
@@ -497,6 +503,10 @@ pub struct Cli {
     /// unembedding, top tokens per position per layer (language models).
     #[arg(long, help_heading = "Interventions")]
     pub lens: bool,
+    /// With --lens: follow this token (one token of the model's vocabulary, e.g. " Paris"):
+    /// its exact rank and probability per layer and position. Repeatable.
+    #[arg(long, value_name = "TEXT", requires = "lens", help_heading = "Interventions")]
+    pub lens_track: Vec<String>,
     /// Per-head statistics: entropy, mean attention distance, weight on the first token,
     /// previous-token score.
     #[arg(long, help_heading = "Interventions")]

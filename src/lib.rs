@@ -61,6 +61,7 @@ pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
     loaded.cfg.parts.query_tile = settings.query_tile;
     let mut plan = Plan::new(settings, &loaded.cfg, &loaded.tokens, loaded.texts().as_deref())?;
     plan.attribution = attribution(settings, &loaded)?;
+    sources::tracked::lens_track(settings, &loaded)?;
     // Before any parameter or activation exists: the estimate follows what the plan records.
     // A generation's decode steps record at most what a pass over the whole sequence would.
     let n = loaded.tokens.len() + settings.generate.as_ref().map_or(0, |g| g.max_new);
@@ -78,7 +79,8 @@ pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
 pub(crate) fn recorder(loaded: &Loaded, selection: Selection, settings: &Settings) -> Recorder {
     let mut rec = Recorder::new(loaded.tokens.clone(), loaded.cfg.clone(), selection)
         .with_top_k(settings.output.top_k)
-        .with_lens(settings.analysis.lens);
+        .with_lens(settings.analysis.lens)
+        .with_lens_track(sources::tracked::lens_track(settings, loaded).unwrap_or_default());
     let (ids, type_ids) = match &loaded.input {
         params::Input::Ids { ids, type_ids } => (Some(ids.clone()), type_ids.clone()),
         params::Input::Matrix(_) => (None, None),
@@ -141,6 +143,7 @@ pub(crate) fn name_predictions(trace: &mut Trace, loaded: &Loaded, own_vocab: bo
     for p in trace.predictions.iter_mut().flatten().flatten().chain(lens.flatten()) {
         (p.token, p.text) = name.name(p.id);
     }
+    sources::tracked::name(trace, &name);
     if let (Some(a), Some(_)) = (trace.attribution.as_mut(), &loaded.tokenizer) {
         for x in std::iter::once(&mut a.answer).chain(a.foil.as_mut()) {
             (x.token, x.text) = name.name(x.id);
@@ -226,7 +229,8 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     }
     let notes = |n: &[String]| output::notes(n, settings.quiet);
     let done = finish_timed(&settings, &notes, false, &mut clock)?;
-    output::stdout(&done.trace, &done.views, &settings.output, done.check.as_ref(), out)?;
+    let cut = views::positions::cut(&done.trace, &done.views, settings.output.views.positions.as_ref())?;
+    output::stdout(cut.trace_or(&done.trace), cut.views_or(&done.views), &settings.output, done.check.as_ref(), out)?;
     output::notes(if done.checked.is_ok() { &done.views.screen_notes[..] } else { &[] }, settings.quiet);
     clock.lap("render and write");
     clock.report();
@@ -364,10 +368,10 @@ pub(crate) fn computed(
         let note: Vec<String> = views::patching::note(&sweep).into_iter().collect();
         notes_now(&note);
         notes.extend(note);
-        let texts = sources::token_text::texts(loaded.tokenizer.as_ref(), &corrupted);
-        let labels = (0..corrupted.len())
-            .map(|i| trace::label::label(&corrupted[i], texts.as_ref().map(|t| t[i].as_str())).into_owned())
-            .collect();
+        let labels = sources::tracked::labels(loaded.tokenizer.as_ref(), &corrupted);
+        if let model::patch::Metric::LogitDiff { a, b, .. } = sweep.metric {
+            views.metric_labels = Some(sources::tracked::names(&loaded, own_vocab(settings), [a, b]));
+        }
         views.attach_patching(sweep, (corrupted, labels), &trace.labels());
         clock.lap("patching sweep");
     }

@@ -15,7 +15,6 @@
 //! (diff/names.rs maps the names, diff/load.rs undoes the layouts).
 
 use crate::config::Parts;
-use crate::trace::steps::def;
 use crate::trace::{Step, Values};
 
 /// In-layer steps TransformerLens stores position-first: `[batch, pos, head, d_head]`.
@@ -31,19 +30,9 @@ pub fn steps(steps: &[Step], parts: &Parts) -> Vec<Step> {
     steps.iter().filter_map(|s| one(s, hook(&s.name, parts)?)).collect()
 }
 
-/// TransformerLens's hook for step `name`: the catalogue's first, except where its Gemma block
-/// puts the hook elsewhere. It folds √d_model into `W_E`, so its `hook_embed` is attn-trace's
-/// `embed.out` (the raw rows have no hook), and it applies `ln1_post`/`ln2_post` before
-/// `hook_attn_out`/`hook_mlp_out`, which are then `norm1_post.out`/`norm2_post.out`.
+/// TransformerLens's hook for step `name` (the catalogue's table, with its Gemma exceptions).
 fn hook(name: &str, parts: &Parts) -> Option<&'static str> {
-    match (name, parts.embed_scale.is_some(), parts.sandwich_norms) {
-        ("embed.out", true, _) => Some("hook_embed"),
-        ("embed.token", true, _) => None,
-        ("norm1_post.out", _, true) => Some("hook_attn_out"),
-        ("norm2_post.out", _, true) => Some("hook_mlp_out"),
-        ("attn.out" | "ffn.out", _, true) => None,
-        _ => def(name)?.transformer_lens.first().copied(),
-    }
+    crate::trace::steps::transformer_lens_hook(name, parts)
 }
 
 fn one(step: &Step, hook: &str) -> Option<Step> {

@@ -104,6 +104,29 @@ pub fn top_k(logits: &Tensor, k: usize) -> Result<Vec<Vec<(u32, f32)>>> {
     Ok(top)
 }
 
+/// `--lens-track`: per position, each of the `tracked` ids' rank over the whole vocabulary (1:
+/// the most probable; an equal probability ranks the lower id first, as [`top_k`] orders them)
+/// and its probability, from the same softmax as [`top_k`].
+pub fn ranks(logits: &Tensor, tracked: &[u32]) -> Result<Vec<Vec<(usize, f32)>>> {
+    let (positions, _vocab) = logits.dims2()?;
+    let mut out = Vec::with_capacity(positions);
+    for start in (0..positions).step_by(ROWS) {
+        let rows = logits.narrow(0, start, ROWS.min(positions - start))?;
+        let probs = super::softmax::softmax_last_dim(&rows)?.to_vec2::<f32>()?; // [rows, vocab]
+        out.extend(probs.iter().map(|row| tracked.iter().map(|&id| rank_of(row, id as usize)).collect()));
+    }
+    Ok(out)
+}
+
+/// The rank and probability of `id` in `row`: one more than the ids before it in
+/// [`most_probable`]'s order.
+fn rank_of(row: &[f32], id: usize) -> (usize, f32) {
+    use std::cmp::Ordering::Greater;
+    let p = row[id];
+    let ahead = row.iter().enumerate().filter(|&(j, q)| q.total_cmp(&p) == Greater || (j < id && *q == p)).count();
+    (ahead + 1, p)
+}
+
 /// Positions whose probabilities are computed together (in parallel, by candle).
 const ROWS: usize = 16;
 

@@ -75,6 +75,11 @@ pub fn forward_pass(
             let logits = unembed::capped(cfg, head.logits(&normed)?)?; // [pos, vocab]
             let top = head::top_k(&logits, rec.top_k().max(1))?;
             rec.push_lens(top);
+            if !rec.lens_track().is_empty() {
+                // `--lens-track`: the chosen tokens' exact ranks, from the same logits.
+                let ranks = head::ranks(&logits, &rec.lens_track())?; // [pos][tracked]
+                rec.push_lens_ranks(ranks);
+            }
         }
         Ok(())
     })?; // [pos, d_model]

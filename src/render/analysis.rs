@@ -7,8 +7,9 @@ use super::numbers::f64_json;
 use super::table;
 use super::text::{blocks, cut, wrap_parts, wrap_words};
 use crate::model::patch::{Method, Metric, Sweep, What};
-use crate::trace::{Prediction, Trace};
+use crate::trace::Trace;
 use crate::views::analysis::{HeadStats, ROLLOUT_RULE};
+use crate::views::Views;
 use std::io::{self, Write};
 
 fn title(parts: &[String], width: usize, w: &mut dyn Write) -> io::Result<()> {
@@ -19,36 +20,9 @@ fn title(parts: &[String], width: usize, w: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-/// The logit lens: each layer's most likely next token per position, with its probability.
-pub fn write_lens(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
-    let Some(layers) = &trace.lens else { return Ok(()) };
-    let n = trace.tokens.len();
-    let cells: Vec<String> = layers
-        .iter()
-        .flat_map(|row| {
-            row.iter().map(|top| top.first().map_or(String::new(), |p| format!("{} {:.2}", label(p), p.prob)))
-        })
-        .collect();
-    let cols: Vec<String> = (0..n).map(|i| format!("{i} {}", cut(&trace.label(i), 8))).collect();
-    let rows: Vec<String> = (0..layers.len()).map(|l| format!("layer {l}")).collect();
-    let col_w = cells.iter().chain(&cols).map(|c| c.chars().count()).max().unwrap_or(1);
-    for (start, end) in blocks(n, col_w + 3, table::label_cost(&rows, ""), width) {
-        let mut t = vec!["logit lens".to_string(), "top-1 next token after each layer".to_string()];
-        if start > 0 || end < n {
-            t.push(format!("positions {start}–{} of {n}", end - 1));
-        }
-        title(&t, width, w)?;
-        table::emit(&table::matrix_block("", &rows, &cols, &cells, start..end), width, w)?;
-    }
-    Ok(())
-}
-
-fn label(p: &Prediction) -> String {
-    p.label().map_or(format!("#{}", p.id), |t| cut(&t, 10))
-}
-
 /// Per-head statistics, one row per layer and head; the statistics' columns split into
-/// blocks (each with the layer and head) where they do not fit the width together.
+/// blocks (each with the layer and head) where they do not fit the width together; then the
+/// heads ranked.
 pub fn write_stats(stats: &[HeadStats], precision: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
     let p = precision;
     let induction = stats.iter().any(|s| s.induction.is_some());
@@ -88,7 +62,26 @@ pub fn write_stats(stats: &[HeadStats], precision: usize, width: usize, w: &mut 
         }
         table::emit(&tab, width, w)?;
     }
-    Ok(())
+    write_stats_ranked(stats, p, width, w)
+}
+
+/// The heads with the highest induction (else previous-token) score, ranked.
+fn write_stats_ranked(stats: &[HeadStats], p: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
+    let Some(r) = crate::views::analysis::ranked(stats) else { return Ok(()) };
+    let shown = r.heads.len().min(super::attribution::TOP);
+    writeln!(
+        w,
+        "
+top {shown} of {} heads by {}, largest first",
+        r.heads.len(),
+        r.said
+    )?;
+    let mut t = table::new_table();
+    t.set_header(vec!["rank", "layer", "head", r.by]);
+    for (i, (layer, head, x)) in r.heads.iter().take(shown).enumerate() {
+        t.add_row(vec![(i + 1).to_string(), layer.to_string(), head.to_string(), format!("{x:.p$}")]);
+    }
+    table::emit(&t, width, w)
 }
 
 /// The rollout after the last layer.
@@ -119,25 +112,6 @@ pub fn write_rollout(
         table::emit(&table::matrix_block("q \\ k", &rows, &labels, &cells, start..end), width, w)?;
     }
     Ok(())
-}
-
-fn top_json(top: &[Prediction]) -> String {
-    let items: Vec<String> = top.iter().map(super::predictions::prediction_json).collect();
-    format!("[{}]", items.join(", "))
-}
-
-/// `lens`: `[{"layer", "top": [[{"id", "token", "prob"}, …] per position]}]`.
-pub fn lens_json(trace: &Trace) -> Option<String> {
-    let layers = trace.lens.as_ref()?;
-    let items: Vec<String> = layers
-        .iter()
-        .enumerate()
-        .map(|(l, rows)| {
-            let rows: Vec<String> = rows.iter().map(|r| top_json(r)).collect();
-            format!("{{\"layer\": {l}, \"top\": [{}]}}", rows.join(", "))
-        })
-        .collect();
-    Some(format!("[{}]", items.join(", ")))
 }
 
 /// `stats`: `[{"layer", "head", "entropy", "mean_distance", "first_token", "previous_token"}]`.
@@ -183,12 +157,13 @@ pub fn rollout_json(rollout: &[(usize, Vec<f64>)]) -> String {
 /// The patching sweep: a matrix of effects, layers down, heads (or positions) across.
 pub fn write_patching(
     trace: &Trace,
-    patching: (&Sweep, &[String]),
+    views: &Views,
     precision: usize,
     width: usize,
     w: &mut dyn Write,
 ) -> io::Result<()> {
-    let (sweep, corrupted) = patching;
+    let Some((sweep, _)) = &views.patching else { return Ok(()) };
+    let corrupted = views.corrupted_labels.as_slice();
     let layers = sweep.rows.iter().map(|r| r.layer).max().map_or(0, |l| l + 1);
     let count = sweep.rows.len().checked_div(layers).unwrap_or(0);
     let cols: Vec<String> = match sweep.what {
@@ -206,10 +181,7 @@ pub fn write_patching(
     };
     // The corrupted sentence's token labels.
     let corrupted: Vec<String> = corrupted.iter().map(|t| cut(t, 12)).collect();
-    let metric = match sweep.metric {
-        Metric::LogitDiff { a, b, position } => format!("logit[{a}] − logit[{b}] at position {position}"),
-        Metric::OutputDistance => "‖output − clean output‖".to_string(),
-    };
+    let metric = metric_text(trace, &sweep.metric, views.metric_labels.as_ref());
     let path = crate::views::patching::path_title(sweep.receivers.as_deref().unwrap_or(""));
     let (name, runs) = match sweep.method {
         Method::Exact => (
@@ -256,7 +228,47 @@ pub fn write_patching(
         title(&t, width, w)?;
         table::emit(&table::matrix_block("", &rows, &cols, &cells, start..end), width, w)?;
     }
-    Ok(())
+    write_patch_ranked(trace, (sweep.what, &views.patch_ranked), (precision, width), w)
+}
+
+/// The metric in words: the answers by their labels (`logit[·Paris] − logit[·Rome]`), the
+/// position by its number and label; ids only where the tokenizer gave no label.
+fn metric_text(trace: &Trace, metric: &Metric, labels: Option<&(String, String)>) -> String {
+    match metric {
+        &Metric::LogitDiff { a, b, position } => {
+            let (a, b) = labels.cloned().unwrap_or_else(|| (format!("#{a}"), format!("#{b}")));
+            let at =
+                trace.tokens.get(position).map_or(String::new(), |_| format!(" ({})", cut(&trace.label(position), 12)));
+            format!("logit[{a}] − logit[{b}] at position {position}{at}")
+        }
+        Metric::OutputDistance => "‖output − clean output‖".to_string(),
+    }
+}
+
+/// The cells of the sweep that matter most, ranked (JSON's `rows` has every cell).
+fn write_patch_ranked(
+    trace: &Trace,
+    (what, ranked): (What, &[crate::views::patching::Cell]),
+    (p, width): (usize, usize),
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    if ranked.is_empty() {
+        return Ok(());
+    }
+    let shown = ranked.len().min(super::attribution::TOP);
+    let unit = if what == What::Heads { "heads" } else { "positions" };
+    writeln!(w, "\ntop {shown} of {} {unit} by |effect|, largest first", ranked.len())?;
+    let mut t = table::new_table();
+    let index = if what == What::Heads { "head" } else { "position" };
+    t.set_header(vec!["rank", "layer", index, "effect"]);
+    for (i, c) in ranked.iter().take(shown).enumerate() {
+        let at = match what {
+            What::Heads => c.index.to_string(),
+            What::Resid => format!("{} {}", c.index, cut(&trace.label(c.index), 12)),
+        };
+        t.add_row(vec![(i + 1).to_string(), c.layer.to_string(), at, format!("{:.p$}", c.effect)]);
+    }
+    table::emit(&t, width, w)
 }
 
 /// `patching`: `{"method": "exact" | "attribution" | "path", ("receivers": with "path",) "what", "metric": {"kind": "logit_diff", "a", "b", "position"} | {"kind":

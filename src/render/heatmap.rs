@@ -154,12 +154,13 @@ fn write_maps(maps: &Maps, out: &Output, w: &mut dyn Write) -> io::Result<()> {
     }
     // Square maps cut a label to the narrower of a row's and a column's room; non-square ones
     // list the rows' labels cut to MAX_LABEL, then the keys' cut to a column.
-    let cut = |labels: &[String], room: usize| -> Vec<String> {
-        labels.iter().enumerate().filter(|(_, l)| l.chars().count() > room).map(|(i, l)| format!("{i} {l}")).collect()
+    let cut = |labels: &[String], room: usize, rows: bool| -> Vec<String> {
+        let long = labels.iter().enumerate().filter(|(_, l)| l.chars().count() > room);
+        long.map(|(i, l)| if rows { maps.row_label(i, l) } else { format!("{i} {l}") }).collect()
     };
     let (rows, keys) = match maps.keys {
-        None => (cut(&maps.labels, (g.slot - 1).min(MAX_LABEL)), Vec::new()),
-        Some(_) => (cut(&maps.labels, MAX_LABEL), cut(maps.key_labels(), g.slot - 1)),
+        None => (cut(&maps.labels, (g.slot - 1).min(MAX_LABEL), true), Vec::new()),
+        Some(_) => (cut(&maps.labels, MAX_LABEL, true), cut(maps.key_labels(), g.slot - 1, false)),
     };
     if !rows.is_empty() || !keys.is_empty() {
         writeln!(w)?;
@@ -184,7 +185,7 @@ fn write_maps(maps: &Maps, out: &Output, w: &mut dyn Write) -> io::Result<()> {
 fn write_map(map: &Map, maps: &Maps, g: &Grid, w: &mut dyn Write) -> io::Result<()> {
     let (n, cols) = (maps.rows(), maps.cols());
     let (what, unit) = if maps.pieces.is_some() { ("words", "word") } else { ("", "pos") };
-    let rows: Vec<String> = (0..n).map(|i| format!("{i} {}", cut(&maps.labels[i], MAX_LABEL))).collect();
+    let rows: Vec<String> = (0..n).map(|i| maps.row_label(i, &cut(&maps.labels[i], MAX_LABEL))).collect();
     let label_w = rows.iter().map(|r| r.chars().count()).max().unwrap_or(0).max(5);
     let max = max_of(&map.values);
     for (start, end) in blocks(cols, g.slot, label_w + 1, g.width) {

@@ -45,7 +45,7 @@ pub fn write_tables(maps: &Maps, precision: usize, width: usize, w: &mut dyn Wri
     for map in &maps.maps {
         let cells: Vec<String> = map.values.iter().map(|v| format!("{v:.precision$}")).collect();
         let col_w = cells.iter().chain(&keys).map(|c| c.chars().count()).max().unwrap_or(1);
-        let rows: Vec<String> = (0..n).map(|i| format!("{i} {}", labels[i])).collect();
+        let rows: Vec<String> = (0..n).map(|i| maps.row_label(i, &labels[i])).collect();
         let label_w = rows.iter().map(|r| r.chars().count()).max().unwrap_or(0).max(5);
         for (start, end) in blocks(cols, col_w + 3, label_w + 1, width) {
             let mut title = vec![steps::layer_id(map.layer, "attn.weights"), map.head_label()];

@@ -14,6 +14,7 @@ pub mod html_generation;
 pub mod html_predictions;
 pub mod json;
 pub mod jsonl;
+pub mod lens;
 pub mod maps;
 pub mod predictions;
 pub mod summary;
@@ -78,12 +79,14 @@ pub fn render(
             if let Some(check) = check {
                 extra.push(("check", check.to_string()));
             }
+            // `--show-positions`: the positions every position-indexed array holds.
+            extra.extend(
+                trace.shown_positions.as_ref().map(|p| ("positions", serde_json::to_string(p).unwrap_or_default())),
+            );
             if let Some(p) = predictions::to_json(trace) {
                 extra.push(("predictions", p));
             }
-            if let Some(l) = analysis::lens_json(trace) {
-                extra.push(("lens", l));
-            }
+            extra.extend(lens::json(trace));
             if let Some(s) = &views.stats {
                 extra.push(("stats", analysis::stats_json(s)));
             }
@@ -117,16 +120,14 @@ pub fn render(
 fn write_after_tables(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Write) -> std::io::Result<()> {
     predictions::write(trace, out.width, w)?;
     generation::write(trace, views.generation.as_deref(), out.width, w)?;
-    analysis::write_lens(trace, out.width, w)?;
+    lens::write(trace, out.width, w)?;
     if let Some(s) = &views.stats {
         analysis::write_stats(s, out.precision, out.width, w)?;
     }
     if let Some(r) = &views.rollout {
         analysis::write_rollout(trace, r, out.precision, out.width, w)?;
     }
-    if let Some((sweep, _)) = &views.patching {
-        analysis::write_patching(trace, (sweep, &views.corrupted_labels), out.precision, out.width, w)?;
-    }
+    analysis::write_patching(trace, views, out.precision, out.width, w)?;
     if let (Some(a), Some(r)) = (&trace.attribution, &views.attribution) {
         attribution::write(a, r, out.precision, out.width, w)?;
     }

@@ -21,8 +21,9 @@ pub fn write(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
     for line in wrap_parts(&title, width) {
         writeln!(w, "{line}")?;
     }
-    let tokens: Vec<String> = shown.iter().map(|&i| cut(&trace.label(i), 12)).collect();
-    let pos_w = shown.last().map_or(1, |i| i.to_string().len()).max("pos".len());
+    // `--show-positions`: row i of the predictions is position `trace.position(i)`.
+    let tokens: Vec<String> = shown.iter().map(|&i| cut(&trace.label(trace.position(i)), 12)).collect();
+    let pos_w = shown.iter().map(|&i| trace.position(i).to_string().len()).max().unwrap_or(1).max("pos".len());
     let token_w = tokens.iter().map(|t| t.chars().count()).max().unwrap_or(0).max("token".len());
     // The predictions column gets what the position and token columns leave of the width.
     let room = table::room(&[pos_w, token_w], width, 8);
@@ -30,7 +31,7 @@ pub fn write(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
     let header = if masked { "most likely fillers" } else { "most likely next tokens" };
     t.set_header(vec!["pos".to_string(), "token".to_string(), text::header(header, room)]);
     for (&i, token) in shown.iter().zip(tokens) {
-        t.add_row(vec![i.to_string(), token, text::fill(rows[i].iter().map(|p| item(p, room)), room)]);
+        t.add_row(vec![trace.position(i).to_string(), token, text::fill(rows[i].iter().map(|p| item(p, room)), room)]);
     }
     table::emit(&t, width, w)
 }
@@ -40,7 +41,7 @@ pub fn write(trace: &Trace, width: usize, w: &mut dyn Write) -> io::Result<()> {
 pub fn shown(trace: &Trace) -> Vec<usize> {
     let n = trace.predictions.as_ref().map_or(0, |r| r.len());
     let masked = trace.config.parts.masked_lm;
-    let shown: Vec<usize> = (0..n).filter(|&i| !masked || trace.tokens[i] == "[MASK]").collect();
+    let shown: Vec<usize> = (0..n).filter(|&i| !masked || trace.tokens[trace.position(i)] == "[MASK]").collect();
     if shown.is_empty() {
         (0..n).collect()
     } else {
@@ -91,7 +92,8 @@ pub fn to_json(trace: &Trace) -> Option<String> {
     let items: Vec<String> = rows
         .iter()
         .enumerate()
-        .map(|(i, row)| {
+        .map(|(r, row)| {
+            let i = trace.position(r);
             let top: Vec<String> = row.iter().map(prediction_json).collect();
             let token = serde_json::to_string(&trace.tokens[i]).unwrap_or_else(|_| "null".into());
             let text = match trace.texts.as_ref().and_then(|t| t.get(i)) {

@@ -37,7 +37,10 @@ pub fn write(trace: &Trace, precision: usize, width: usize, w: &mut dyn Write) -
                     write_tokens(trace, width, w)?;
                 }
             }
-            _ => write_tensor(step, stack_labels(trace, step, (&labels, &keys)), precision, width, w)?,
+            _ => {
+                let at = crate::views::positions::rows_of(trace, step);
+                write_tensor(step, stack_labels(trace, step, (&labels, &keys)), at, precision, width, w)?
+            }
         }
     }
     Ok(())
@@ -70,7 +73,7 @@ pub fn write_params(params: &[Step], precision: usize, width: usize, w: &mut dyn
         writeln!(w, "{line}")?;
     }
     for p in params {
-        write_tensor(p, (&[], &[]), precision, width, w)?;
+        write_tensor(p, (&[], &[]), None, precision, width, w)?;
     }
     Ok(())
 }
@@ -224,10 +227,12 @@ fn fmt(step: &Step, i: usize, precision: usize) -> String {
 }
 
 /// One step as tables: rows labelled by `labels` (the tokens'), `key_pos` columns by `keys`
-/// (the key tokens', `Trace::key_labels`).
+/// (the key tokens', `Trace::key_labels`); `at`: the positions of a step cut by
+/// `--show-positions`, row by row.
 fn write_tensor(
     step: &Step,
     (labels, keys): (&[String], &[String]),
+    at: Option<&[usize]>,
     precision: usize,
     width: usize,
     w: &mut dyn Write,
@@ -243,7 +248,7 @@ fn write_tensor(
     // Rows are positions, except a mixture's chosen experts' ranks within a position.
     let ranks = step.dims.len() == 3 && step.dims[1] == "rank";
     let row_labels: Vec<String> =
-        (0..rows).map(|r| if ranks { format!("rank {r}") } else { label(labels, r) }).collect();
+        (0..rows).map(|r| if ranks { format!("rank {r}") } else { label(labels, position(at, r)) }).collect();
     let col_labels: Vec<String> = (0..cols)
         .map(|c| if by_key { keys.get(c).cloned().unwrap_or_else(|| c.to_string()) } else { c.to_string() })
         .collect();
@@ -255,7 +260,7 @@ fn write_tensor(
             let h = step.heads.as_ref().map_or(g, |hs| hs[g]);
             format!("head {h}")
         } else if ranks {
-            label(labels, g)
+            label(labels, position(at, g))
         } else {
             String::new()
         };
@@ -293,6 +298,11 @@ fn write_tensor(
         }
     }
     Ok(())
+}
+
+/// The position of row `r`: `at[r]` in a cut step, else `r`.
+fn position(at: Option<&[usize]>, r: usize) -> usize {
+    at.and_then(|p| p.get(r).copied()).unwrap_or(r)
 }
 
 fn label(labels: &[String], r: usize) -> String {

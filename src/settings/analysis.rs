@@ -24,6 +24,8 @@ pub struct Analysis {
     /// `--knockout` as typed: `L[.H]:Q->K`.
     pub knockout: Vec<String>,
     pub lens: bool,
+    /// `--lens-track`: texts whose token the lens follows (tokenized once the model is open).
+    pub lens_track: Vec<String>,
     pub stats: bool,
     pub rollout: bool,
     /// `--induction N`: the input is N random tokens repeated twice.
@@ -162,6 +164,7 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
         ablate_expert,
         knockout: cli.knockout.clone(),
         lens: cli.lens,
+        lens_track: cli.lens_track.clone(),
         stats: cli.stats,
         rollout: cli.rollout,
         induction: cli.induction,

@@ -45,7 +45,7 @@ impl Plan {
     /// `texts` are the tokens' decoded texts, when the vocabulary has them: `--focus` and
     /// `--knockout` find a token by its text too.
     pub fn new(settings: &Settings, cfg: &ModelConfig, tokens: &[String], texts: Option<&[String]>) -> Result<Plan> {
-        let mut show = selection(settings, cfg.layers, cfg.heads)?;
+        let mut show = selection(settings, cfg)?;
         let focus = settings.output.views.focus.as_deref().map(|f| resolve(f, tokens, texts)).transpose()?;
         // `--focus` alone asks for the walkthrough: as tables, show it after the tokens, not
         // after every step of the trace (`--steps` brings the steps back; a page or a picture
@@ -121,8 +121,8 @@ impl Plan {
 }
 
 /// `--steps`, `--layer` and `--head`, checked against the model's sizes.
-fn selection(settings: &Settings, layers: usize, heads: usize) -> Result<Selection> {
-    let s = &settings.select;
+fn selection(settings: &Settings, cfg: &ModelConfig) -> Result<Selection> {
+    let (s, layers, heads) = (&settings.select, cfg.layers, cfg.heads);
     if let Some(&l) = s.layer.iter().flatten().find(|&&l| l >= layers) {
         return Err(usage(
             "--layer",
@@ -138,7 +138,7 @@ fn selection(settings: &Settings, layers: usize, heads: usize) -> Result<Selecti
         ));
     }
     Ok(Selection {
-        steps: s.steps.as_deref().map(|list| crate::trace::aliases::parse(list, layers)).transpose()?,
+        steps: s.steps.as_deref().map(|list| crate::trace::aliases::parse_for(list, cfg)).transpose()?,
         layer: s.layer.clone(),
         head: s.head.clone(),
     })

@@ -28,9 +28,36 @@ pub struct ViewOptions {
     /// Whether the HTML page holds a table per step: not for a real model unless `--steps`
     /// asks (all of MiniLM's steps for 20 tokens are some 18 MB of tables).
     pub html_tables: bool,
+    /// `--show-positions`: the printed views' positions (`views::positions`).
+    pub positions: Option<Positions>,
     /// Whether the terminal takes 24-bit colour (COLORTERM truecolor or 24bit); otherwise the
     /// heatmap uses the 256-colour palette, which every colour terminal has.
     pub truecolor: bool,
+}
+
+/// `--show-positions SPEC`: the positions the printed views keep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Positions {
+    /// `last:N`: the last N (all of a shorter input).
+    Last(usize),
+    /// A position, a range (`3-7`) or a list (`0,4-6`), in increasing order.
+    List(Vec<usize>),
+}
+
+/// Parses `--show-positions`: `last:N` with N ≥ 1, else `--layer`'s lists and ranges.
+fn positions(given: &str) -> Result<Positions> {
+    let flag = "--show-positions";
+    let Some(last) = given.trim().strip_prefix("last:") else {
+        return super::index_list(flag, given).map(Positions::List);
+    };
+    match last.trim().parse::<usize>() {
+        Ok(k) if k > 0 => Ok(Positions::Last(k)),
+        _ => Err(usage(
+            format!("{flag} {}", crate::error::quote(given)),
+            format!("last:N takes a count of positions from 1, not {}", crate::error::quote(last)),
+            "e.g. --show-positions last:3",
+        )),
+    }
 }
 
 /// Which of an encoder–decoder's attentions the views draw (`--stack`).
@@ -64,6 +91,7 @@ pub fn options(cli: &Cli, env: &Env) -> Result<ViewOptions> {
             ("--average-heads", cli.average_heads),
             ("--html", cli.html.is_some()),
             ("--svg", cli.svg.is_some()),
+            ("--show-positions", cli.show_positions.is_some()),
         ];
         if let Some((flag, _)) = asked.iter().find(|(_, on)| *on) {
             return Err(usage(
@@ -72,6 +100,13 @@ pub fn options(cli: &Cli, env: &Env) -> Result<ViewOptions> {
                 "use --format json, table or heatmap",
             ));
         }
+    }
+    if cli.show_positions.is_some() && cli.batch.is_some() {
+        return Err(usage(
+            "--show-positions",
+            "it cuts one sentence's printed views, and --batch traces several of different lengths",
+            "drop --batch or --show-positions",
+        ));
     }
     if cli.average_heads && cli.head.is_some() {
         return Err(usage(
@@ -104,9 +139,17 @@ pub fn options(cli: &Cli, env: &Env) -> Result<ViewOptions> {
         average_heads: cli.average_heads,
         html: cli.html.clone(),
         svg: cli.svg.clone(),
-        html_tables: cli.model.is_none() || cli.steps.is_some(),
+        html_tables: (cli.model.is_none() || cli.steps.is_some()) && !no_steps(cli),
+        positions: cli.show_positions.as_deref().map(positions).transpose()?,
         truecolor: env.truecolor,
     })
+}
+
+/// `--steps none`: no step is shown, nor a real model's per-layer summary: only the run's
+/// summary line and the predictions (and the views asked for); the steps the views read are
+/// still recorded.
+pub fn no_steps(cli: &Cli) -> bool {
+    cli.steps.as_deref().is_some_and(|s| s.trim() == "none")
 }
 
 /// `--focus TOKEN|POS`: a number is a position; a word must occur exactly once (exact

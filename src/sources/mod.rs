@@ -38,6 +38,7 @@ pub mod token_text;
 pub mod tokenize;
 mod toy;
 mod toy_pad;
+pub mod tracked;
 
 use crate::config::ModelConfig;
 use crate::error::usage;

@@ -106,6 +106,13 @@ pub struct Trace {
     /// The logit lens: per layer, per position, the top tokens of that layer's residual
     /// stream read through the final norm and the head.
     pub lens: Option<Vec<Vec<Vec<Prediction>>>>,
+    /// `--lens-track`: the chosen tokens, each with its rank and probability per layer and
+    /// position in the logit lens.
+    pub lens_track: Option<Vec<Tracked>>,
+    /// `--show-positions`: the positions the rows of position-indexed steps, predictions and
+    /// the lens hold, in order, when the printed views were cut to them (`views::positions`);
+    /// None: every position.
+    pub shown_positions: Option<Vec<usize>>,
     /// The tokens the keys of non-square attention maps stand for, when they are not
     /// `tokens`; None when every map's queries and keys are `tokens` (every model read today).
     pub keys: Option<KeyTokens>,
@@ -137,6 +144,28 @@ pub struct KeyTokens {
     pub attention_mask: Option<Vec<u8>>,
     /// Their vocabulary ids (an encoder–decoder's source tokens).
     pub ids: Option<Vec<u32>>,
+}
+
+/// A token the logit lens follows (`--lens-track`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tracked {
+    pub id: u32,
+    /// Its string and text, as [`Prediction`]'s.
+    pub token: Option<String>,
+    pub text: Option<String>,
+    /// Per layer, per position: its rank over the whole vocabulary (1: the most probable)
+    /// and its probability.
+    pub layers: Vec<Vec<(usize, f32)>>,
+}
+
+impl Tracked {
+    /// The token's label, as [`Trace::label`]; `#id` without a token string.
+    pub fn label(&self) -> String {
+        match &self.token {
+            Some(t) => label::label(t, self.text.as_deref()).into_owned(),
+            None => format!("#{}", self.id),
+        }
+    }
 }
 
 /// One predicted next token.
@@ -197,6 +226,8 @@ impl Trace {
             steps: Vec::new(),
             predictions: self.predictions.clone(),
             lens: self.lens.clone(),
+            lens_track: self.lens_track.clone(),
+            shown_positions: self.shown_positions.clone(),
             keys: self.keys.clone(),
             generation: None,
             attribution: None,
@@ -239,6 +270,11 @@ impl Trace {
     /// Every key position's [`key_label`](Trace::key_label).
     pub fn key_labels(&self) -> Vec<String> {
         (0..self.key_tokens().len()).map(|i| self.key_label(i)).collect()
+    }
+
+    /// The position row `r` of a position-indexed array stands for ([`Trace::shown_positions`]).
+    pub fn position(&self, r: usize) -> usize {
+        self.shown_positions.as_ref().and_then(|p| p.get(r).copied()).unwrap_or(r)
     }
 
     pub fn get(&self, id: &str) -> Option<&Step> {

@@ -8,6 +8,8 @@ use crate::config::ModelConfig;
 use anyhow::Result;
 use candle_core::Tensor;
 
+mod lens;
+
 /// A consumer of steps as they are recorded: `--format jsonl` writes each one out while the
 /// model goes on computing. An error stops the stream (e.g. `| head -3` closed the pipe).
 /// The step is handed over by value: the sink usually sends it to another thread.
@@ -81,16 +83,6 @@ impl Recorder {
         self.top_k
     }
 
-    /// Asks for the logit lens: every layer's residual stream through the head.
-    pub fn with_lens(mut self, on: bool) -> Self {
-        self.lens = on;
-        self
-    }
-
-    pub fn lens(&self) -> bool {
-        self.lens
-    }
-
     /// Asks for direct logit attribution (`--attribute`).
     pub fn with_attribution(mut self, request: Option<super::attribution::Request>) -> Self {
         self.attribute = request;
@@ -119,14 +111,6 @@ impl Recorder {
     /// The finished attribution.
     pub fn set_attribution(&mut self, a: super::attribution::Attribution) {
         self.trace.attribution = Some(a);
-    }
-
-    /// One layer's logit-lens readout: per position, the top tokens.
-    pub fn push_lens(&mut self, top: Vec<Vec<(u32, f32)>>) {
-        let rows = top
-            .into_iter()
-            .map(|r| r.into_iter().map(|(id, prob)| super::Prediction { id, token: None, text: None, prob }).collect());
-        self.trace.lens.get_or_insert_with(Vec::new).push(rows.collect());
     }
 
     /// The model's predictions (ids and probabilities; token strings are added later).

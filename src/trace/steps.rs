@@ -191,6 +191,23 @@ pub fn def(name: &str) -> Option<&'static StepDef> {
     CATALOGUE.iter().find(|d| d.name == name)
 }
 
+/// TransformerLens's hook for step `name` in a model with these `parts`: the catalogue's first,
+/// except where its Gemma block puts the hook elsewhere. It folds √d_model into `W_E`, so its
+/// `hook_embed` is attn-trace's `embed.out` (the raw rows have no hook), and it applies
+/// `ln1_post`/`ln2_post` before `hook_attn_out`/`hook_mlp_out`, which are then
+/// `norm1_post.out`/`norm2_post.out`. The one table `--names transformer-lens` writes by
+/// (`export/tl.rs`) and `--steps` reads back (`aliases.rs`).
+pub fn transformer_lens_hook(name: &str, parts: &crate::config::Parts) -> Option<&'static str> {
+    match (name, parts.embed_scale.is_some(), parts.sandwich_norms) {
+        ("embed.out", true, _) => Some("hook_embed"),
+        ("embed.token", true, _) => None,
+        ("norm1_post.out", _, true) => Some("hook_attn_out"),
+        ("norm2_post.out", _, true) => Some("hook_mlp_out"),
+        ("attn.out" | "ffn.out", _, true) => None,
+        _ => def(name)?.transformer_lens.first().copied(),
+    }
+}
+
 /// Names of steps outside any layer, in trace order.
 pub fn global_names() -> impl Iterator<Item = &'static str> {
     CATALOGUE.iter().filter(|d| !d.in_layer).map(|d| d.name)

@@ -64,6 +64,27 @@ fn squares(trace: &Trace) -> impl Iterator<Item = (&Step, usize, usize)> {
     })
 }
 
+/// The heads ranked by the statistic that names a head's job: the induction score with
+/// `--induction`, else the previous-token score (heads of a single token have none).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankedHeads {
+    /// The statistic's name, as the table's column says it, and in words.
+    pub by: &'static str,
+    pub said: &'static str,
+    /// (layer, head, score), largest score first (ties in the table's order).
+    pub heads: Vec<(usize, usize, f64)>,
+}
+
+/// [`RankedHeads`] of `stats`; None when no head has the statistic.
+pub fn ranked(stats: &[HeadStats]) -> Option<RankedHeads> {
+    let induction = stats.iter().any(|s| s.induction.is_some());
+    let score = |s: &HeadStats| if induction { s.induction } else { s.previous_token };
+    let (by, said) = if induction { ("induction", "induction score") } else { ("prev tok", "previous-token score") };
+    let mut heads: Vec<(usize, usize, f64)> = stats.iter().filter_map(|s| Some((s.layer, s.head, score(s)?))).collect();
+    heads.sort_by(|x, y| y.2.total_cmp(&x.2));
+    (!heads.is_empty()).then_some(RankedHeads { by, said, heads })
+}
+
 /// Every recorded head's statistics, in trace order.
 pub fn stats(trace: &Trace) -> Vec<HeadStats> {
     let mut sums = StatsRows::new(None, trace.config.interventions.induction);

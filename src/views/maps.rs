@@ -33,6 +33,9 @@ pub struct Maps {
     pub pad: Vec<bool>,
     /// The columns, when the keys are not the queries' tokens; see [`Maps::key_labels`].
     pub keys: Option<Axis>,
+    /// `--show-positions`: the position each row stands for, when the rows were cut
+    /// (`views::positions`); None: row i is position (or word) i.
+    pub positions: Option<Vec<usize>>,
 }
 
 /// The key side of non-square maps, built from [`Trace::keys`] as `Maps`' own fields are
@@ -96,6 +99,12 @@ impl Maps {
         self.labels.len()
     }
 
+    /// Row i's label as the tables write it: its position (or word) number, then its label.
+    pub fn row_label(&self, i: usize, label: &str) -> String {
+        let at = self.positions.as_ref().and_then(|p| p.get(i).copied()).unwrap_or(i);
+        format!("{at} {label}")
+    }
+
     /// Columns (keys) of every map.
     pub fn cols(&self) -> usize {
         self.key_labels().len()
@@ -145,7 +154,7 @@ pub fn maps(trace: &Trace, merge: bool, average: bool) -> Maps {
         rules.push(format!("mean over heads {}", span(hs)));
     }
     let Axis { labels, spelled, pieces, pad } = queries;
-    Maps { labels, spelled, pieces, averaged, rules, maps: out, pad, keys }
+    Maps { labels, spelled, pieces, averaged, rules, maps: out, pad, keys, positions: None }
 }
 
 /// One side of the maps from its tokens and their labels: words with --merge-pieces, and

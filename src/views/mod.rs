@@ -12,6 +12,7 @@ pub mod grid;
 pub mod maps;
 pub mod params;
 pub mod patching;
+pub mod positions;
 pub mod stacks;
 pub mod summary;
 
@@ -51,6 +52,11 @@ pub struct Views {
     pub corrupted_labels: Vec<String>,
     /// `--patch`: the sweep as the heatmaps draw it.
     pub patch_grid: Option<patching::PatchGrid>,
+    /// `--patch`: the sweep's cells ranked, largest |effect| first.
+    pub patch_ranked: Vec<patching::Cell>,
+    /// `--patch --metric A B`: the answers' labels as the tables spell tokens (`·Paris`),
+    /// for the header (attached by `run`, which has the tokenizer).
+    pub metric_labels: Option<(String, String)>,
     /// `--patch-path`: the grid's title, "path patching → RECEIVERS".
     pub patch_title: Option<String>,
     /// `--generate`: each generated token's strongest sources (per layer and overall), and
@@ -79,6 +85,7 @@ impl Views {
         labels: &[String],
     ) {
         self.patch_grid = Some(patching::grid(&sweep, labels));
+        self.patch_ranked = patching::ranked(&sweep);
         self.patch_title = sweep.receivers.as_deref().map(patching::path_title);
         self.corrupted_labels = corrupted_labels;
         self.patching = Some((sweep, corrupted));
@@ -175,7 +182,10 @@ fn derive_one(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
     let generation = generation::sources(&trace, 3);
     let generation_maps = if draws_maps(out) { generation::maps(&trace) } else { Vec::new() };
     let generation_rows = o.html.is_some().then(|| generation::rows(&trace)).flatten();
-    let maps = (draws_maps(out) || o.derived()).then(|| maps::maps(&trace, o.merge_pieces, o.average_heads));
+    // `--steps none` shows no step, the weights included: a heatmap then draws only its grids
+    // (patching, attribution), unless a page or a picture is drawn from the maps.
+    let none = plan.show.steps.as_ref().is_some_and(|s| s.is_empty()) && o.html.is_none() && o.svg.is_none();
+    let maps = (!none && (draws_maps(out) || o.derived())).then(|| maps::maps(&trace, o.merge_pieces, o.average_heads));
     let show = &plan.show;
     trace.steps.retain(|s| show.wants(&s.id, s.layer, &s.name));
     for d in trace.generation.iter_mut().flat_map(|g| g.steps.iter_mut()) {

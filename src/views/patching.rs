@@ -56,6 +56,25 @@ pub fn note(sweep: &Sweep) -> Option<String> {
     })
 }
 
+/// One cell of a sweep in the ranked list that ends the grid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    pub layer: usize,
+    /// The head, or the position with `--patch-resid`.
+    pub index: usize,
+    pub effect: f64,
+}
+
+/// The sweep's cells with a defined effect, largest |effect| first (ties in the sweep's
+/// order), as `--attribute` ranks its terms: the heads (or positions) that matter most,
+/// restoring the clean run (positive) or pushing away from it (negative).
+pub fn ranked(sweep: &Sweep) -> Vec<Cell> {
+    let mut cells: Vec<Cell> =
+        sweep.rows.iter().filter_map(|r| Some(Cell { layer: r.layer, index: r.index, effect: r.effect? })).collect();
+    cells.sort_by(|x, y| y.effect.abs().total_cmp(&x.effect.abs()));
+    cells
+}
+
 /// The grid of `sweep`, whose positions are labelled with the clean sentence's `tokens`.
 pub fn grid(sweep: &Sweep, tokens: &[String]) -> PatchGrid {
     let layers = sweep.rows.iter().map(|r| r.layer + 1).max().unwrap_or(0);
@@ -100,5 +119,7 @@ mod tests {
         assert_eq!(g.rows, ["layer 0", "layer 1"]);
         assert_eq!(g.cols, ["0 a", "1 b"]);
         assert_eq!(g.values, [0.25, -0.5, 0.5, 0.75]);
+        let order: Vec<(usize, usize)> = ranked(&sweep).iter().map(|c| (c.layer, c.index)).collect();
+        assert_eq!(order, [(1, 1), (0, 1), (1, 0), (0, 0)], "largest |effect| first");
     }
 }

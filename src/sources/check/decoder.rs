@@ -130,7 +130,7 @@ pub(crate) fn run(kind: Kind, dir: &Path, ids: &[u32]) -> Result<Theirs> {
     };
     let input = Tensor::new(ids, &Device::Cpu)?.unsqueeze(0)?; // [1, pos]
     let parse = |e: serde_json::Error| {
-        usage(&format!("--check ({what})"), format!("{reference} cannot read config.json: {e}"), "drop --check")
+        usage(format!("--check ({what})"), format!("{reference} cannot read config.json: {e}"), "drop --check")
     };
     let c = |e| failed(e);
     let (logits, hidden) = match kind {
@@ -243,7 +243,7 @@ fn weights(dir: &Path) -> Result<Vec<PathBuf>> {
         return Ok(vec![bin]);
     }
     Err(usage(
-        &format!("--check ({})", dir.display()),
+        format!("--check ({})", dir.display()),
         "candle-transformers' loaders read model.safetensors, its shards or pytorch_model.bin, and the folder has none",
         "drop --check",
     ))
