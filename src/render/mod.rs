@@ -68,51 +68,57 @@ pub fn render(
             }
             write_after_tables(trace, views, out, w)
         }
-        Format::Json => {
-            let mut extra = Vec::new();
-            if let Some(f) = &views.focus {
-                extra.push(("focus", focus::to_json(f)));
-            }
-            if let Some(m) = derived {
-                extra.push(("views", maps::to_json(m)));
-            }
-            if let Some(check) = check {
-                extra.push(("check", check.to_string()));
-            }
-            // `--show-positions`: the positions every position-indexed array holds.
-            extra.extend(
-                trace.shown_positions.as_ref().map(|p| ("positions", serde_json::to_string(p).unwrap_or_default())),
-            );
-            if let Some(p) = predictions::to_json(trace) {
-                extra.push(("predictions", p));
-            }
-            extra.extend(lens::json(trace));
-            if let Some(s) = &views.stats {
-                extra.push(("stats", analysis::stats_json(s)));
-            }
-            if let Some(r) = &views.rollout {
-                extra.push(("rollout", analysis::rollout_json(r)));
-            }
-            if let Some(p) = &views.patching {
-                extra.push(("patching", analysis::patching_json(p)));
-            }
-            if let Some(g) = generation::to_json(trace, views.generation.as_deref()) {
-                extra.push(("generation", g));
-            }
-            if let Some(a) = &trace.attribution {
-                extra.push(("attribution", attribution::to_json(a)));
-            }
-            if let Some(s) = views.stacks.as_ref().filter(|s| !s.alignment.is_empty()) {
-                extra.push(("alignment", summary::alignment_json(&s.alignment)));
-            }
-            if !views.notes.is_empty() {
-                extra.push(("notes", serde_json::to_string(&views.notes).unwrap_or_default()));
-            }
-            json::write_with(trace, &extra, w)
-        }
+        Format::Json => write_json(trace, views, (derived, check), w),
         Format::Heatmap => heatmap::write(trace, views, out, w),
         Format::Jsonl => jsonl::write(trace, w),
     }
+}
+
+/// The JSON document: the trace, then each view and report that the run has.
+fn write_json(
+    trace: &Trace,
+    views: &Views,
+    (derived, check): (Option<&crate::views::maps::Maps>, Option<&serde_json::Value>),
+    w: &mut dyn Write,
+) -> std::io::Result<()> {
+    let mut extra = Vec::new();
+    if let Some(f) = &views.focus {
+        extra.push(("focus", focus::to_json(f)));
+    }
+    if let Some(m) = derived {
+        extra.push(("views", maps::to_json(m)));
+    }
+    if let Some(check) = check {
+        extra.push(("check", check.to_string()));
+    }
+    // `--show-positions`: the positions every position-indexed array holds.
+    extra.extend(trace.shown_positions.as_ref().map(|p| ("positions", serde_json::to_string(p).unwrap_or_default())));
+    if let Some(p) = predictions::to_json(trace) {
+        extra.push(("predictions", p));
+    }
+    extra.extend(lens::json(trace));
+    if let Some(s) = &views.stats {
+        extra.push(("stats", analysis::stats_json(s)));
+    }
+    if let Some(r) = &views.rollout {
+        extra.push(("rollout", analysis::rollout_json(r)));
+    }
+    if let Some(p) = &views.patching {
+        extra.push(("patching", analysis::patching_json(p)));
+    }
+    if let Some(g) = generation::to_json(trace, views.generation.as_deref()) {
+        extra.push(("generation", g));
+    }
+    if let Some(a) = &trace.attribution {
+        extra.push(("attribution", attribution::to_json(a)));
+    }
+    if let Some(s) = views.stacks.as_ref().filter(|s| !s.alignment.is_empty()) {
+        extra.push(("alignment", summary::alignment_json(&s.alignment)));
+    }
+    if !views.notes.is_empty() {
+        extra.push(("notes", serde_json::to_string(&views.notes).unwrap_or_default()));
+    }
+    json::write_with(trace, &extra, w)
 }
 
 /// What follows the tables: predictions, the lens, statistics, rollout, patching, the
