@@ -39,9 +39,16 @@ pub(crate) fn request(settings: &Settings, loaded: &Loaded) -> Result<Option<Req
 
 /// Fills `trace.attribution` when the run's own pass could not (see the module's comment).
 pub(crate) fn explain(settings: &Settings, (loaded, params): (&Loaded, &Params), trace: &mut Trace) -> Result<()> {
-    let Some(asked) = asked(settings, loaded)? else { return Ok(()) };
+    let Some(mut asked) = asked(settings, loaded)? else { return Ok(()) };
     if asked.now().is_some() {
         return Ok(());
+    }
+    // A generation's first token was chosen at the prompt's last position: without an answer,
+    // that is the token the model wrote (with sampling, not always its most probable).
+    if let (At::Position(p), Some(g)) = (asked.at, &trace.generation) {
+        if p + 1 == g.prompt_tokens && !g.tokens.is_empty() {
+            asked.at = At::Generated(0);
+        }
     }
     let Input::Ids { ids: prompt, type_ids } = &loaded.input else {
         return Err(usage("--attribute", "the input is a matrix, not tokens", "pass a sentence instead of --input"));

@@ -146,7 +146,7 @@ pub(crate) fn name_predictions(trace: &mut Trace, loaded: &Loaded, own_vocab: bo
         (p.token, p.text) = name.name(p.id);
     }
     sources::tracked::name(trace, &name);
-    if let (Some(a), Some(_)) = (trace.attribution.as_mut(), &loaded.tokenizer) {
+    if let Some(a) = trace.attribution.as_mut() {
         for x in std::iter::once(&mut a.answer).chain(a.foil.as_mut()) {
             (x.token, x.text) = name.name(x.id);
         }

@@ -85,6 +85,23 @@ fn the_first_generated_token_is_the_prompts_last_position() {
     let plain = document(&["--attribute", &answer, &foil])["attribution"].clone();
     assert_eq!(plain["position"], 4);
     same_terms(&first, &plain, "gen:0 against a plain run");
+    // With --generate and no --at, the answer-less attribution is the first written token's.
+    let default = document(&["--generate", "3", "--attribute"])["attribution"].clone();
+    assert_eq!(default["answer"], first["answer"]);
+    assert_eq!(default["foil"], first["foil"]);
+    same_terms(&first, &default, "gen:0 against --generate's default");
+}
+
+#[test]
+fn a_toy_models_choice_is_named_by_its_own_words() {
+    let doc =
+        trace_json(&["the cat sat on the mat", "--causal", "--lm-head", "own", "--attribute", "--steps", "tokens"]);
+    let (a, top) = (&doc["attribution"], &doc["predictions"][5]["top"]);
+    assert_eq!(a["position"], 5);
+    assert_eq!(id(&a["answer"]), id(&top[0]));
+    assert_eq!(a["answer"]["token"], top[0]["token"], "the answer is named as the prediction is");
+    assert!(a["answer"]["token"].is_string(), "{a}");
+    sum_holds(a, "toy");
 }
 
 #[test]
@@ -127,4 +144,8 @@ fn a_generated_position_past_the_generation_is_refused() {
     refused(&with("gen:9", &["--generate", "3"]), "--generate 3 writes at most 3 tokens");
     refused(&with("gen:0", &[]), "add --generate N");
     refused(&with("gen:x", &["--generate", "3"]), "K is not a number");
+    // Known only once generated: the chat's answer ends at its end-of-sequence token.
+    let chat = ["What is the capital of France?", "--model", MODEL, "--chat", "--generate", "30", "--quiet"];
+    let line = refused(&[&chat[..], &["--attribute", "--at", "gen:29"]].concat(), "--at gen:29: the generation wrote ");
+    assert!(line.contains("(it stopped: eos)"), "{line}");
 }
