@@ -579,12 +579,15 @@ pub struct Cli {
     /// Direct logit attribution: logit[ANSWER] (− logit[FOIL]) at the last position (a masked
     /// LM's [MASK]; --at) split into what each part wrote: the embeddings, every head (and by
     /// the source token it read), every FFN or expert, and every bias, each through the final
-    /// norm frozen at the run's scale, e.g. --attribute " Paris" " London". Put the sentence first.
-    #[arg(long, num_args = 1..=2, value_names = ["ANSWER", "FOIL"], help_heading = "Interventions")]
+    /// norm frozen at the run's scale, e.g. --attribute " Paris" " London". Without ANSWER: the
+    /// token the model chose there (with --generate, the one it wrote) against its runner-up.
+    /// Put the sentence first.
+    #[arg(long, num_args = 0..=2, value_names = ["ANSWER", "FOIL"], help_heading = "Interventions")]
     pub attribute: Option<Vec<String>>,
     /// With --attribute: the position whose logits are attributed, a number or a word (as
-    /// --focus finds one), instead of the last (or the [MASK]).
-    #[arg(long, value_name = "POS|WORD", help_heading = "Interventions")]
+    /// --focus finds one), instead of the last (or the [MASK]); with --generate, gen:K is where
+    /// the K-th generated token (from 0) was chosen and last where the last one was.
+    #[arg(long, value_name = "POS|WORD|last|gen:K", help_heading = "Interventions")]
     pub at: Option<String>,
 }
 

@@ -23,6 +23,7 @@ pub mod compare;
 pub mod config;
 pub mod diff;
 pub mod error;
+mod explaining;
 pub mod export;
 mod generating;
 pub mod model;
@@ -60,7 +61,7 @@ pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
     let (mut loaded, source) = sources::open(settings)?;
     loaded.cfg.parts.query_tile = settings.query_tile;
     let mut plan = Plan::new(settings, &loaded.cfg, &loaded.tokens, loaded.texts().as_deref())?;
-    plan.attribution = attribution(settings, &loaded)?;
+    plan.attribution = explaining::request(settings, &loaded)?;
     sources::tracked::lens_track(settings, &loaded)?;
     // Before any parameter or activation exists: the estimate follows what the plan records.
     // A generation's decode steps record at most what a pass over the whole sequence would.
@@ -111,6 +112,7 @@ pub fn trace(settings: &Settings) -> Result<Traced> {
     let (output, generation) = run_model(settings, (&loaded, &params, &plan), &mut rec)?;
     let (mut trace, _) = rec.finish();
     trace.generation = generation;
+    explaining::explain(settings, (&loaded, &params), &mut trace)?;
     name_predictions(&mut trace, &loaded, own_vocab(settings));
     Ok(Traced { trace, output, loaded, plan })
 }
@@ -144,7 +146,7 @@ pub(crate) fn name_predictions(trace: &mut Trace, loaded: &Loaded, own_vocab: bo
         (p.token, p.text) = name.name(p.id);
     }
     sources::tracked::name(trace, &name);
-    if let (Some(a), Some(_)) = (trace.attribution.as_mut(), &loaded.tokenizer) {
+    if let Some(a) = trace.attribution.as_mut() {
         for x in std::iter::once(&mut a.answer).chain(a.foil.as_mut()) {
             (x.token, x.text) = name.name(x.id);
         }
@@ -154,22 +156,6 @@ pub(crate) fn name_predictions(trace: &mut Trace, loaded: &Loaded, own_vocab: bo
 /// As [`trace`], returning the trace alone.
 pub fn compute(settings: &Settings) -> Result<Trace> {
     Ok(trace(settings)?.trace)
-}
-
-/// `--attribute`: tokenizes the answers as `--metric`'s are (without special tokens) and has
-/// the settings check them against the model and the input.
-fn attribution(settings: &Settings, loaded: &Loaded) -> Result<Option<trace::attribution::Request>> {
-    let Some((answer, foil)) = &settings.analysis.attribute else { return Ok(None) };
-    let split = |tok: &tokenizers::Tokenizer, text: &str| -> settings::plan::Tokenized {
-        let e = tok.encode(text, false).map_err(|e| e.to_string())?;
-        Ok((e.get_ids().to_vec(), e.get_tokens().to_vec()))
-    };
-    let texts = loaded.tokenizer.as_ref().map(|tok| settings::attribution::AnswerTexts {
-        answer: split(tok, answer),
-        foil: foil.as_deref().map(|f| split(tok, f)),
-    });
-    let texts_of = loaded.texts();
-    settings::attribution::request(settings, &loaded.cfg, (&loaded.tokens, texts_of.as_deref()), texts)
 }
 
 /// `--patch`: tokenizes the corrupted sentence as the clean one was (and `--metric`'s
@@ -337,6 +323,7 @@ pub(crate) fn computed(
     clock.lap_computing(if generation.is_some() { "generation" } else { "forward pass" }, flops);
     let (mut trace, _) = rec.finish();
     trace.generation = generation;
+    explaining::explain(settings, (&loaded, &params), &mut trace)?;
     name_predictions(&mut trace, &loaded, own_vocab(settings));
     let saved = file_trace(&plan, &mut trace);
     let o = &settings.output.views;

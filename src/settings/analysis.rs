@@ -38,8 +38,9 @@ pub struct Analysis {
     /// `--patch-path RECEIVERS`: path patching into these receivers.
     pub patch_path: Option<crate::params::receivers::Receivers>,
     pub metric: Option<(String, String)>,
-    /// `--attribute ANSWER [FOIL]` and `--at POS|WORD` (resolved by the plan).
-    pub attribute: Option<(String, Option<String>)>,
+    /// `--attribute [ANSWER [FOIL]]` and `--at POS|WORD|last|gen:K` (resolved by the plan);
+    /// no ANSWER: the token the model chose there against its runner-up.
+    pub attribute: Option<(Option<String>, Option<String>)>,
     pub at: Option<String>,
     /// `--steer`, `--steer-from`: steering vectors, read and checked once the model is open.
     pub steer: steer::Steering,
@@ -173,7 +174,7 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
         patch_attribution: cli.patch_method == Some(cli::PatchMethodArg::Attribution),
         patch_path: path_patching(cli)?,
         metric: cli.metric.as_ref().map(|m| (m[0].clone(), m[1].clone())),
-        attribute: cli.attribute.as_ref().map(|a| (a[0].clone(), a.get(1).cloned())),
+        attribute: cli.attribute.as_ref().map(|a| (a.first().cloned(), a.get(1).cloned())),
         at: cli.at.clone(),
         steer: steer::options(cli)?,
     })
@@ -254,7 +255,11 @@ fn path_patching(cli: &Cli) -> Result<Option<crate::params::receivers::Receivers
 /// tokenizer and checked by the plan (`plan_attribution.rs`).
 fn attribution(cli: &Cli) -> Result<()> {
     if cli.at.is_some() && cli.attribute.is_none() {
-        return Err(usage("--at", "it is the position of --attribute", "add --attribute ANSWER [FOIL], or drop --at"));
+        return Err(usage(
+            "--at",
+            "it is the position of --attribute",
+            "add --attribute [ANSWER [FOIL]], or drop --at",
+        ));
     }
     let Some(answers) = &cli.attribute else { return Ok(()) };
     if cli.format == cli::Format::Jsonl {

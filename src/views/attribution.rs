@@ -47,6 +47,17 @@ fn answer_label(a: &crate::trace::attribution::Answer) -> String {
     }
 }
 
+/// The label of the attribution's position or source `i`: the trace's key token, then (a pass
+/// over the prompt and the generated tokens, `--at gen:K`) the generated token's, else `#i`.
+fn label(trace: &Trace, i: usize) -> String {
+    let keys = trace.key_tokens().len();
+    if i < keys {
+        return trace.key_label(i);
+    }
+    let generated = trace.generation.as_ref().and_then(|g| g.tokens.get(i - keys));
+    generated.and_then(|t| t.chosen.label()).unwrap_or_else(|| format!("#{i}"))
+}
+
 /// Ranks `trace`'s attribution, if it has one.
 pub fn ranked(trace: &Trace) -> Option<Ranked> {
     let a = trace.attribution.as_ref()?;
@@ -60,14 +71,14 @@ pub fn ranked(trace: &Trace) -> Option<Ranked> {
         .enumerate()
         .map(|(i, &value)| {
             let (layer, head, key) = (i / (heads * keys), i / keys % heads, i % keys);
-            Source { layer, head, key, label: trace.key_label(key), value }
+            Source { layer, head, key, label: label(trace, key), value }
         })
         .collect();
     sources.sort_by(|x, y| by_size(x.value, y.value));
     Some(Ranked {
         terms,
         sources,
-        position: format!("{} {}", a.position, trace.label(a.position)),
+        position: format!("{} {}", a.position, label(trace, a.position)),
         answer: answer_label(&a.answer),
         foil: a.foil.as_ref().map(answer_label),
     })

@@ -28,6 +28,7 @@ const STAGES: &[(&str, u8)] = &[
     ("compare", 9),
     ("batch", 10),
     ("generating", 10),
+    ("explaining", 10),
     ("steering", 10),
     ("checking", 10),
     ("serve", 10),

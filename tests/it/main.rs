@@ -16,6 +16,7 @@ mod determinism;
 mod diff;
 mod discoverable;
 mod experts;
+mod explain;
 mod export;
 mod families;
 mod firsthour;
