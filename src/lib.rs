@@ -15,6 +15,7 @@
 //! built on the same trace and export modules. [`command`] is the whole command as a
 //! function of its arguments, shared by the binary and the Python wheel.
 
+mod arithmetic;
 mod batch;
 mod checking;
 pub mod cli;
@@ -217,7 +218,10 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     let done = finish_timed(&settings, &notes, false, &mut clock)?;
     let cut = views::positions::cut(&done.trace, &done.views, settings.output.views.positions.as_ref())?;
     output::stdout(cut.trace_or(&done.trace), cut.views_or(&done.views), &settings.output, done.check.as_ref(), out)?;
-    output::notes(if done.checked.is_ok() { &done.views.screen_notes[..] } else { &[] }, settings.quiet);
+    if done.checked.is_ok() {
+        output::notes(&done.views.screen_notes, settings.quiet);
+        output::notes(&arithmetic::ggml_note(&settings, &done.trace)?.into_iter().collect::<Vec<_>>(), settings.quiet);
+    }
     clock.lap("render and write");
     clock.report();
     done.checked

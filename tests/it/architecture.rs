@@ -31,6 +31,7 @@ const STAGES: &[(&str, u8)] = &[
     ("explaining", 10),
     ("steering", 10),
     ("checking", 10),
+    ("arithmetic", 10),
     ("serve", 10),
     ("command", 11),
 ];

@@ -1,6 +1,7 @@
 //! Integration tests, one binary with a module per area (linking candle once, not per file).
 
 mod architecture;
+mod arithmetic_note;
 mod attribution;
 mod attrpatch;
 mod batch;
