@@ -53,14 +53,17 @@ pub(crate) fn refuse_early(settings: &Settings, loaded: &Loaded) -> Result<()> {
 /// attn-trace's logits at the last position of `output` [pos, d_model], for `--check` on a
 /// language model (None otherwise): the head applied as the pass applies it.
 pub(crate) fn last(settings: &Settings, loaded: &Loaded, params: &Params, output: Tensor) -> Result<Last> {
-    let head = model::head::Unembed::of(&loaded.cfg, params);
-    let logits = match (settings.outputs.check, loaded.hf.is_some(), head.as_ref()) {
-        (Some(_), false, Some(head)) => {
+    // BERT's check compares its hidden states; a run without --check compares nothing.
+    if settings.outputs.check.is_none() || loaded.hf.is_some() {
+        return Ok(Last { output, logits: None });
+    }
+    let logits = match model::head::Unembed::of(&loaded.cfg, params) {
+        Some(head) => {
             let n = output.dim(0)?;
             let row = output.narrow(0, n - 1, 1)?; // [1, d_model]
-            model::unembed::logits(&loaded.cfg, params, Some(head), &row)?.map(|l| l.flatten_all()).transpose()?
+            model::unembed::logits(&loaded.cfg, params, Some(&head), &row)?.map(|l| l.flatten_all()).transpose()?
         }
-        _ => None,
+        None => None,
     };
     Ok(Last { output, logits })
 }

@@ -229,9 +229,7 @@ pub fn stream(
                 // Only what the views record is printed; the rest was recorded for the file.
                 Piece::Step(step) if !print.wants(&step.id, step.layer, &step.name) => Ok(()),
                 Piece::Step(mut step) => {
-                    if let (Some(hs), true) = (&print.head, step.is_per_head() && step.heads.is_none()) {
-                        crate::trace::narrow_heads(&mut step, hs);
-                    }
+                    print.narrow_heads_of(&mut step);
                     render::jsonl::write_line(&step, &mut w)
                 }
             }

@@ -305,9 +305,7 @@ impl Trace {
                 (true, false) => step,
                 (false, false) => continue,
             };
-            if let (Some(hs), true) = (&view.head, step.is_per_head() && step.heads.is_none()) {
-                narrow_heads(&mut step, hs);
-            }
+            view.narrow_heads_of(&mut step);
             kept.push(step);
         }
         self.steps = kept;
@@ -317,7 +315,7 @@ impl Trace {
 
 /// Keeps only heads `hs` of a head-first step, in that order (the caller has checked they
 /// are in range).
-pub fn narrow_heads(step: &mut Step, hs: &[usize]) {
+pub(crate) fn narrow_heads(step: &mut Step, hs: &[usize]) {
     let per_head: usize = step.shape[1..].iter().product();
     fn pick<T: Clone>(v: &[T], hs: &[usize], n: usize) -> Vec<T> {
         hs.iter().flat_map(|&h| v[h * n..(h + 1) * n].iter().cloned()).collect()

@@ -58,6 +58,14 @@ impl Selection {
         Selection { steps, layer: both(&self.layer, &other.layer), head: both(&self.head, &other.head) }
     }
 
+    /// Narrows a per-head step recorded with every head to this selection's heads (a step
+    /// recorded for a file as well as for the screen: `Trace::split_for_file`, JSON Lines).
+    pub fn narrow_heads_of(&self, step: &mut super::Step) {
+        if let (Some(hs), true) = (&self.head, step.is_per_head() && step.heads.is_none()) {
+            super::narrow_heads(step, hs);
+        }
+    }
+
     pub fn wants(&self, id: &str, layer: Option<usize>, name: &str) -> bool {
         if let (Some(want), Some(l)) = (&self.layer, layer) {
             if !want.contains(&l) {

@@ -43,8 +43,8 @@ const KINDS: [(&str, Kind); 11] = [
 ];
 
 impl Kind {
-    pub const NAMES: [&'static str; 11] = {
-        let mut names = [""; 11];
+    pub const NAMES: [&'static str; KINDS.len()] = {
+        let mut names = [""; KINDS.len()];
         let mut i = 0;
         while i < KINDS.len() {
             names[i] = KINDS[i].0;

@@ -38,7 +38,15 @@ const KINDS: [(&str, Kind, &str); 5] = [
 ];
 
 impl Kind {
-    pub const NAMES: [&'static str; 5] = ["llama", "qwen2", "qwen3", "gemma3", "phi3"];
+    pub const NAMES: [&'static str; KINDS.len()] = {
+        let mut names = [""; KINDS.len()];
+        let mut i = 0;
+        while i < KINDS.len() {
+            names[i] = KINDS[i].0;
+            i += 1;
+        }
+        names
+    };
 
     pub fn of(arch: &str) -> Option<Kind> {
         KINDS.iter().find(|(a, _, _)| *a == arch).map(|(_, k, _)| *k)
