@@ -2,8 +2,9 @@
 //! binary (`main.rs`) and the Python wheel's `attn-trace` command both call [`main`], so the
 //! two are one program; [`error_line`] and [`clap_line`] are also the Python API's messages.
 
+mod serve;
+
 use crate::error::{exit, exit_code, is_broken_pipe};
-use clap::Parser;
 use std::ffi::OsString;
 
 /// Process-wide settings for the command running as a process of its own: the binary calls
@@ -76,7 +77,7 @@ pub fn main(args: Vec<OsString>) -> u8 {
         Some("diff") => return diff(&args[2..]),
         Some("compare") => return compare(&args[2..]),
         Some("schema") => return schema(&args[2..]),
-        Some("serve") => return serve(&args[2..]),
+        Some("serve") => return serve::serve(&args[2..]),
         Some("help") => return help(&args),
         _ => {}
     }
@@ -204,153 +205,6 @@ fn compare(rest: &[OsString]) -> u8 {
     };
     let env = crate::cli::Env::read();
     crate::model::pool::on_a_worker(|| report(crate::compare::run(parsed, &env, &mut std::io::stdout().lock())))
-}
-
-/// Flags a request to `attn-trace serve` may not give: the model (and its memory cap) is fixed
-/// at start, no request names a file to read or write, and the answer is always JSON.
-const NOT_IN_A_REQUEST: &[&str] = &[
-    "--model",
-    "--weights",
-    "--vocab",
-    "--input",
-    "--chat-template",
-    "--file",
-    "--batch",
-    "--html",
-    "--svg",
-    "--save-trace",
-    "--save-weights",
-    "--check",
-    "--format",
-    "--max-memory",
-    "--timings",
-    "--completions",
-    "--man",
-    "--help",
-    "-h",
-    "--version",
-    "-V",
-];
-
-/// `attn-trace serve [--host H] [--port N] [--allow-remote] [--queue N] MODEL-FLAGS…`: the
-/// model flags are the main command's, fixed for every request (docs/SERVE.md).
-fn serve(rest: &[OsString]) -> u8 {
-    let args: Option<Vec<String>> = rest.iter().map(|a| a.to_str().map(String::from)).collect();
-    let Some(args) = args else {
-        eprintln!("attn-trace: serve: an argument is not UTF-8");
-        return exit::USAGE;
-    };
-    // The help comes from serve's clap definition, as `attn-trace help serve` shows it.
-    if let Some(flag) = args.iter().find(|a| *a == "--help" || *a == "-h") {
-        let cmd = crate::serve::command().bin_name("attn-trace serve").term_width(crate::cli::help_width());
-        if let Err(e) = cmd.try_get_matches_from(["attn-trace serve", flag.as_str()]) {
-            return clap_exit(e, "attn-trace serve --help");
-        }
-    }
-    report(serve_args(args).map(|()| true))
-}
-
-fn serve_args(args: Vec<String>) -> anyhow::Result<()> {
-    use crate::error::usage;
-    let mut opts = (String::from("127.0.0.1"), 8080u16, false, 4usize);
-    let mut model = Vec::new();
-    let mut reference = None;
-    let mut it = args.into_iter();
-    while let Some(a) = it.next() {
-        let (flag, inline) = match a.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (a.clone(), None),
-        };
-        let mut value = |name: &str| {
-            inline.clone().or_else(|| it.next()).ok_or_else(|| usage(name, "needs a value", format!("{name} VALUE")))
-        };
-        match flag.as_str() {
-            "--host" => opts.0 = value("--host")?,
-            "--port" => {
-                opts.1 = value("--port")?
-                    .parse()
-                    .map_err(|_| usage("--port", "is a number from 0 to 65535", "--port 8080"))?
-            }
-            "--allow-remote" => opts.2 = true,
-            "--queue" => opts.3 = value("--queue")?.parse().map_err(|_| usage("--queue", "is a count", "--queue 4"))?,
-            "--compare-with" => reference = Some(value("--compare-with")?),
-            _ => model.push(a),
-        }
-    }
-    let env = crate::cli::Env { stdout_is_terminal: false, terminal_width: None, ..crate::cli::Env::read() };
-    let warm = request_settings(&["Hello".to_string()], &model, &env, &[])
-        .map_err(|line| usage("serve", line, "see attn-trace serve --help"))?;
-    let base = model.clone();
-    let parse = Box::new(move |request: &[String]| {
-        let env = crate::cli::Env { stdout_is_terminal: false, terminal_width: None, ..crate::cli::Env::read() };
-        request_settings(request, &base, &env, NOT_IN_A_REQUEST)
-    });
-    let compare = match &reference {
-        Some(b) => Some(compare_hook(&model, b)?),
-        None => None,
-    };
-    let (host, port, allow_remote, queue) = opts;
-    let hooks = crate::serve::Hooks { parse, compare, reference, error_line, model_args: model };
-    crate::serve::run(crate::serve::Options { host, port, allow_remote, queue, warm }, hooks)
-}
-
-/// `--compare-with B`: a request's options as `attn-trace compare … --model A --model B`
-/// (A the server's model) run for its `--html` page, checked now (both models are opened by a
-/// first comparison, before the server listens).
-fn compare_hook(model: &[String], b: &str) -> anyhow::Result<Box<crate::serve::Compare>> {
-    let (model, b) = (model.to_vec(), b.to_string());
-    let hook = move |request: &[String]| -> Result<crate::serve::Work, String> {
-        refused_in_request(request, NOT_IN_A_REQUEST)?;
-        let full = ["attn-trace compare".to_string()]
-            .into_iter()
-            .chain(model.iter().cloned())
-            .chain(["--model".to_string(), b.clone()])
-            .chain(request.iter().cloned())
-            .chain((!request.iter().any(|a| a == "--quiet")).then(|| "--quiet".to_string()));
-        let parsed = crate::compare::cli::parse(full.map(OsString::from))
-            .map_err(|e| clap_line(&e, "attn-trace compare --help"))?;
-        parsed.check().map_err(|e| error_line(&e))?;
-        Ok(Box::new(move || {
-            let env = crate::cli::Env { stdout_is_terminal: false, terminal_width: None, ..crate::cli::Env::read() };
-            let c = crate::compare::compute(&parsed, &env)?;
-            let mut page = Vec::new();
-            crate::compare::draw::html(&c.comparison, parsed.cli.top, &c.output, &mut page)?;
-            Ok(page)
-        }) as crate::serve::Work)
-    };
-    let warm = hook(&["Hello".to_string()])
-        .map_err(|line| crate::error::usage("--compare-with", line, "see attn-trace serve --help"))?;
-    warm().map_err(|e| {
-        crate::error::usage("--compare-with", error_line(&e), "see docs/COMPARE.md for the pairs compare takes")
-    })?;
-    Ok(Box::new(hook))
-}
-
-/// A request's options as settings: `model` (the server's flags) and `--format json` added,
-/// parsed by the command's own clap definition; `Err` is the command's one-line message.
-fn request_settings(
-    request: &[String],
-    model: &[String],
-    env: &crate::cli::Env,
-    refused: &[&str],
-) -> Result<crate::settings::Settings, String> {
-    refused_in_request(request, refused)?;
-    let fixed = ["attn-trace"].into_iter().map(String::from).chain(model.iter().cloned());
-    let full: Vec<String> = fixed.chain(["--format".into(), "json".into()]).chain(request.iter().cloned()).collect();
-    let cli = crate::cli::Cli::try_parse_from(full).map_err(|e| clap_line(&e, "attn-trace --help"))?;
-    crate::settings::Settings::from_cli(cli, env).map_err(|e| error_line(&e))
-}
-
-/// The first of `refused` (or `-`, standard input) that `request` gives, as a one-line error.
-fn refused_in_request(request: &[String], refused: &[&str]) -> Result<(), String> {
-    let named = |a: &String| refused.iter().any(|f| a == f || a.starts_with(&format!("{f}=")));
-    match request.iter().find(|a| named(a) || (!refused.is_empty() && a.as_str() == "-")) {
-        Some(bad) => Err(format!(
-            "{}: not in a request to the server (the model is fixed at start, a request names no file and gets JSON; see docs/SERVE.md)",
-            crate::render::text::printable(bad)
-        )),
-        None => Ok(()),
-    }
 }
 
 /// `attn-trace schema`: the JSON Schema of the trace document.

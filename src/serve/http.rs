@@ -1,43 +1,36 @@
-//! One request: the checks that keep other websites and oversized input out (Host, Origin,
-//! body size), the routes, and the reply. Nothing here reads or writes a file: the page is
-//! embedded, and a request's options are refused if they name one (`command.rs`).
+//! One request, read whole by the reactor: the checks that keep other websites out
+//! (`guard.rs`), the routes, and the answer's bytes. The handler threads run here, each one
+//! request at a time; a request's trace waits for the model's thread while the handler looks
+//! at whether its client is still there. Nothing here reads or writes a file: the page is
+//! embedded, and a request's options are refused if they name one (`command/serve.rs`).
 
-use super::wire::{self, Conn, Failed, Request};
-use super::worker::{Answer, Kind, Queue, Task};
+use super::guard::Addressed;
+use super::poll::{self, Waker};
+use super::queue::{Answer, Kind, Queue, Task};
+use super::reactor::{Done, Job};
+use super::wire::{self, shown, Request};
 use super::Hooks;
-use std::net::TcpStream;
-use std::time::Instant;
-
-/// Largest request body: a prompt and its options, not a document.
-pub const MAX_BODY: usize = 64 << 10;
-/// Most requests answered on one kept-alive connection; the last answer closes it.
-pub const MAX_PER_CONNECTION: usize = 100;
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex};
 
 /// The page, embedded: no CDN, no network access but this server's own API.
 const PAGE: &str = include_str!("page.html");
 
 pub struct Context {
-    /// Host header values that name this server (`host:port`).
-    hosts: Vec<String>,
+    addressed: Addressed,
     hooks: Hooks,
-    queue: Queue,
+    queue: Arc<Queue>,
     page: String,
 }
 
 impl Context {
-    pub fn new(host: &str, port: u16, hooks: Hooks, queue: Queue) -> Context {
-        let mut hosts: Vec<String> =
-            ["127.0.0.1", "localhost", "[::1]"].iter().map(|h| format!("{h}:{port}")).collect();
-        let shown = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
-        if !hosts.contains(&shown) {
-            hosts.push(shown);
-        }
+    pub fn new(host: &str, port: u16, hooks: Hooks, queue: Arc<Queue>) -> Context {
         // In a <script> element: `<` escaped so that no argument can close it.
         let model = serde_json::to_string(&hooks.model_args).unwrap_or_else(|_| "[]".into()).replace('<', "\\u003c");
         let reference =
             serde_json::to_string(&hooks.reference).unwrap_or_else(|_| "null".into()).replace('<', "\\u003c");
         let page = PAGE.replace("\"__MODEL_ARGS__\"", &model).replace("\"__REFERENCE__\"", &reference);
-        Context { hosts, hooks, queue, page }
+        Context { addressed: Addressed::new(host, port), hooks, queue, page }
     }
 }
 
@@ -47,57 +40,46 @@ struct TraceRequest {
     args: Vec<String>,
 }
 
-/// Answers the requests of one connection (accepted at `accepted`) in turn, while the client
-/// keeps it alive and no more than [`MAX_PER_CONNECTION`]; a client that left is not an error,
-/// and one that leaves while its trace waits or runs cancels it (`worker.rs`).
-pub fn handle(ctx: &Context, stream: TcpStream, accepted: Instant) {
-    let mut conn = Conn::new(stream);
-    let mut deadline = accepted + wire::READ_LIMIT;
-    for served in 1..=MAX_PER_CONNECTION {
-        let (answer, keep, unread) = match conn.read_request(deadline, MAX_BODY) {
-            Ok(request) => {
-                let keep = request.keeps_alive() && served < MAX_PER_CONNECTION;
-                // While the trace waits or runs, the handler asks whether its client is there.
-                let probe = &conn.stream;
-                match answer(ctx, &request, &|| wire::gone(probe)) {
-                    Some(answer) => (answer, keep, false),
-                    None => return,
-                }
-            }
-            Err(Failed::Gone) => return,
-            Err(Failed::Answer(status, line)) => (Answer::error(status, &line, 2), false, true),
+/// One handler thread: requests from the reactor until it stops, each answered back to it
+/// (`None` when the client left first); `stop()` counts as the client leaving.
+pub fn handle(ctx: &Context, jobs: &Mutex<Receiver<Job>>, done: &Sender<Done>, waker: &Waker, stop: &dyn Fn() -> bool) {
+    loop {
+        let job = match jobs.lock() {
+            Ok(jobs) => jobs.recv(),
+            Err(_) => return,
         };
-        let kind = if answer.html { "text/html; charset=utf-8" } else { "application/json" };
-        if !wire::respond(&mut conn, (answer.status, kind), &answer.body, keep, unread) {
+        let Ok(Job { id, request, probe, last }) = job else { return };
+        let gone = || stop() || poll::gone(&probe);
+        let reply = answer(ctx, &request, &gone).map(|a| {
+            let keep = request.keeps_alive() && !last;
+            let kind = if a.html { "text/html; charset=utf-8" } else { "application/json" };
+            (wire::answer(a.status, kind, &a.body, keep, a.allow), keep)
+        });
+        if done.send(Done { id, reply }).is_err() {
             return;
         }
-        // Idle between requests: given up after the keep-alive limit, or at once when the
-        // server stops or other connections wait for a handler thread.
-        if !conn.next(&super::yielding) {
-            return;
-        }
-        deadline = Instant::now() + wire::READ_LIMIT;
+        waker.wake();
     }
 }
 
 /// The answer to `request`, or `None` when its client left before it was ready.
 fn answer(ctx: &Context, request: &Request, gone: &dyn Fn() -> bool) -> Option<Answer> {
-    // DNS rebinding: another site's name resolving to 127.0.0.1 still sends its own Host.
-    if !request.header("Host").is_some_and(|h| ctx.hosts.iter().any(|ok| ok == h)) {
-        return Some(Answer::error(403, "this server answers only requests addressed to it (Host)", 2));
+    if let Err((status, line)) = ctx.addressed.check(request) {
+        return Some(Answer::error(status, &line, 2));
     }
-    let post = request.method == "POST";
-    // Cross-site requests: a browser names the page that sends them.
-    if post && request.header("Origin").is_some_and(|o| !ctx.hosts.iter().any(|ok| o == format!("http://{ok}"))) {
-        return Some(Answer::error(403, "this server answers only its own page (Origin)", 2));
-    }
+    let not_allowed = |allow: &'static str| {
+        let line = format!("{} {}: this page answers {allow} only", request.method, request.path);
+        Some(Answer { allow: Some(allow), ..Answer::error(405, &line, 2) })
+    };
     match (request.method.as_str(), request.path.as_str()) {
-        ("GET", "/") => Some(Answer { status: 200, body: ctx.page.clone().into_bytes(), html: true }),
+        ("GET", "/") => Some(Answer::ok(ctx.page.clone().into_bytes(), true)),
         ("POST", "/api/trace") => traced(ctx, &request.body, Kind::Json, gone),
         ("POST", "/api/page") => traced(ctx, &request.body, Kind::Page, gone),
         ("POST", "/api/view") => traced(ctx, &request.body, Kind::View, gone),
         ("POST", "/api/compare") => compared(ctx, &request.body, gone),
-        (_, path) => Some(Answer::error(404, &format!("no such page: {path}"), 2)),
+        (_, "/") => not_allowed("GET"),
+        (_, "/api/trace" | "/api/page" | "/api/view" | "/api/compare") => not_allowed("POST"),
+        (_, path) => Some(Answer::error(404, &format!("no such page: {}", shown(path)), 2)),
     }
 }
 

@@ -1,36 +1,37 @@
 //! `attn-trace serve`: the model loaded once behind a local HTTP server, answering the same
-//! options as the command line (docs/SERVE.md). `command.rs` reads the serve command line and
-//! hands over [`Hooks`]: how a request's options become [`Settings`] (the command's own clap
-//! definition and its one-line messages), so this module imports no `cli`.
+//! options as the command line (docs/SERVE.md). `command/serve.rs` reads the serve command
+//! line and hands over [`Hooks`]: how a request's options become [`Settings`] (the command's
+//! own clap definition and its one-line messages), so this module imports no `cli`.
 //!
-//! No HTTP crate: `wire.rs` reads a connection's requests on `std::net`, each under a deadline
-//! (a slow or silent client gets 408 after [`wire::READ_LIMIT`]), and keeps the socket, so a
-//! request's handler sees its client go and cancels its trace, queued or running. tiny_http,
-//! used before, gave neither (see `wire.rs`); tokio + hyper would be most of the dependency
-//! tree for a server that runs one forward pass at a time.
-//!
-//! Threads: this one accepts connections into a bounded line ([`PENDING`]; past it a
-//! connection is refused with 503); [`HANDLERS`] threads take them, read and check each
-//! request (Host, Origin, size, options) and hand its trace to the one model thread through a
-//! bounded queue (`worker.rs`); past [`Options::queue`] waiting traces the answer is 503
-//! "busy". A handler keeps a connection for its next request (keep-alive) while it is idle
-//! for less than [`wire::KEEP_ALIVE`] and no other connection waits in the line. SIGINT and
-//! SIGTERM set a flag that every loop checks, so the server stops with exit 0.
-//! A request's options are the command line's, less what a shared server caps: a generation
-//! of at most [`MAX_GENERATE`] tokens (`limited`).
+//! No HTTP crate (docs/SERVE.md says why). Threads: this one runs the reactor
+//! (`reactor.rs`), which holds every connection at once — accepts it, reads its requests
+//! (`wire.rs`) under a deadline and writes its answers under another — so an idle or slow
+//! client costs a buffer, not a thread; at most [`reactor::MAX_CONNECTIONS`] are open, and a
+//! new one takes the place of the one that waited longest. A request read whole goes to one
+//! of the handler threads (`http.rs`: Host, Origin and the other checks of `guard.rs`, the
+//! routes), which hands its trace to the one model thread through a bounded queue
+//! (`worker.rs`; past [`Options::queue`] waiting traces the answer is 503 "busy") and waits,
+//! looking at whether its client is still there. There are `queue + 1 + SPARE_HANDLERS`
+//! handlers: as many as can wait for the model, and a few for every other answer. SIGINT and
+//! SIGTERM set a flag that the reactor and the handlers look at, so the server stops with
+//! exit 0. A request's options are the command line's, less what a shared server caps: a
+//! generation of at most [`MAX_GENERATE`] tokens (`limited`), a trace of at most
+//! `--trace-limit` seconds.
 
+mod guard;
 mod http;
+mod poll;
+mod queue;
+mod reactor;
 mod wire;
 mod worker;
 
 use crate::settings::Settings;
 use anyhow::{Context, Result};
-use std::io::Write;
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::net::{IpAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 
 /// The serve command line's help, usage and completions: `command.rs` reads the arguments
 /// by hand (the model flags are the main command's, parsed by its own definition), and this
@@ -55,7 +56,16 @@ pub fn command() -> clap::Command {
                 .action(ArgAction::SetTrue)
                 .help("Listen on another address than 127.0.0.1 (anyone reaching it can run the model)"),
         )
-        .arg(value("queue", "N", "Most traces waiting for the model while one runs; past it: 503 busy [default: 4]"))
+        .arg(value(
+            "queue",
+            "N",
+            "Most traces waiting for the model while one runs (at most 64); past it: 503 busy [default: 4]",
+        ))
+        .arg(value(
+            "trace-limit",
+            "SECONDS",
+            "The longest one request's trace may run; past it the trace stops and is answered 503 [default: 120]",
+        ))
         .arg(value(
             "compare-with",
             "B",
@@ -101,18 +111,19 @@ pub struct Options {
     pub host: String,
     pub port: u16,
     pub allow_remote: bool,
-    /// Most traces that may wait for the model while one runs.
+    /// Most traces that may wait for the model while one runs (at most [`MAX_QUEUE`]).
     pub queue: usize,
+    /// The longest one request's trace may run.
+    pub trace_limit: Duration,
     /// The settings of a first trace, run before listening: loads the model (and fails early).
     pub warm: Settings,
 }
 
-/// Threads reading requests; each waits for its trace's answer. Cheap (the model runs on its
-/// own thread), and many, so that a few silent clients, each held up to [`wire::READ_LIMIT`],
-/// do not make the others wait.
-const HANDLERS: usize = 32;
-/// Accepted connections waiting for a handler thread.
-const PENDING: usize = 64;
+/// Handler threads beyond those that may wait for the model (one per queued trace, and the
+/// running one's): they answer the page, refusals and "busy" while the others wait.
+const SPARE_HANDLERS: usize = 4;
+/// Most traces `--queue` lets wait: each holds a handler thread and its request.
+pub const MAX_QUEUE: usize = 64;
 /// Most tokens a request may generate (`--generate N`): a generation holds the model's thread
 /// for all its decode steps (a client that leaves stops it; one that waits holds every other
 /// request back).
@@ -120,18 +131,20 @@ pub const MAX_GENERATE: usize = 128;
 
 /// Set by SIGINT or SIGTERM.
 static STOP: AtomicBool = AtomicBool::new(false);
-/// Accepted connections in the line, not yet taken by a handler thread.
-static WAITING: AtomicUsize = AtomicUsize::new(0);
 
-/// Whether a handler should give up an idle kept-alive connection: the server stops, or
-/// another connection waits for a handler thread.
-fn yielding() -> bool {
-    STOP.load(Ordering::SeqCst) || WAITING.load(Ordering::SeqCst) > 0
+fn stopping() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
+/// Whether `host` is this machine's loopback: `localhost`, 127.0.0.1 or ::1.
+fn is_loopback(host: &str) -> bool {
+    let ip = host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>().ok();
+    host.eq_ignore_ascii_case("localhost") || ip.is_some_and(|ip| ip.is_loopback())
 }
 
 /// Runs the server until SIGINT or SIGTERM.
 pub fn run(opts: Options, hooks: Hooks) -> Result<()> {
-    let local = matches!(opts.host.as_str(), "127.0.0.1" | "localhost" | "::1");
+    let local = is_loopback(&opts.host);
     if !local && !opts.allow_remote {
         return Err(crate::error::usage(
             format!("--host {}", opts.host),
@@ -139,38 +152,43 @@ pub fn run(opts: Options, hooks: Hooks) -> Result<()> {
             "add --allow-remote to mean it, or reach it through an SSH tunnel (docs/SERVE.md)",
         ));
     }
-    let queue = worker::start(opts.warm.clone(), opts.queue, hooks.error_line)?;
-    let addr = if opts.host.contains(':') {
+    let queue = Arc::new(queue::Queue::new(opts.queue, opts.trace_limit));
+    worker::start(opts.warm.clone(), Arc::clone(&queue), hooks.error_line)?;
+    let addr = if opts.host.contains(':') && !opts.host.starts_with('[') {
         format!("[{}]:{}", opts.host, opts.port)
     } else {
         format!("{}:{}", opts.host, opts.port)
     };
     let listener = TcpListener::bind(&addr).with_context(|| format!("listening on {addr}"))?;
-    let port = listener.local_addr().context("the listening address")?.port();
+    let bound = listener.local_addr().context("the listening address")?;
+    let port = bound.port();
     listener.set_nonblocking(true).context("the listening socket")?;
+    let (poller, waker) = poll::pair().context("the server's wake-up socket")?;
     watch_signals();
     if !local {
         eprintln!(
-            "attn-trace serve: warning: listening on {} (--allow-remote): anyone who can reach it can run the model",
+            "attn-trace serve: warning: listening on {} (--allow-remote) with no authentication and no encryption: \
+             anyone who can reach this address can run the model and read every answer (an SSH tunnel to \
+             127.0.0.1 is safer, docs/SERVE.md)",
             opts.host
         );
     }
-    let shown = if local { "127.0.0.1".to_string() } else { opts.host.clone() };
-    eprintln!("attn-trace serve: listening on http://{shown}:{port}/");
-    let ctx = Arc::new(http::Context::new(&opts.host, port, limited(hooks), queue));
-    let (tx, rx) = mpsc::sync_channel::<(TcpStream, Instant)>(PENDING);
-    let rx = Arc::new(Mutex::new(rx));
-    let threads: Vec<_> = (0..HANDLERS)
+    eprintln!("attn-trace serve: listening on http://{bound}/");
+    let ctx = Arc::new(http::Context::new(&opts.host, port, limited(hooks), Arc::clone(&queue)));
+    let (jobs_tx, jobs) = mpsc::channel::<reactor::Job>();
+    let (done, done_rx) = mpsc::channel::<reactor::Done>();
+    let (jobs, waker) = (Arc::new(Mutex::new(jobs)), Arc::new(waker));
+    let handlers: Vec<_> = (0..opts.queue + 1 + SPARE_HANDLERS)
         .map(|_| {
-            let (rx, ctx) = (Arc::clone(&rx), Arc::clone(&ctx));
-            std::thread::spawn(move || serve_requests(&rx, &ctx))
+            let (ctx, jobs, done, waker) = (Arc::clone(&ctx), Arc::clone(&jobs), done.clone(), Arc::clone(&waker));
+            std::thread::spawn(move || http::handle(&ctx, &jobs, &done, &waker, &stopping))
         })
         .collect();
-    accept(&listener, &tx);
-    drop(tx);
-    for t in threads {
+    reactor::run(&listener, jobs_tx, &done_rx, &poller, &stopping);
+    for t in handlers {
         let _ = t.join();
     }
+    queue.close();
     eprintln!("attn-trace serve: stopped");
     Ok(())
 }
@@ -191,43 +209,6 @@ fn limited(mut hooks: Hooks) -> Hooks {
         }
     });
     hooks
-}
-
-/// Accepts connections until the stop flag is set.
-fn accept(listener: &TcpListener, tx: &SyncSender<(TcpStream, Instant)>) {
-    while !STOP.load(Ordering::SeqCst) {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                let _ = stream.set_nonblocking(false);
-                let _ = stream.set_nodelay(true);
-                WAITING.fetch_add(1, Ordering::SeqCst);
-                if let Err(TrySendError::Full((stream, _))) = tx.try_send((stream, Instant::now())) {
-                    WAITING.fetch_sub(1, Ordering::SeqCst);
-                    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
-                    let _ = (&stream).write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: 16\r\nConnection: close\r\n\r\n{\"error\":\"busy\"}");
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
-            Err(_) => std::thread::sleep(Duration::from_millis(10)),
-        }
-    }
-}
-
-/// One handler thread: connections until the accepting thread stops.
-fn serve_requests(rx: &Mutex<Receiver<(TcpStream, Instant)>>, ctx: &http::Context) {
-    loop {
-        let next = match rx.lock() {
-            Ok(rx) => rx.recv(),
-            Err(_) => return,
-        };
-        match next {
-            Ok((stream, accepted)) => {
-                WAITING.fetch_sub(1, Ordering::SeqCst);
-                http::handle(ctx, stream, accepted)
-            }
-            Err(_) => return,
-        }
-    }
 }
 
 #[cfg(unix)]

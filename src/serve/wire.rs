@@ -1,27 +1,29 @@
-//! HTTP/1.1 on a `std::net::TcpStream`, as little of it as the server needs: requests one
-//! after another on a connection ([`Conn`]; HTTP/1.1's keep-alive, unless the client says
-//! `Connection: close`), each one's head and `Content-Length` body read under one deadline
-//! ([`READ_LIMIT`], from the connection's accept for its first request, from the first byte
-//! for the next ones), so a client that sends nothing, or a byte at a time (slowloris), holds
-//! a handler thread for at most that long and gets 408. Between requests a connection may be
-//! idle for at most [`KEEP_ALIVE`] ([`Conn::next`]). tiny_http, used before, parses a
-//! connection's head on a thread of its own pool with no timeout and gives no access to the
-//! socket, so neither a deadline nor the disconnect probe ([`gone`]) could be set through it.
+//! HTTP/1.1 requests read from a byte buffer, and answers written as bytes: no sockets here
+//! (`reactor.rs` reads and writes them), so every rule is a pure function of what arrived.
+//!
+//! The rules are RFC 9112's, read strictly where a lenient reading is how requests are
+//! smuggled past another parser: lines end in CRLF (a bare LF is refused at once, not waited
+//! on), no control character (NUL, a lone CR) in the head, no space before a header's colon,
+//! no folded header (a line starting with a space), `Content-Length` one plain number given
+//! once, no `Transfer-Encoding` (a body comes with its length; both at once is refused as a
+//! smuggling attempt), and one `Host`, `Origin`, `Content-Type` and `Sec-Fetch-Site` each.
+//! A refusal of the head is final for the connection: the answer closes it, since where the
+//! next request would start is not known.
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// The longest a client may take to send its whole request, from the connection's accept.
-pub const READ_LIMIT: Duration = Duration::from_secs(10);
-/// The longest an answer may take to be written.
-const WRITE_LIMIT: Duration = Duration::from_secs(10);
-/// The longest a kept-alive connection may wait, idle, for its next request.
+/// The longest a kept-alive connection may wait, idle, for its next request (each answer
+/// says so in `Keep-Alive`; `reactor.rs` holds to it).
 pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
-/// How often an idle connection's handler asks whether it should give the connection up.
-const IDLE_TICK: Duration = Duration::from_millis(100);
 /// Largest request head (request line and headers).
-const MAX_HEAD: usize = 16 << 10;
+pub const MAX_HEAD: usize = 16 << 10;
+/// Largest request body: a prompt and its options, not a document.
+pub const MAX_BODY: usize = 64 << 10;
+/// Most header lines in one request (a browser sends about 20).
+pub const MAX_HEADERS: usize = 64;
+/// Headers that a request may give once: two `Content-Length`s, or two `Host`s, are how one
+/// parser is made to read a request another reads differently.
+const SINGLE: [&str; 6] = ["host", "content-length", "transfer-encoding", "origin", "content-type", "sec-fetch-site"];
 
 /// A request, read whole.
 pub struct Request {
@@ -35,7 +37,7 @@ pub struct Request {
 }
 
 impl Request {
-    /// The first header called `name` (any case).
+    /// The header called `name` (any case); the head was refused if it came twice.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
@@ -49,167 +51,195 @@ impl Request {
     }
 }
 
-/// A client's connection and what it sent beyond the request read last (the start of the next).
-pub struct Conn {
-    pub stream: TcpStream,
-    buf: Vec<u8>,
+/// What the bytes read so far hold.
+pub enum Parsed {
+    /// Not yet a whole request: read more.
+    Incomplete,
+    /// A request, and how many bytes of the buffer it took (the rest is the next one's).
+    Request(Box<Request>, usize),
+    /// A head that is refused: the status and the one-line message. The connection closes.
+    Refused(u16, String),
 }
 
-/// Why no request was read: an answer to send (status, message), or nobody to answer.
-pub enum Failed {
-    Answer(u16, String),
-    Gone,
+fn refused(status: u16, line: impl Into<String>) -> Parsed {
+    Parsed::Refused(status, line.into())
 }
 
-impl Conn {
-    pub fn new(stream: TcpStream) -> Conn {
-        Conn { stream, buf: Vec::new() }
-    }
-
-    /// Reads the next request before `deadline`; a body over `max_body` is refused (413)
-    /// before it is read.
-    pub fn read_request(&mut self, deadline: Instant, max_body: usize) -> Result<Request, Failed> {
-        let (request, rest) = read_request(&mut self.stream, std::mem::take(&mut self.buf), deadline, max_body)?;
-        self.buf = rest;
-        Ok(request)
-    }
-
-    /// Waits, idle, for the next request's first byte: `false` when the client closed, after
-    /// [`KEEP_ALIVE`], or as soon as `give_up()` (the server stops, or other connections wait
-    /// for a handler thread).
-    pub fn next(&mut self, give_up: &dyn Fn() -> bool) -> bool {
-        let until = Instant::now() + KEEP_ALIVE;
-        let mut byte = [0u8; 1];
-        while self.buf.is_empty() {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            let _ = self.stream.set_read_timeout(Some(left.min(IDLE_TICK)));
-            match self.stream.peek(&mut byte) {
-                Ok(0) => return false,
-                Ok(_) => return true,
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
-                Err(_) => return false,
-            }
-            if give_up() {
-                return false;
-            }
-        }
-        true
-    }
-}
-
-/// Reads one request from `stream` (after `buf`, already read) before `deadline`: the request
-/// and the bytes read beyond it.
-fn read_request(
-    stream: &mut TcpStream,
-    mut buf: Vec<u8>,
-    deadline: Instant,
-    max_body: usize,
-) -> Result<(Request, Vec<u8>), Failed> {
-    let end = loop {
-        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at;
-        }
-        if buf.len() > MAX_HEAD {
-            return Err(Failed::Answer(431, format!("the request's head is larger than {} KiB", MAX_HEAD >> 10)));
-        }
-        read_some(stream, deadline, &mut buf)?;
+/// Reads the request at the start of `buf`; a body over `max_body` is refused (413) before
+/// it is read, and an empty line or two before the request line (which RFC 9112 says to
+/// skip) are skipped.
+pub fn parse(buf: &[u8], max_body: usize) -> Parsed {
+    let skipped = buf.chunks(2).take_while(|c| *c == b"\r\n").count() * 2;
+    let buf = &buf[skipped..];
+    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return unfinished_head(buf);
     };
-    let head = std::str::from_utf8(&buf[..end]).map_err(|_| bad("the request's head is not UTF-8"))?;
+    if end > MAX_HEAD {
+        return refused(431, format!("the request's head is larger than {} KiB", MAX_HEAD >> 10));
+    }
+    let (mut request, length) = match head(&buf[..end], max_body) {
+        Ok(read) => read,
+        Err(refusal) => return refusal,
+    };
+    let body = &buf[end + 4..];
+    if body.len() < length {
+        return Parsed::Incomplete;
+    }
+    request.body = body[..length].to_vec();
+    Parsed::Request(Box::new(request), skipped + end + 4 + length)
+}
+
+/// A head whose end has not arrived: refused at once when it can no longer become a request
+/// (a bare LF would otherwise keep the client waiting for a CRLF it never sends), else read on.
+fn unfinished_head(buf: &[u8]) -> Parsed {
+    if let Some(refusal) = line_endings(buf) {
+        return refusal;
+    }
+    if buf.len() > MAX_HEAD {
+        return refused(431, format!("the request's head is larger than {} KiB", MAX_HEAD >> 10));
+    }
+    Parsed::Incomplete
+}
+
+/// A line feed without its carriage return, or a carriage return without its line feed (the
+/// last byte may be a CR whose LF is still on its way).
+fn line_endings(head: &[u8]) -> Option<Parsed> {
+    let bare_lf = head.iter().enumerate().any(|(i, &b)| b == b'\n' && (i == 0 || head[i - 1] != b'\r'));
+    let bare_cr = head.iter().enumerate().any(|(i, &b)| b == b'\r' && head.get(i + 1).is_some_and(|&n| n != b'\n'));
+    (bare_lf || bare_cr).then(|| refused(400, "a line of the request's head does not end in CRLF (a bare LF or CR)"))
+}
+
+/// The request line and headers (`head`, without the blank line), and the body's length.
+fn head(head: &[u8], max_body: usize) -> Result<(Request, usize), Parsed> {
+    if let Some(refusal) = line_endings(head) {
+        return Err(refusal);
+    }
+    // Field values may hold any visible byte and tabs; no other control character anywhere.
+    if head.iter().any(|&b| (b < 0x20 && b != b'\t' && b != b'\r' && b != b'\n') || b == 0x7f) {
+        return Err(refused(400, "the request's head holds a control character (NUL or another)"));
+    }
+    let head = std::str::from_utf8(head).map_err(|_| refused(400, "the request's head is not UTF-8"))?;
     let mut lines = head.split("\r\n");
-    let mut first = lines.next().unwrap_or("").split(' ');
-    let (method, target, version) = (first.next(), first.next(), first.next());
-    let (Some(method), Some(target), Some(v)) = (method, target, version) else {
-        return Err(bad("the request line is not `METHOD /path HTTP/1.1`"));
-    };
-    if !v.starts_with("HTTP/1.") {
-        return Err(bad("only HTTP/1.x is spoken here"));
-    }
-    let mut headers = Vec::new();
+    let (method, target, http11) = request_line(lines.next().unwrap_or(""))?;
+    let mut headers: Vec<(String, String)> = Vec::new();
     for line in lines {
-        let (k, v) = line.split_once(':').ok_or_else(|| bad("a header line has no `:`"))?;
-        headers.push((k.trim().to_string(), v.trim().to_string()));
+        if headers.len() == MAX_HEADERS {
+            return Err(refused(431, format!("the request has more than {MAX_HEADERS} headers")));
+        }
+        headers.push(header_line(line)?);
+    }
+    for name in SINGLE {
+        if headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case(name)).count() > 1 {
+            return Err(refused(400, format!("the request has two {} headers", canonical(name))));
+        }
     }
     let path = target.split('?').next().unwrap_or("").to_string();
-    let http11 = v == "HTTP/1.1";
-    let mut request = Request { method: method.to_string(), path, headers, body: Vec::new(), http11 };
-    if request.header("Transfer-Encoding").is_some() {
-        return Err(Failed::Answer(411, "send the body with a Content-Length, not in chunks".into()));
-    }
-    let length = match request.header("Content-Length") {
-        None => 0,
-        Some(n) => n.parse::<usize>().map_err(|_| bad("the Content-Length is not a number"))?,
+    let request = Request { method: method.to_string(), path, headers, body: Vec::new(), http11 };
+    let length = body_length(&request, max_body)?;
+    Ok((request, length))
+}
+
+/// `METHOD /path HTTP/1.1`: the method, the target (a path, or `*`), and whether HTTP/1.1.
+fn request_line(line: &str) -> Result<(&str, &str, bool), Parsed> {
+    let malformed = || refused(400, "the request line is not `METHOD /path HTTP/1.1`");
+    let parts: Vec<&str> = line.split(' ').collect();
+    let [method, target, version] = parts[..] else {
+        return Err(malformed());
     };
-    if length > max_body {
-        return Err(Failed::Answer(413, format!("the request is larger than {} KiB", max_body >> 10)));
+    if method.is_empty() || !method.bytes().all(is_token) || target.is_empty() {
+        return Err(malformed());
     }
-    let mut body = buf.split_off(end + 4);
-    while body.len() < length {
-        read_some(stream, deadline, &mut body)?;
+    let http11 = match version {
+        "HTTP/1.1" => true,
+        "HTTP/1.0" => false,
+        _ => return Err(refused(400, format!("{}: only HTTP/1.1 and HTTP/1.0 are spoken here", shown(version)))),
+    };
+    // A path; absolute-form (`http://host/…`) is what a proxy is sent, and would name another
+    // host than the Host header checked for DNS rebinding.
+    if !(target.starts_with('/') || target == "*") {
+        return Err(refused(400, format!("{}: the request's target must be a path (/…)", shown(target))));
     }
-    let rest = body.split_off(length);
-    request.body = body;
-    Ok((request, rest))
+    Ok((method, target, http11))
 }
 
-fn bad(line: &str) -> Failed {
-    Failed::Answer(400, line.to_string())
+/// `Name: value`: the name a token right before the colon, the value without its edges' blanks.
+fn header_line(line: &str) -> Result<(String, String), Parsed> {
+    if line.starts_with([' ', '\t']) {
+        return Err(refused(400, "a header line starts with a space (a folded header); send each header on one line"));
+    }
+    let Some((name, value)) = line.split_once(':') else {
+        return Err(refused(400, format!("{}: a header line has no `:`", shown(line))));
+    };
+    if name.is_empty() || !name.bytes().all(is_token) {
+        return Err(refused(400, format!("{}: not a header name (a space before the `:`?)", shown(name))));
+    }
+    Ok((name.to_string(), value.trim_matches([' ', '\t']).to_string()))
 }
 
-/// One read into `buf`, waiting no later than `deadline`.
-fn read_some(stream: &mut TcpStream, deadline: Instant, buf: &mut Vec<u8>) -> Result<(), Failed> {
-    // Past the deadline what has already arrived is still read (a connection that waited for a
-    // handler thread is not the client's fault); what has not, is not waited for.
-    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-    let timeout = || Failed::Answer(408, format!("the request took longer than {} s to arrive", READ_LIMIT.as_secs()));
-    let _ = stream.set_read_timeout(Some(left));
-    let mut chunk = [0u8; 8192];
-    match stream.read(&mut chunk) {
-        Ok(0) => Err(Failed::Gone),
-        Ok(n) => {
-            buf.extend_from_slice(&chunk[..n]);
-            Ok(())
+/// The body's length: `Content-Length`, one plain number (no sign, no list); a chunked body
+/// (`Transfer-Encoding`) is not read.
+fn body_length(request: &Request, max_body: usize) -> Result<usize, Parsed> {
+    let length = request.header("Content-Length");
+    if request.header("Transfer-Encoding").is_some() {
+        if length.is_some() {
+            return Err(refused(
+                400,
+                "the request has both Transfer-Encoding and Content-Length (send only the length)",
+            ));
         }
-        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => Err(timeout()),
-        Err(e) if e.kind() == ErrorKind::Interrupted => Ok(()),
-        Err(_) => Err(Failed::Gone),
+        return Err(refused(411, "send the body with a Content-Length, not in chunks (Transfer-Encoding)"));
+    }
+    let Some(length) = length else { return Ok(0) };
+    if length.is_empty() || !length.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(refused(400, format!("Content-Length {}: not a number of bytes", shown(length))));
+    }
+    // Too many digits for any number is as large as too large a number.
+    match length.parse::<usize>() {
+        Ok(n) if n <= max_body => Ok(n),
+        _ => Err(refused(413, format!("the request's body is larger than {} KiB", max_body >> 10))),
     }
 }
 
-/// Writes one answer: `true` when it was written and the connection stays open for the next
-/// request (`keep`). Else it is closed; when the request's body was not read (`unread`), the
-/// rest is drained for a moment first, so that closing does not reset the connection before
-/// the client has read the answer.
-pub fn respond(conn: &mut Conn, (status, content_type): (u16, &str), body: &[u8], keep: bool, unread: bool) -> bool {
-    let keep = keep && !unread;
+/// RFC 9110's `tchar`: the characters of a method or a header's name.
+fn is_token(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// `content-length` → `Content-Length`.
+fn canonical(name: &str) -> String {
+    name.split('-').map(|w| w[..1].to_ascii_uppercase() + &w[1..]).collect::<Vec<_>>().join("-")
+}
+
+/// A client's text quoted in a message: escaped, and at most 60 characters.
+pub fn shown(s: &str) -> String {
+    let head: String = s.chars().take(60).collect();
+    let more = if head.len() < s.len() { "…" } else { "" };
+    format!("{head:?}{more}")
+}
+
+/// `{"code": code, "error": line}`: every error's body, one line of JSON.
+pub fn error_body(line: &str, code: u8) -> Vec<u8> {
+    serde_json::json!({ "error": line, "code": code }).to_string().into_bytes()
+}
+
+/// One answer's bytes: the head and the body. `keep` says whether the connection stays open
+/// for the next request; `allow` is a 405's list of methods.
+pub fn answer(status: u16, content_type: &str, body: &[u8], keep: bool, allow: Option<&str>) -> Vec<u8> {
     let connection =
         if keep { format!("keep-alive\r\nKeep-Alive: timeout={}", KEEP_ALIVE.as_secs()) } else { "close".to_string() };
+    let allow = allow.map(|a| format!("Allow: {a}\r\n")).unwrap_or_default();
+    // No other site may frame the page (a click on it would be the user's): X-Frame-Options
+    // for older browsers, CSP's frame-ancestors for the rest.
     let head = format!(
         "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: {connection}\r\n\
-         Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\r\n",
+         {allow}Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n\
+         Content-Security-Policy: frame-ancestors 'none'\r\nReferrer-Policy: no-referrer\r\n\r\n",
         reason(status),
         body.len()
     );
-    let stream = &mut conn.stream;
-    let _ = stream.set_write_timeout(Some(WRITE_LIMIT));
-    // One write for head and body: no small packet waiting on the client's delayed ACK.
     let mut whole = head.into_bytes();
     whole.extend_from_slice(body);
-    if stream.write_all(&whole).is_err() {
-        return false;
-    }
-    if keep {
-        return true;
-    }
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-    if unread {
-        let until = Instant::now() + Duration::from_secs(1);
-        let mut sink = Vec::new();
-        while sink.len() < (1 << 20) && read_some(stream, until, &mut sink).is_ok() {}
-    }
-    false
+    whole
 }
 
 fn reason(status: u16) -> &'static str {
@@ -218,34 +248,70 @@ fn reason(status: u16) -> &'static str {
         400 => "Bad Request",
         403 => "Forbidden",
         404 => "Not Found",
+        405 => "Method Not Allowed",
         408 => "Request Timeout",
         411 => "Length Required",
         413 => "Payload Too Large",
+        415 => "Unsupported Media Type",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         _ => "Service Unavailable",
     }
 }
 
-/// Whether the client of `stream` has gone: its side closed (end of file) or reset. A client
-/// that only shut down its writing half looks gone too (no browser does that).
-#[cfg(unix)]
-pub fn gone(stream: &TcpStream) -> bool {
-    use std::os::fd::AsRawFd;
-    let mut byte = 0u8;
-    // SAFETY: a one-byte peek into a local buffer on a socket this stream owns; it neither
-    // blocks (MSG_DONTWAIT) nor consumes anything (MSG_PEEK).
-    let n = unsafe {
-        libc::recv(stream.as_raw_fd(), (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT)
-    };
-    if n == 0 {
-        return true;
-    }
-    n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::WouldBlock
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Elsewhere no probe: a queued trace runs.
-#[cfg(not(unix))]
-pub fn gone(_: &TcpStream) -> bool {
-    false
+    fn status(bytes: &[u8]) -> u16 {
+        match parse(bytes, 1024) {
+            Parsed::Incomplete => 0,
+            Parsed::Request(..) => 200,
+            Parsed::Refused(status, _) => status,
+        }
+    }
+
+    #[test]
+    fn a_request_is_read_whole_and_the_next_one_left_in_the_buffer() {
+        let two = b"POST /api/trace?x=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nabGET / HTTP/1.1\r\n\r\n";
+        let Parsed::Request(request, used) = parse(two, 1024) else { panic!("not a request") };
+        assert_eq!(
+            (request.method.as_str(), request.path.as_str(), &request.body[..]),
+            ("POST", "/api/trace", &b"ab"[..])
+        );
+        assert_eq!(&two[used..], b"GET / HTTP/1.1\r\n\r\n");
+        assert_eq!(status(b"\r\nGET / HTTP/1.1\r\n\r\n"), 200, "an empty line before the request is skipped");
+        assert_eq!(status(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nab"), 0, "a body still arriving");
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r"), 0, "a CR whose LF is on its way");
+    }
+
+    #[test]
+    fn what_one_parser_could_read_differently_from_another_is_refused() {
+        let cases: [(&[u8], u16); 16] = [
+            (b"GET / HTTP/1.1\nHost: h\n\n", 400),
+            (b"GET / HTTP/1.1\r\nHost: h\rX: y\r\n\r\n", 400),
+            (b"GET / HTTP/1.1\r\nHost: h\r\nHost: evil\r\n\r\n", 400),
+            (b"GET / HTTP/1.1\r\nHost: h\r\n x: y\r\n\r\n", 400),
+            (b"GET / HTTP/1.1\r\nHost : h\r\n\r\n", 400),
+            (b"GET / HTTP/1.1\r\nX: a\0b\r\n\r\n", 400),
+            (b"POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nab", 400),
+            (b"POST / HTTP/1.1\r\nContent-Length: +2\r\n\r\nab", 400),
+            (b"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400),
+            (b"POST / HTTP/1.1\r\nContent-Length: 2, 2\r\n\r\nab", 400),
+            (b"POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n", 413),
+            (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\nab", 400),
+            (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, identity\r\n\r\n", 411),
+            (b"GET http://evil/ HTTP/1.1\r\n\r\n", 400),
+            (b"GET / HTTP/1.1 x\r\n\r\n", 400),
+            (b"GET / HTTP/2.0\r\n\r\n", 400),
+        ];
+        for (bytes, want) in cases {
+            assert_eq!(status(bytes), want, "{:?}", String::from_utf8_lossy(bytes));
+        }
+        let many: String = (0..=MAX_HEADERS).map(|i| format!("X-{i}: a\r\n")).collect();
+        assert_eq!(status(format!("GET / HTTP/1.1\r\n{many}\r\n").as_bytes()), 431);
+        let long = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(MAX_HEAD));
+        assert_eq!(status(long.as_bytes()), 431, "a head over the limit, read in one piece");
+        assert_eq!(status(&long.as_bytes()[..MAX_HEAD + 10]), 431, "a head over the limit, still arriving");
+    }
 }

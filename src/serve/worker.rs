@@ -3,102 +3,28 @@
 //! tokenizer are made once (by the warm-up trace) and shared by every request, as a batch's
 //! sentences share them. A panic in one trace is caught and answered as an error; the thread
 //! goes on with the next. Each trace has a cancel flag, set by the request's handler thread
-//! when its client goes (`http.rs`): a queued trace whose flag is set does not run, and a
-//! running one stops before its next layer (`model::cancel`); neither is answered.
+//! when its client goes (`http.rs`) or when the trace has run longer than the server's
+//! `--trace-limit`: a queued trace whose flag is set does not run, and a running one stops
+//! before its next layer (`model::cancel`); one whose client left is not answered, one past
+//! the limit is answered with a one-line error. An answer larger than [`MAX_ANSWER`] is
+//! refused rather than held.
 
+use super::queue::{Answer, Kind, Queue, Task};
 use crate::model::cancel;
 use crate::settings::Settings;
 use crate::{output, render, sources};
 use anyhow::{anyhow, Result};
+use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
 
-/// What a request asks for: the JSON document (`--format json`'s bytes), the HTML page, or
-/// what the server's own page shows after each change (`{"page": HTML, "predictions": …}`,
-/// from one trace rather than two).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Json,
-    Page,
-    View,
-}
-
-/// A reply: HTTP status, body, and whether it is an HTML page (else JSON).
-pub struct Answer {
-    pub status: u16,
-    pub body: Vec<u8>,
-    pub html: bool,
-}
-
-impl Answer {
-    /// `{"error": line, "code": code}`.
-    pub fn error(status: u16, line: &str, code: u8) -> Answer {
-        let body = serde_json::json!({ "error": line, "code": code }).to_string().into_bytes();
-        Answer { status, body, html: false }
-    }
-
-    /// The queue is full.
-    fn busy() -> Answer {
-        Answer { status: 503, body: br#"{"error":"busy"}"#.to_vec(), html: false }
-    }
-}
-
-/// How often a handler waiting for its trace asks whether its client is still there.
-const PROBE_EVERY: Duration = Duration::from_millis(50);
-
-/// What the model's thread runs for a request.
-pub enum Task {
-    /// A trace of these settings, answered as `Kind` says.
-    Trace(Box<Settings>, Kind),
-    /// An HTML page made by work the command hands over (`Hooks::compare`: `attn-trace
-    /// compare`'s page against the server's reference model).
-    Page(super::Work),
-}
-
-struct Job {
-    task: Task,
-    reply: mpsc::Sender<Answer>,
-    /// Set when the client has gone: the trace is not run, or stops at its next layer.
-    cancel: Arc<AtomicBool>,
-}
-
-/// The sending end of the model's queue.
-pub struct Queue {
-    tx: SyncSender<Job>,
-}
-
-impl Queue {
-    /// The answer to one trace (503 "busy" when the queue is full), or `None` when `gone()`
-    /// said, while it waited, that its client has left: then the trace is cancelled.
-    pub fn submit(&self, task: Task, gone: &dyn Fn() -> bool) -> Option<Answer> {
-        let (reply, answer) = mpsc::channel();
-        let cancel = Arc::new(AtomicBool::new(false));
-        match self.tx.try_send(Job { task, reply, cancel: Arc::clone(&cancel) }) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => return Some(Answer::busy()),
-            Err(TrySendError::Disconnected(_)) => return Some(Answer::error(503, "the model thread has stopped", 1)),
-        }
-        loop {
-            match answer.recv_timeout(PROBE_EVERY) {
-                Ok(answer) => return Some(answer),
-                Err(RecvTimeoutError::Disconnected) => return Some(Answer::error(500, "the trace was dropped", 1)),
-                Err(RecvTimeoutError::Timeout) if gone() => {
-                    cancel.store(true, Ordering::Relaxed);
-                    return None;
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-            }
-        }
-    }
-}
+/// Largest answer the server builds (a trace's JSON document or page, in memory until sent).
+pub const MAX_ANSWER: usize = 256 << 20;
 
 /// Starts the model's thread and runs `warm` on it (loading the model); its error is the
-/// server's, before it listens.
-pub fn start(warm: Settings, queue: usize, error_line: fn(&anyhow::Error) -> String) -> Result<Queue> {
-    let (tx, rx) = mpsc::sync_channel::<Job>(queue);
+/// server's, before it listens. At most `queue` traces wait; each may run for `limit`.
+pub fn start(warm: Settings, queue: Arc<Queue>, error_line: fn(&anyhow::Error) -> String) -> Result<()> {
     let (ready_tx, ready) = mpsc::channel::<std::result::Result<(), anyhow::Error>>();
     std::thread::Builder::new().name("attn-trace model".into()).spawn(move || {
         crate::model::pool::on_a_worker_of_its_own(move || {
@@ -107,33 +33,39 @@ pub fn start(warm: Settings, queue: usize, error_line: fn(&anyhow::Error) -> Str
             let ok = warmed.is_ok();
             let _ = ready_tx.send(warmed);
             if ok {
-                model_loop(&rx, error_line);
+                model_loop(&queue, error_line);
             }
         })
     })?;
     ready.recv().map_err(|_| anyhow!("the model thread stopped while loading"))??;
-    Ok(Queue { tx })
+    Ok(())
 }
 
-fn model_loop(rx: &Receiver<Job>, error_line: fn(&anyhow::Error) -> String) {
-    while let Ok(job) = rx.recv() {
-        // A client that left before its turn: its trace does not run.
-        if job.cancel.load(Ordering::Relaxed) {
-            eprintln!("attn-trace serve: a client left before its trace ran; skipped");
-            continue;
-        }
+fn model_loop(queue: &Queue, error_line: fn(&anyhow::Error) -> String) {
+    while let Some(job) = queue.take() {
         let html = matches!(job.task, Task::Trace(_, Kind::Page) | Task::Page(_));
         let traced = {
-            let _watch = cancel::Watch::new(Arc::clone(&job.cancel));
+            let _watch = cancel::Watch::new(Arc::clone(&job.ticket.cancel));
             match job.task {
                 Task::Trace(settings, kind) => caught(|| trace(&settings, kind)),
                 Task::Page(work) => caught(work),
             }
         };
+        queue.finished();
+        let limit = queue.limit;
         let answer = match traced {
-            Ok(body) => Answer { status: 200, body, html },
+            Ok(body) => Answer::ok(body, html),
+            Err(_) if job.ticket.over_time.load(Ordering::SeqCst) => {
+                eprintln!("attn-trace serve: a trace ran past --trace-limit ({} s); stopped", limit.as_secs());
+                let line = format!(
+                    "the trace ran past the server's limit of {} s (--trace-limit) and was stopped (ask for less: \
+                     fewer tokens, patched heads or generated tokens; or run the command line)",
+                    limit.as_secs()
+                );
+                Answer::error(503, &line, 2)
+            }
             // A client that left while its trace ran: stopped at a layer's start, not answered.
-            Err(e) if cancel::is_cancelled(&e) || job.cancel.load(Ordering::Relaxed) => {
+            Err(e) if cancel::is_cancelled(&e) || job.ticket.cancel.load(Ordering::SeqCst) => {
                 eprintln!("attn-trace serve: a client left while its trace ran; stopped");
                 continue;
             }
@@ -166,14 +98,23 @@ fn trace(settings: &Settings, kind: Kind) -> Result<Vec<u8>> {
         settings.output.views.html = Some("serve.html".into());
     }
     let (done, _, _) = crate::computed(&settings, &|_| {}, false, &mut output::Clock::new(false))?;
-    let mut buf = Vec::new();
-    match kind {
-        Kind::Json => output::stdout(&done.trace, &done.views, &settings.output, None, &mut buf)?,
+    let mut out = Capped::default();
+    let written = match kind {
+        Kind::Json => output::stdout(&done.trace, &done.views, &settings.output, None, &mut out),
         Kind::Page | Kind::View => {
             let maps = done.views.maps.as_ref().ok_or_else(|| anyhow!("this trace has no attention maps to draw"))?;
-            render::html::write(&done.trace, maps, &done.views, &settings.output, &mut buf)?;
+            render::html::write(&done.trace, maps, &done.views, &settings.output, &mut out).map_err(Into::into)
         }
+    };
+    if out.over {
+        return Err(crate::error::usage(
+            "the answer",
+            format!("it would be larger than the server's limit of {} MiB", MAX_ANSWER >> 20),
+            "narrow it with --steps, --layer or --head, or run the command line",
+        ));
     }
+    written?;
+    let buf = out.bytes;
     if kind == Kind::View {
         let page = String::from_utf8(buf)?;
         let predictions = render::predictions::to_json(&done.trace).unwrap_or_else(|| "[]".into());
@@ -182,4 +123,27 @@ fn trace(settings: &Settings, kind: Kind) -> Result<Vec<u8>> {
         );
     }
     Ok(buf)
+}
+
+/// An answer's buffer, which refuses to grow past [`MAX_ANSWER`] bytes: a request whose
+/// answer would be larger is refused rather than held.
+#[derive(Default)]
+struct Capped {
+    bytes: Vec<u8>,
+    over: bool,
+}
+
+impl Write for Capped {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + b.len() > MAX_ANSWER {
+            self.over = true;
+            return Err(std::io::Error::other("the answer is larger than the server's limit"));
+        }
+        self.bytes.extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

@@ -40,7 +40,10 @@ fn malformed(server: &Server, i: usize) -> (u16, Vec<u8>) {
 fn abandon(port: u16, i: usize) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let body = br#"{"args": ["The capital of France is"]}"#;
-    let head = format!("POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\n\r\n", body.len());
+    let head = format!(
+        "POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
     let _ = match i % 3 {
         0 => s.write_all(&head.as_bytes()[..head.len() / 2]),
         1 => s.write_all(head.as_bytes()).and_then(|()| s.write_all(&body[..body.len() / 2])),
@@ -160,9 +163,9 @@ fn silent_and_slow_clients_get_408_within_the_read_limit_and_others_are_answered
 fn a_queued_trace_whose_client_has_gone_does_not_run() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::serving(&DEEP_TOY, &["--queue", "16"], dir.path());
-    let body = br#"{"args": ["a b c", "--lm-head", "own", "--generate", "128", "--ignore-eos", "--layer", "0"]}"#;
+    let body = br#"{"args": ["a b c", "--generate", "128", "--ignore-eos", "--layer", "0"]}"#;
     let head = format!(
-        "POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\n\r\n",
+        "POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         server.port,
         body.len()
     );
@@ -188,12 +191,17 @@ fn a_queued_trace_whose_client_has_gone_does_not_run() {
 /// A toy model of 512 layers: a 2,000-token trace takes over a minute here (debug build, 2
 /// shared cores; 128 of these layers took 17 s from the command line), one layer a tenth of a
 /// second, and a three-word trace a moment.
-const DEEP_TOY: [&str; 9] = ["--layers", "512", "--d-model", "64", "--heads", "2", "--max-len", "2048", "--causal"];
+/// `--lm-head own` gives it a head to generate with; a request may not change the model.
+pub(crate) const DEEP_TOY: [&str; 11] =
+    ["--layers", "512", "--d-model", "64", "--heads", "2", "--max-len", "2048", "--causal", "--lm-head", "own"];
 
 /// Sends a trace of `args` on a connection of its own, and leaves after `secs`.
 fn left_after(port: u16, args: &[String], secs: u64) {
     let body = serde_json::json!({ "args": args }).to_string();
-    let head = format!("POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\n\r\n", body.len());
+    let head = format!(
+        "POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.write_all(head.as_bytes()).and_then(|()| s.write_all(body.as_bytes())).unwrap();
     std::thread::sleep(Duration::from_secs(secs));
@@ -214,7 +222,7 @@ fn a_running_trace_whose_client_has_gone_stops_and_the_next_request_is_answered(
     let words: Vec<String> = (0..2000).map(|i| format!("w{}", i % 50)).collect();
     let long = [words.join(" "), "--layer".into(), "0".into(), "--steps".into(), "weights".into()];
     let generation: Vec<String> =
-        ["a b c", "--lm-head", "own", "--generate", "128", "--ignore-eos", "--layer", "0"].map(String::from).into();
+        ["a b c", "--generate", "128", "--ignore-eos", "--layer", "0"].map(String::from).into();
     let stopped =
         || server.log.lock().unwrap().iter().filter(|l| l.contains("left while its trace ran; stopped")).count();
     for (i, abandoned) in [&long[..], &generation[..]].into_iter().enumerate() {
