@@ -37,6 +37,8 @@ mod hostile_fuzz;
 mod hostile_limits;
 mod hostile_neox_phi3;
 mod hostile_outputs;
+mod hostile_serve;
+mod hostile_serve_load;
 mod html_predictions;
 mod interventions;
 mod less_on_screen;
