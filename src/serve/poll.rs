@@ -11,7 +11,8 @@ type Fd = std::os::fd::RawFd;
 #[cfg(not(unix))]
 type Fd = ();
 
-/// A socket and what the reactor waits for on it.
+/// A socket and what the reactor waits for on it (unread where every socket is tried).
+#[cfg_attr(not(unix), allow(dead_code))]
 pub struct Interest {
     fd: Fd,
     read: bool,

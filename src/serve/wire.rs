@@ -95,6 +95,10 @@ fn unfinished_head(buf: &[u8]) -> Parsed {
     if let Some(refusal) = line_endings(buf) {
         return refusal;
     }
+    // Not HTTP at all (a TLS handshake, a binary protocol): refused now, not after 10 s.
+    if let Some(refusal) = control_character(buf) {
+        return refusal;
+    }
     if buf.len() > MAX_HEAD {
         return refused(431, format!("the request's head is larger than {} KiB", MAX_HEAD >> 10));
     }
@@ -109,14 +113,19 @@ fn line_endings(head: &[u8]) -> Option<Parsed> {
     (bare_lf || bare_cr).then(|| refused(400, "a line of the request's head does not end in CRLF (a bare LF or CR)"))
 }
 
+/// Field values may hold any visible byte and tabs; no other control character anywhere.
+fn control_character(head: &[u8]) -> Option<Parsed> {
+    let control = |b: &u8| (*b < 0x20 && !matches!(*b, b'\t' | b'\r' | b'\n')) || *b == 0x7f;
+    head.iter().any(control).then(|| refused(400, "the request's head holds a control character (NUL or another)"))
+}
+
 /// The request line and headers (`head`, without the blank line), and the body's length.
 fn head(head: &[u8], max_body: usize) -> Result<(Request, usize), Parsed> {
     if let Some(refusal) = line_endings(head) {
         return Err(refusal);
     }
-    // Field values may hold any visible byte and tabs; no other control character anywhere.
-    if head.iter().any(|&b| (b < 0x20 && b != b'\t' && b != b'\r' && b != b'\n') || b == 0x7f) {
-        return Err(refused(400, "the request's head holds a control character (NUL or another)"));
+    if let Some(refusal) = control_character(head) {
+        return Err(refusal);
     }
     let head = std::str::from_utf8(head).map_err(|_| refused(400, "the request's head is not UTF-8"))?;
     let mut lines = head.split("\r\n");
@@ -283,6 +292,7 @@ mod tests {
         assert_eq!(status(b"\r\nGET / HTTP/1.1\r\n\r\n"), 200, "an empty line before the request is skipped");
         assert_eq!(status(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nab"), 0, "a body still arriving");
         assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r"), 0, "a CR whose LF is on its way");
+        assert_eq!(status(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"), 400, "a TLS handshake, at once");
     }
 
     #[test]

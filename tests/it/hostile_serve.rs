@@ -175,6 +175,10 @@ fn smuggled_malformed_and_oversized_heads_are_refused_at_once_and_close_the_conn
     raw.extend_from_slice(b"X-A: \xff\xfe\r\n\r\n");
     let (status, _, body, _, closed) = exchange(server.port, &raw);
     assert!(status == 400 && closed && one_line_error(&body).contains("not UTF-8"));
+    // Not HTTP at all (the start of a TLS handshake, no line end yet): refused at once.
+    let (status, _, body, took, closed) = exchange(server.port, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03");
+    assert!(status == 400 && closed && one_line_error(&body).contains("control character"));
+    assert!(took < Duration::from_secs(5), "answered after {took:?}");
     healthy(&server);
     assert!(server.stop().success());
 }
