@@ -98,7 +98,7 @@ fn trace(settings: &Settings, kind: Kind) -> Result<Vec<u8>> {
         settings.output.views.html = Some("serve.html".into());
     }
     let (done, _, _) = crate::computed(&settings, &|_| {}, false, &mut output::Clock::new(false))?;
-    let mut out = Capped::default();
+    let mut out = Capped { bytes: Vec::new(), over: false, cap: MAX_ANSWER };
     let written = match kind {
         Kind::Json => output::stdout(&done.trace, &done.views, &settings.output, None, &mut out),
         Kind::Page | Kind::View => {
@@ -125,17 +125,17 @@ fn trace(settings: &Settings, kind: Kind) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// An answer's buffer, which refuses to grow past [`MAX_ANSWER`] bytes: a request whose
+/// An answer's buffer, which refuses to grow past `cap` bytes ([`MAX_ANSWER`]): a request whose
 /// answer would be larger is refused rather than held.
-#[derive(Default)]
 struct Capped {
     bytes: Vec<u8>,
     over: bool,
+    cap: usize,
 }
 
 impl Write for Capped {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        if self.bytes.len() + b.len() > MAX_ANSWER {
+        if self.bytes.len() + b.len() > self.cap {
             self.over = true;
             return Err(std::io::Error::other("the answer is larger than the server's limit"));
         }
@@ -145,5 +145,18 @@ impl Write for Capped {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_past_its_cap_is_refused_and_says_so() {
+        let mut out = Capped { bytes: Vec::new(), over: false, cap: 8 };
+        assert!(out.write_all(b"12345").is_ok() && !out.over);
+        assert!(out.write_all(b"6789").is_err() && out.over);
+        assert_eq!(out.bytes, b"12345", "nothing past the cap is kept");
     }
 }
