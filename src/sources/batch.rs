@@ -64,7 +64,7 @@ fn is_bert(spec: &str) -> Result<bool> {
 /// `--batch FILE`: every line a sentence; an empty line is an error naming it.
 fn from_file(path: &std::path::Path) -> Result<Vec<Entry>> {
     let what = format!("--batch {}", path.display());
-    let f = std::fs::File::open(path).map_err(|e| usage(&what, e, "pass the path of a readable text file"))?;
+    let (f, _) = super::input_file::open(&what, path, "pass the path of a readable text file")?;
     let content = text::read_untrimmed(f, &what)?;
     let mut out = Vec::new();
     for (i, line) in content.lines().enumerate() {

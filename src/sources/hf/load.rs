@@ -17,14 +17,15 @@ pub fn open(settings: &Settings, spec: &str, how: (bool, bool), sentence: Option
     let dir = resolve(spec)?;
     let config = dir.join("config.json");
     let what = format!("--model {spec}");
-    let raw: serde_json::Value = match std::fs::read(&config) {
-        Ok(bytes) => crate::strict_json::parse(&bytes).map_err(|e| {
-            usage(
-                format!("--model: {}", config.display()),
-                format!("not valid JSON: {e}"),
-                "restore the model's config.json",
-            )
-        })?,
+    // A config.json that is missing is the BERT reader's to name; one that exists is read
+    // here, whatever it is (a FIFO or a device is refused, not waited on or read forever).
+    let fix = "restore the model's config.json";
+    let raw: serde_json::Value = match std::fs::symlink_metadata(&config) {
+        Ok(_) => {
+            let where_ = format!("--model: {}", config.display());
+            let bytes = crate::sources::input_file::bytes(&where_, &config, fix, crate::sources::input_file::CONFIG)?;
+            crate::strict_json::parse(&bytes).map_err(|e| usage(&where_, format!("not valid JSON: {e}"), fix))?
+        }
         Err(_) => serde_json::Value::Null,
     };
     match raw["model_type"].as_str() {
