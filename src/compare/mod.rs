@@ -57,16 +57,19 @@ fn compute_timed(parsed: &Parsed, env: &Env, clock: &mut crate::output::Clock) -
 pub fn run(parsed: Parsed, env: &Env, out: &mut dyn Write) -> Result<bool> {
     let Compared { comparison: c, output } = compute(&parsed, env)?;
     let run = &parsed.cli.run;
+    // Both files or neither (an error in the second leaves no first).
+    let mut files = crate::output::Pending::default();
     if let Some(path) = &run.svg {
         let mut bytes = Vec::new();
         draw::svg(&c, &output, &mut bytes)?;
-        crate::output::write_file("--svg", path, &bytes)?;
+        files.write("--svg", path, &bytes)?;
     }
     if let Some(path) = &run.html {
         let mut bytes = Vec::new();
         draw::html(&c, parsed.cli.top, &output, &mut bytes)?;
-        crate::output::write_file("--html", path, &bytes)?;
+        files.write("--html", path, &bytes)?;
     }
+    files.commit()?;
     let mut text = Vec::new();
     match run.format {
         crate::cli::Format::Json => report::write_json(&c, &mut text)?,
