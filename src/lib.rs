@@ -106,11 +106,9 @@ fn forward_flops(loaded: &Loaded, params: &params::Params, rec: &Recorder) -> u6
 pub fn trace(settings: &Settings) -> Result<Traced> {
     let (mut loaded, source, plan) = prepare(settings)?;
     let params = steering::params(settings, &mut loaded, |l| source.params(l))?;
-    if let Some(path) = &settings.outputs.save_weights {
-        let mut files = output::Pending::default();
-        output::save_weights(&params, &loaded, path, &mut files)?;
-        files.commit()?;
-    }
+    let mut files = output::Pending::default();
+    output::save_weights(&params, &loaded, settings.outputs.save_weights.as_deref(), &mut files)?;
+    files.commit()?;
     let mut rec = recorder(&loaded, plan.show.clone(), settings).with_attribution(plan.attribution.clone());
     let (output, generation) = run_model(settings, (&loaded, &params, &plan), &mut rec)?;
     let (mut trace, _) = rec.finish();
@@ -210,6 +208,7 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     }
     let mut clock = output::Clock::new(cli.timings);
     let settings = Settings::from_cli(cli, env)?;
+    output::check_files(&settings)?;
     if let Some(batch) = sources::batch::sentences(&settings)? {
         return batch::run(&settings, &batch, clock, out);
     }
@@ -219,8 +218,7 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     let notes = |n: &[String]| output::notes(n, settings.quiet);
     let mut done = finish_timed(&settings, &notes, false, &mut clock)?;
     let cut = views::positions::cut(&done.trace, &done.views, settings.output.views.positions.as_ref())?;
-    // The files go in place only now that nothing but stdout is left to fail.
-    std::mem::take(&mut done.files).commit()?;
+    done.files.commit()?; // in place only now that nothing but stdout is left to fail
     output::stdout(cut.trace_or(&done.trace), cut.views_or(&done.views), &settings.output, done.check.as_ref(), out)?;
     if done.checked.is_ok() {
         output::notes(&done.views.screen_notes, settings.quiet);
@@ -239,9 +237,7 @@ fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut output::Clock) -
     // Notes only once the parameters exist, so that a refusal stays one line.
     output::notes(&loaded.notes, settings.quiet);
     let mut files = output::Pending::default();
-    if let Some(path) = &settings.outputs.save_weights {
-        output::save_weights(&params, &loaded, path, &mut files)?;
-    }
+    output::save_weights(&params, &loaded, settings.outputs.save_weights.as_deref(), &mut files)?;
     clock.lap("parameters");
     let rec = recorder(&loaded, plan.record.clone(), settings);
     let flops = forward_flops(&loaded, &params, &rec);
@@ -274,8 +270,7 @@ pub struct Finished {
     pub maps: Option<views::maps::Maps>,
     /// The notes the run gave (also passed to `notes` as soon as the parameters exist).
     pub notes: Vec<String>,
-    /// The files not yet in place (`finish` has put them there; the command does so just
-    /// before stdout, so that any failure of the run leaves none).
+    /// Files not yet in place (`finish` commits them; the command, just before stdout).
     pub files: output::Pending,
 }
 
@@ -284,7 +279,7 @@ pub struct Finished {
 /// `--check`. `notes` is called once the parameters exist, so that a refusal stays one line.
 pub fn finish(settings: &Settings, notes: &dyn Fn(&[String]), maps: bool) -> Result<Finished> {
     let mut done = finish_timed(settings, notes, maps, &mut output::Clock::new(false))?;
-    std::mem::take(&mut done.files).commit()?;
+    done.files.commit()?;
     Ok(done)
 }
 
@@ -325,9 +320,7 @@ pub(crate) fn computed(
     let params = steering::params(settings, &mut loaded, |l| source.params_once(l, made))?;
     notes_now(&loaded.notes);
     let mut files = output::Pending::default();
-    if let Some(path) = &settings.outputs.save_weights {
-        output::save_weights(&params, &loaded, path, &mut files)?;
-    }
+    output::save_weights(&params, &loaded, settings.outputs.save_weights.as_deref(), &mut files)?;
     clock.lap("parameters");
     let mut rec = recorder(&loaded, plan.record.clone(), settings).with_attribution(plan.attribution.clone());
     let reducing = views::Reducing::attach(&plan, &mut rec, &loaded.tokens, loaded.cfg.parts.lm_head.is_some());

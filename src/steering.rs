@@ -98,11 +98,13 @@ fn read(f: &SteerFile) -> Result<Vec<f32>> {
     let what = format!("--steer {}", quote(path));
     let fix = "pass a .npy file of d_model floats, or FILE#NAME[ROW] of a saved trace (.json, .safetensors, .npz)";
     let cant = |why: String| usage(&what, why, fix);
+    // What the path is (missing, a folder, a device) is said before what its name should be.
+    crate::sources::input_file::open(&what, Path::new(path), fix)?;
     let is_npy = path.to_ascii_lowercase().ends_with(".npy");
     if name.is_none() && !is_npy {
         return Err(cant("is neither a .npy file nor a saved trace with #NAME".into()));
     }
-    let bytes = crate::sources::input_file::bytes(&what, Path::new(path), fix, crate::sources::input_file::LARGE)?;
+    let bytes = crate::sources::input_file::read(&what, Path::new(path), fix)?;
     let Some(name) = name else {
         let (shape, data, dtype) = crate::export::npy::read(&bytes).map_err(cant)?;
         return vector(Raw { name: String::new(), shape, data, dims: None, heads: None, dtype: Some(dtype) }, None)
@@ -150,6 +152,8 @@ fn vector(raw: Raw, row: Option<usize>) -> Result<Vec<f32>, String> {
         ([rows, d], Some(r)) if r < *rows => rows_of(r, *d).ok_or_else(|| format!("{id} is shorter than its shape")),
         ([rows, _], Some(r)) => Err(format!("{id} has {rows} rows, no row {r}")),
         ([rows, _], None) => Err(format!("{id} has {rows} rows: name one, e.g. {id}[0]")),
-        _ => Err(format!("{id} has shape {:?}; a steering vector is [d_model] or one row of [pos, d_model]", raw.shape)),
+        _ => {
+            Err(format!("{id} has shape {:?}; a steering vector is [d_model] or one row of [pos, d_model]", raw.shape))
+        }
     }
 }

@@ -43,7 +43,7 @@ pub struct Loaded {
 pub fn load(path: &Path) -> Result<Loaded> {
     let what = path.display().to_string();
     let fix = "pass a trace file that exists and is readable";
-    let bytes = crate::sources::input_file::bytes(&what, path, fix, crate::sources::input_file::LARGE)?;
+    let bytes = crate::sources::input_file::read(&what, path, fix)?;
     parse(&bytes, &what)
 }
 
@@ -151,7 +151,8 @@ fn jsonl(text: &str, what: &str) -> Result<Vec<Raw>> {
 }
 
 fn from_named(named: Vec<Named>) -> Vec<Raw> {
-    let raw = |n: Named| Raw { name: n.name, shape: n.shape, data: n.data, dims: None, heads: None, dtype: Some(n.dtype) };
+    let raw =
+        |n: Named| Raw { name: n.name, shape: n.shape, data: n.data, dims: None, heads: None, dtype: Some(n.dtype) };
     named.into_iter().map(raw).collect()
 }
 

@@ -78,7 +78,9 @@ fn dtype(descr: &str) -> Result<(&'static str, usize), String> {
         d if d.starts_with('>') => {
             return Err(format!("dtype {d} is big-endian (save x.astype(x.dtype.newbyteorder('<')))"))
         }
-        d => return Err(format!("dtype {d} is not read (save float32, float64, float16, int64, int32, uint8 or bool)")),
+        d => {
+            return Err(format!("dtype {d} is not read (save float32, float64, float16, int64, int32, uint8 or bool)"))
+        }
     })
 }
 
@@ -112,7 +114,7 @@ fn values(descr: &str, data: &[u8], count: usize, width: usize) -> Result<Data, 
 /// newline: each of the three keys exactly once, nothing else.
 fn parse_header(text: &str) -> Result<Header, String> {
     let bad = |why: &str| format!("the .npy header {why}");
-    let mut p = Parser { rest: text.trim_end_matches(|c| c == ' ' || c == '\n').trim_start() };
+    let mut p = Parser { rest: text.trim_end_matches([' ', '\n']).trim_start() };
     p.eat('{').ok_or_else(|| bad("is not a dict"))?;
     let (mut descr, mut fortran, mut shape) = (None, None, None);
     while p.eat('}').is_none() {
@@ -125,8 +127,12 @@ fn parse_header(text: &str) -> Result<Header, String> {
                 }
                 descr.replace(p.string().ok_or_else(|| bad("has a descr that is not a string"))?).is_none()
             }
-            "fortran_order" => fortran.replace(p.boolean().ok_or_else(|| bad("has a fortran_order that is not True or False"))?).is_none(),
-            "shape" => shape.replace(p.tuple().ok_or_else(|| bad("has a shape that is not a tuple of sizes"))?).is_none(),
+            "fortran_order" => fortran
+                .replace(p.boolean().ok_or_else(|| bad("has a fortran_order that is not True or False"))?)
+                .is_none(),
+            "shape" => {
+                shape.replace(p.tuple().ok_or_else(|| bad("has a shape that is not a tuple of sizes"))?).is_none()
+            }
             other => return Err(bad(&format!("has a key {other:?} that numpy does not write"))),
         };
         if !fresh {
@@ -204,7 +210,7 @@ mod tests {
 
     fn npy(header: &str, data: &[u8]) -> Vec<u8> {
         let mut h = header.to_string();
-        while (10 + h.len() + 1) % 64 != 0 {
+        while !(10 + h.len() + 1).is_multiple_of(64) {
             h.push(' ');
         }
         h.push('\n');
@@ -224,13 +230,17 @@ mod tests {
     fn the_header_is_parsed_strictly() {
         let ok = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
         assert_eq!(read(&npy(ok, &[0; 8])).unwrap().0, vec![2]);
-        assert!(why("{'descr': '<f4', 'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", &[0; 8])
-            .contains("twice"));
+        assert!(
+            why("{'descr': '<f4', 'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", &[0; 8]).contains("twice")
+        );
         assert!(why("{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", &[0; 8]).contains("shape"));
-        assert!(why("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", &[0; 8]).contains("'x'")
-            || why("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", &[0; 8]).contains("\"x\""));
-        assert!(why("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", &[0; 8])
-            .contains("structured"));
+        assert!(
+            why("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", &[0; 8]).contains("'x'")
+                || why("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", &[0; 8]).contains("\"x\"")
+        );
+        assert!(
+            why("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", &[0; 8]).contains("structured")
+        );
         assert!(why("{'descr': '<f4', 'shape': (2,), }", &[0; 8]).contains("fortran_order"));
     }
 

@@ -36,6 +36,29 @@ pub fn write_file(flag: &str, path: &Path, bytes: &[u8]) -> Result<()> {
     one.commit()
 }
 
+/// Whether `path` can be written as its kind asks, checked before the run computes anything
+/// (so that a missing or read-only folder is said at once, not after the forward pass, and a
+/// `--format jsonl` run never streams a trace whose file then fails). Writing checks again.
+pub fn check_file(flag: &str, path: &Path) -> Result<()> {
+    let what = format!("{flag} {}", path.display());
+    let fix = "check that the directory exists and is writable";
+    if let Destination::Replace(target) =
+        destination(path).map_err(|e| usage(&what, e, "name a regular file in a writable directory"))?
+    {
+        let dir = folder(&target);
+        let meta = fs::metadata(dir).map_err(|e| failed(&what, path, dir, &e))?;
+        if !meta.is_dir() {
+            return Err(usage(&what, format!("{} is not a directory", dir.display()), fix));
+        }
+        let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str()));
+        // SAFETY: access only reads the NUL-terminated path.
+        if c.is_ok_and(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0) {
+            return Err(failed(&what, path, dir, &io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
 /// A run's files, each written whole to its temporary file and put in place together by
 /// [`Pending::commit`]; dropped uncommitted (the run failed), the temporary files are removed.
 #[derive(Debug, Default)]
@@ -74,7 +97,7 @@ impl Pending {
     /// Renames every file over its target, in the order written, then makes the renames
     /// durable (the folders synced). A rename that fails ends the commit with its error, and
     /// the files not yet renamed are removed.
-    pub fn commit(mut self) -> Result<()> {
+    pub fn commit(&mut self) -> Result<()> {
         for mut s in std::mem::take(&mut self.staged) {
             let renamed = fs::rename(&s.tmp, &s.target);
             if renamed.is_ok() {

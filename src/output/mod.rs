@@ -43,13 +43,26 @@ pub use interrupt::remove_temporaries_on_signal;
 
 /// `--save-weights`: the parameters as safetensors, with the settings and input of `loaded`'s
 /// run in the metadata (`sources::meta`), into `files` (put in place when the run succeeds).
-pub fn save_weights(params: &Params, loaded: &Loaded, path: &Path, files: &mut Pending) -> Result<()> {
+pub fn save_weights(params: &Params, loaded: &Loaded, path: Option<&Path>, files: &mut Pending) -> Result<()> {
+    let Some(path) = path else { return Ok(()) };
     let ids = match &loaded.input {
         Input::Ids { ids, .. } => Some(ids.as_slice()),
         Input::Matrix(_) => None,
     };
     let meta = crate::sources::meta::describe(&loaded.cfg, loaded.sentence.as_deref(), &loaded.tokens, ids);
     files.write("--save-weights", path, &crate::export::weights::encode(params, &meta)?)
+}
+
+/// Checks every file the run will write before it computes anything ([`file::check_file`]).
+pub fn check_files(settings: &Settings) -> Result<()> {
+    let o = &settings.outputs;
+    let named = [
+        ("--save-weights", o.save_weights.as_deref()),
+        ("--save-trace", o.save_trace.as_ref().map(|(p, _)| p.as_path())),
+        ("--html", settings.output.views.html.as_deref()),
+        ("--svg", settings.output.views.svg.as_deref()),
+    ];
+    named.into_iter().filter_map(|(flag, p)| p.map(|p| (flag, p))).try_for_each(|(flag, p)| file::check_file(flag, p))
 }
 
 /// `--save-trace`: the trace's steps as safetensors or npz, into `files`.

@@ -35,6 +35,11 @@ pub fn bytes(what: &str, path: &Path, fix: &str, cap: u64) -> Result<Vec<u8>> {
     read_bounded(file, size, cap).map_err(|why| usage(what, why, fix))
 }
 
+/// As [`bytes`] with the cap of inputs as large as a trace ([`LARGE`]).
+pub fn read(what: &str, path: &Path, fix: &str) -> Result<Vec<u8>> {
+    bytes(what, path, fix, LARGE)
+}
+
 /// As [`bytes`], as UTF-8 text (an error names the offset of the first byte that is not).
 pub fn text(what: &str, path: &Path, fix: &str, cap: u64) -> Result<String> {
     let bytes = bytes(what, path, fix, cap)?;

@@ -290,8 +290,7 @@ pub fn generation_eos(dir: &std::path::Path, what: &str) -> Result<Option<Vec<u3
     let fix = "restore the model's generation_config.json, or remove it to use config.json's eos_token_id";
     let what = format!("{what}: generation_config.json");
     let bytes = crate::sources::input_file::bytes(&what, &path, fix, crate::sources::input_file::CONFIG)?;
-    let json = crate::strict_json::parse(&bytes)
-        .map_err(|e| usage(&what, format!("not valid JSON: {e}"), fix))?;
+    let json = crate::strict_json::parse(&bytes).map_err(|e| usage(&what, format!("not valid JSON: {e}"), fix))?;
     Ok(json.get("eos_token_id").map(|v| eos_ids(Some(v))))
 }
 
