@@ -38,7 +38,7 @@ pub fn line(text: &str, quiet: bool) {
 mod file;
 mod interrupt;
 pub mod peak;
-pub use file::{write_file, Pending};
+pub use file::{check_file, write_file, Pending};
 pub use interrupt::remove_temporaries_on_signal;
 
 /// `--save-weights`: the parameters as safetensors, with the settings and input of `loaded`'s
