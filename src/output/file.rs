@@ -86,8 +86,7 @@ impl Pending {
                 usage(&what, describe(&e), "name a device or pipe that accepts writing, or a regular file")
             }),
             Destination::Replace(target) => {
-                let tmp = temporary(&target, bytes).map_err(|e| failed(&what, path, &target, &e))?;
-                let held = super::interrupt::hold(&tmp);
+                let (tmp, held) = temporary(&target, bytes).map_err(|e| failed(&what, path, &target, &e))?;
                 self.staged.push(Staged { what, tmp, target, held });
                 Ok(())
             }
@@ -216,7 +215,8 @@ fn folder(target: &Path) -> &Path {
 
 /// A new temporary file beside `target` holding `bytes`, flushed to disk, with the mode of
 /// the file it will replace (a new file gets the umask's); removed again if any step fails.
-fn temporary(target: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
+/// Held for the signal handler from the moment it exists ([`super::interrupt::hold`]).
+fn temporary(target: &Path, bytes: &[u8]) -> io::Result<(PathBuf, Option<usize>)> {
     // A file name is at most 255 bytes: the temporary name keeps a prefix of the target's.
     let name = target.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
     let cut = (0..=name.len().min(180)).rev().find(|&i| name.is_char_boundary(i)).unwrap_or(0);
@@ -231,6 +231,7 @@ fn temporary(target: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
             opened => break (tmp, opened?),
         }
     };
+    let held = super::interrupt::hold(&tmp);
     let written = (|| {
         let mut f = file;
         f.write_all(bytes)?;
@@ -241,8 +242,9 @@ fn temporary(target: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
         f.sync_all()
     })();
     match written {
-        Ok(()) => Ok(tmp),
+        Ok(()) => Ok((tmp, held)),
         Err(e) => {
+            held.into_iter().for_each(super::interrupt::release);
             let _ = fs::remove_file(&tmp);
             Err(e)
         }

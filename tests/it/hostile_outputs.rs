@@ -224,6 +224,8 @@ fn an_interrupted_run_leaves_no_temporary_file() {
         assert!(start.elapsed().as_secs() < 30, "no temporary file appeared");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    // The run then waits on the FIFO for good; the pause only lets it get there.
+    std::thread::sleep(std::time::Duration::from_millis(300));
     // SAFETY: a signal to our own child.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
     let status = child.wait().unwrap();
