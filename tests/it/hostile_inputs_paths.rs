@@ -67,6 +67,9 @@ fn a_model_folder_whose_files_are_devices_or_fifos_is_refused() {
             }
             let fragment = if zero { "character device" } else { "EOF while parsing" };
             refuses(&["my shoes", "--model", model.to_str().unwrap()], fragment);
+            // A batch looks at config.json first, to share a decoder's parameters: it hung.
+            let batch = file(&model, "batch.txt", b"my shoes\nyour feet\n");
+            refuses(&["--batch", batch.to_str().unwrap(), "--model", model.to_str().unwrap()], fragment);
         }
     }
     // --model naming a device or a FIFO says what it is (it said "no such folder").
