@@ -262,8 +262,34 @@ fn describe(e: &io::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{destination, Destination};
+    use super::{destination, Destination, Pending};
     use std::path::Path;
+
+    #[test]
+    fn pending_files_appear_together_on_commit_and_never_when_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a.html"), d.path().join("b.svg"));
+        std::fs::write(&a, "old").unwrap();
+        let listing = || {
+            let mut n: Vec<String> =
+                std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+            n.sort();
+            n
+        };
+        let mut dropped = Pending::default();
+        dropped.write("--html", &a, b"new").unwrap();
+        dropped.write("--svg", &b, b"new").unwrap();
+        assert_eq!(listing().len(), 3, "two temporary files beside a.html");
+        drop(dropped);
+        assert_eq!((listing(), std::fs::read_to_string(&a).unwrap()), (vec!["a.html".to_string()], "old".into()));
+        let mut kept = Pending::default();
+        kept.write("--html", &a, b"new").unwrap();
+        kept.write("--svg", &b, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "old", "nothing is in place before the commit");
+        kept.commit().unwrap();
+        assert_eq!(listing(), vec!["a.html".to_string(), "b.svg".to_string()]);
+        assert_eq!(std::fs::read_to_string(&b).unwrap(), "new");
+    }
 
     #[test]
     fn devices_and_proc_are_written_in_place() {
