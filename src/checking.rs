@@ -68,15 +68,16 @@ pub(crate) fn last(settings: &Settings, loaded: &Loaded, params: &Params, output
     Ok(Last { output, logits })
 }
 
-/// `--save-trace` and `--check`, once the trace exists. A failed check must end the run
-/// with exit 1, but only after the output is written: it comes back as `Err` in the value.
+/// `--save-trace` (into `files`) and `--check`, once the trace exists. A failed check must
+/// end the run with exit 1, but only after the output is written: it comes back as `Err` in
+/// the value.
 pub(crate) fn testing(
     settings: &Settings,
     loaded: &Loaded,
     last: &Last,
-    trace: &Trace,
+    (trace, files): (&Trace, &mut output::Pending),
 ) -> Result<(Option<serde_json::Value>, Result<()>)> {
-    output::save_trace(trace, settings)?;
+    output::save_trace(trace, settings, files)?;
     let Some(tol) = settings.outputs.check else { return Ok((None, Ok(()))) };
     let reference = check::reference(&loaded.cfg, loaded.hf.is_some(), loaded.tokens.len())?;
     let ours = Ours { output: &last.output, logits: last.logits.as_ref() };

@@ -12,6 +12,7 @@ use std::ffi::OsString;
 /// measure what the command runs. A library must not impose them on its host, so the Python
 /// module does not call it.
 pub fn tune_process() {
+    crate::output::remove_temporaries_on_signal();
     reuse_freed_memory();
     spin_less();
     count_cores_once();

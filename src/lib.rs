@@ -106,9 +106,9 @@ fn forward_flops(loaded: &Loaded, params: &params::Params, rec: &Recorder) -> u6
 pub fn trace(settings: &Settings) -> Result<Traced> {
     let (mut loaded, source, plan) = prepare(settings)?;
     let params = steering::params(settings, &mut loaded, |l| source.params(l))?;
-    if let Some(path) = &settings.outputs.save_weights {
-        output::save_weights(&params, &loaded, path)?;
-    }
+    let mut files = output::Pending::default();
+    output::save_weights(&params, &loaded, settings.outputs.save_weights.as_deref(), &mut files)?;
+    files.commit()?;
     let mut rec = recorder(&loaded, plan.show.clone(), settings).with_attribution(plan.attribution.clone());
     let (output, generation) = run_model(settings, (&loaded, &params, &plan), &mut rec)?;
     let (mut trace, _) = rec.finish();
@@ -208,6 +208,7 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
     }
     let mut clock = output::Clock::new(cli.timings);
     let settings = Settings::from_cli(cli, env)?;
+    output::check_files(&settings)?;
     if let Some(batch) = sources::batch::sentences(&settings)? {
         return batch::run(&settings, &batch, clock, out);
     }
@@ -215,8 +216,9 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
         return stream(&settings, out, &mut clock);
     }
     let notes = |n: &[String]| output::notes(n, settings.quiet);
-    let done = finish_timed(&settings, &notes, false, &mut clock)?;
+    let mut done = finish_timed(&settings, &notes, false, &mut clock)?;
     let cut = views::positions::cut(&done.trace, &done.views, settings.output.views.positions.as_ref())?;
+    done.files.commit()?; // in place only now that nothing but stdout is left to fail
     output::stdout(cut.trace_or(&done.trace), cut.views_or(&done.views), &settings.output, done.check.as_ref(), out)?;
     if done.checked.is_ok() {
         output::notes(&done.views.screen_notes, settings.quiet);
@@ -234,9 +236,8 @@ fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut output::Clock) -
     let params = steering::params(settings, &mut loaded, |l| source.params(l))?;
     // Notes only once the parameters exist, so that a refusal stays one line.
     output::notes(&loaded.notes, settings.quiet);
-    if let Some(path) = &settings.outputs.save_weights {
-        output::save_weights(&params, &loaded, path)?;
-    }
+    let mut files = output::Pending::default();
+    output::save_weights(&params, &loaded, settings.outputs.save_weights.as_deref(), &mut files)?;
     clock.lap("parameters");
     let rec = recorder(&loaded, plan.record.clone(), settings);
     let flops = forward_flops(&loaded, &params, &rec);
@@ -247,7 +248,8 @@ fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut output::Clock) -
     clock.lap_computing("forward pass and streaming", flops);
     let last = checking::last(settings, &loaded, &params, last)?;
     let saved = plan.save.as_ref().map(|file| trace.split_for_file(&plan.view_record, file));
-    let checked = checking::testing(settings, &loaded, &last, saved.as_ref().unwrap_or(&trace))?.1;
+    let checked = checking::testing(settings, &loaded, &last, (saved.as_ref().unwrap_or(&trace), &mut files))?.1;
+    files.commit()?;
     clock.report();
     checked
 }
@@ -268,13 +270,17 @@ pub struct Finished {
     pub maps: Option<views::maps::Maps>,
     /// The notes the run gave (also passed to `notes` as soon as the parameters exist).
     pub notes: Vec<String>,
+    /// Files not yet in place (`finish` commits them; the command, just before stdout).
+    pub files: output::Pending,
 }
 
 /// Computes the run `settings` describe, up to its output: the parameters, the trace, the
 /// views, `--patch`, the files (`--save-weights`, `--html`, `--svg`, `--save-trace`) and
 /// `--check`. `notes` is called once the parameters exist, so that a refusal stays one line.
 pub fn finish(settings: &Settings, notes: &dyn Fn(&[String]), maps: bool) -> Result<Finished> {
-    finish_timed(settings, notes, maps, &mut output::Clock::new(false))
+    let mut done = finish_timed(settings, notes, maps, &mut output::Clock::new(false))?;
+    done.files.commit()?;
+    Ok(done)
 }
 
 fn finish_timed(
@@ -283,9 +289,10 @@ fn finish_timed(
     maps: bool,
     clock: &mut output::Clock,
 ) -> Result<Finished> {
-    let (done, loaded, last) = computed(settings, notes, maps, clock)?;
-    output::view_files(&done.trace, &done.views, &settings.output)?;
-    let (check, checked) = checking::testing(settings, &loaded, &last, done.saved.as_ref().unwrap_or(&done.trace))?;
+    let (mut done, loaded, last) = computed(settings, notes, maps, clock)?;
+    output::view_files(&done.trace, &done.views, &settings.output, &mut done.files)?;
+    let saved = done.saved.as_ref().unwrap_or(&done.trace);
+    let (check, checked) = checking::testing(settings, &loaded, &last, (saved, &mut done.files))?;
     Ok(Finished { check, checked, ..done })
 }
 
@@ -312,9 +319,8 @@ pub(crate) fn computed(
         );
     let params = steering::params(settings, &mut loaded, |l| source.params_once(l, made))?;
     notes_now(&loaded.notes);
-    if let Some(path) = &settings.outputs.save_weights {
-        output::save_weights(&params, &loaded, path)?;
-    }
+    let mut files = output::Pending::default();
+    output::save_weights(&params, &loaded, settings.outputs.save_weights.as_deref(), &mut files)?;
     clock.lap("parameters");
     let mut rec = recorder(&loaded, plan.record.clone(), settings).with_attribution(plan.attribution.clone());
     let reducing = views::Reducing::attach(&plan, &mut rec, &loaded.tokens, loaded.cfg.parts.lm_head.is_some());
@@ -367,7 +373,7 @@ pub(crate) fn computed(
         clock.lap("patching sweep");
     }
     views.notes = notes.clone();
-    let done = Finished { trace, views, check: None, checked: Ok(()), saved, maps: all_maps, notes };
+    let done = Finished { trace, views, check: None, checked: Ok(()), saved, maps: all_maps, notes, files };
     Ok((done, loaded, last))
 }
 

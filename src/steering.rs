@@ -6,12 +6,15 @@
 //! tokenizer and a forward pass, all of which exist only once the sources are open.
 
 use crate::config::Steer;
+use crate::diff::json::Raw;
 use crate::error::{quote, usage};
+use crate::export::Data;
 use crate::params::{Input, Params};
 use crate::settings::analysis::steer::{self, SteerFile};
 use crate::settings::Settings;
 use crate::sources::Loaded;
 use anyhow::Result;
+use std::path::Path;
 
 /// The parameters `make` makes, with `loaded`'s configuration given the steering vectors the
 /// settings ask for (read and checked first, so that a bad file is refused before any
@@ -81,104 +84,76 @@ fn prompt(settings: &Settings, loaded: &Loaded, text: &str) -> Result<Input> {
     Ok(Input::Ids { ids: e.get_ids().to_vec(), type_ids: None })
 }
 
-/// A `--steer` vector: a `.npy` of shape [d_model] or [1, d_model] (float32 or float64), or
-/// `TRACE.json#STEP[ROW]` / `TRACE.safetensors#STEP[ROW]`, one row of a step of a saved
-/// trace (`#STEP` alone for a step of one row, e.g. a [d_model] step).
+/// A `--steer` vector: a `.npy` of shape [d_model] or [1, d_model], or `FILE#NAME[ROW]`, one
+/// row of a named tensor of a file `diff` reads (a saved JSON or JSONL trace, safetensors,
+/// npz; `#NAME` alone for a tensor of one row, e.g. a [d_model] step). The file is read
+/// through `input_file` (bounded, never a device) and its readers' checks (a header's claims
+/// against the bytes present); the vector must be floats.
 fn read(f: &SteerFile) -> Result<Vec<f32>> {
-    let lower = f.file.to_ascii_lowercase();
-    let (path, step) = match f.file.rsplit_once('#') {
-        Some((p, s)) if [".json", ".safetensors"].iter().any(|e| p.to_ascii_lowercase().ends_with(e)) => (p, Some(s)),
+    const TRACES: [&str; 4] = [".json", ".jsonl", ".safetensors", ".npz"];
+    let (path, name) = match f.file.rsplit_once('#') {
+        Some((p, n)) if TRACES.iter().any(|e| p.to_ascii_lowercase().ends_with(e)) => (p, Some(n)),
         _ => (f.file.as_str(), None),
     };
-    let cant = |why: String| {
-        usage(
-            "--steer",
-            format!("{}: {why}", quote(path)),
-            "pass a .npy file of d_model values, or TRACE.json#STEP[ROW] or TRACE.safetensors#STEP[ROW]",
-        )
-    };
-    if std::path::Path::new(path).is_dir() {
-        return Err(cant("is a folder".into()));
+    let what = format!("--steer {}", quote(path));
+    let fix = "pass a .npy file of d_model floats, or FILE#NAME[ROW] of a saved trace (.json, .safetensors, .npz)";
+    let cant = |why: String| usage(&what, why, fix);
+    // What the path is (missing, a folder, a device) is said before what its name should be.
+    crate::sources::input_file::open(&what, Path::new(path), fix)?;
+    let is_npy = path.to_ascii_lowercase().ends_with(".npy");
+    if name.is_none() && !is_npy {
+        return Err(cant("is neither a .npy file nor a saved trace with #NAME".into()));
     }
-    let bytes = std::fs::read(path).map_err(|e| cant(format!("cannot be read ({e})")))?;
-    let table = match step {
-        Some(_) if path.to_ascii_lowercase().ends_with(".json") => json_steps(&bytes).map_err(cant)?,
-        Some(_) => crate::export::safetensors::read(&bytes, "--steer")?
-            .into_iter()
-            .filter_map(|n| match n.data {
-                crate::export::Data::Num(v) => Some((n.name, n.shape, v.iter().map(|&x| x as f32).collect())),
-                crate::export::Data::Str(_) => None,
-            })
-            .collect(),
-        None if lower.ends_with(".npy") => return from_npy(&bytes).map_err(cant),
-        None => return Err(cant("is neither a .npy file nor a saved trace with #STEP".into())),
+    let bytes = crate::sources::input_file::read(&what, Path::new(path), fix)?;
+    let Some(name) = name else {
+        let (shape, data, dtype) = crate::export::npy::read(&bytes).map_err(cant)?;
+        return vector(Raw { name: String::new(), shape, data, dims: None, heads: None, dtype: Some(dtype) }, None)
+            .map_err(cant);
     };
-    pick(&table, step.unwrap_or_default()).map_err(cant)
+    let raws = crate::diff::load::tensors(&bytes, &what)?.raws;
+    pick(raws, name).map_err(cant)
 }
 
-/// A `.npy` array of shape [d] or [1, d].
-fn from_npy(bytes: &[u8]) -> Result<Vec<f32>, String> {
-    let (shape, data) = crate::export::npy::read(bytes)?;
-    let crate::export::Data::Num(values) = data else { return Err("holds strings, not numbers".into()) };
-    match shape[..] {
-        [_] | [1, _] => Ok(values.iter().map(|&v| v as f32).collect()),
-        _ => Err(format!("has shape {shape:?}; a steering vector is [d_model] or [1, d_model]")),
-    }
-}
-
-/// A saved trace's steps: (id, shape, flat values).
-type Table = Vec<(String, Vec<usize>, Vec<f32>)>;
-
-/// A JSON trace's numeric steps.
-fn json_steps(bytes: &[u8]) -> Result<Table, String> {
-    let doc: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| format!("is not a JSON trace ({e})"))?;
-    let steps = doc.get("steps").and_then(|s| s.as_array()).ok_or("is not a JSON trace (no steps)")?;
-    let mut out = Vec::new();
-    for s in steps {
-        let (Some(id), Some(shape), Some(values)) = (s["id"].as_str(), s["shape"].as_array(), s.get("values")) else {
-            continue;
-        };
-        let shape = shape.iter().map(|d| d.as_u64().unwrap_or(0) as usize).collect();
-        let mut flat = Vec::new();
-        if flatten(values, &mut flat).is_ok() {
-            out.push((id.to_string(), shape, flat));
-        }
-    }
-    Ok(out)
-}
-
-/// Nested arrays of numbers (or the strings nan, inf, -inf) in order.
-fn flatten(v: &serde_json::Value, out: &mut Vec<f32>) -> Result<(), ()> {
-    let x = match v {
-        serde_json::Value::Array(a) => return a.iter().try_for_each(|x| flatten(x, out)),
-        serde_json::Value::Number(n) => n.as_f64().ok_or(())? as f32,
-        serde_json::Value::String(s) => match s.as_str() {
-            "nan" => f32::NAN,
-            "inf" => f32::INFINITY,
-            "-inf" => f32::NEG_INFINITY,
-            _ => return Err(()),
-        },
-        _ => return Err(()),
-    };
-    out.push(x);
-    Ok(())
-}
-
-/// `STEP[ROW]` of a saved trace: the step's row ROW, or the step itself when it is one row.
-fn pick(table: &Table, step: &str) -> Result<Vec<f32>, String> {
-    let (id, row) = match step.strip_suffix(']').and_then(|s| s.rsplit_once('[')) {
+/// `NAME[ROW]` of a file's tensors: the tensor of that name (or whose name means the same
+/// step, e.g. a TransformerLens hook name), given once, and its row.
+fn pick(raws: Vec<Raw>, spec: &str) -> Result<Vec<f32>, String> {
+    let (id, row) = match spec.strip_suffix(']').and_then(|s| s.rsplit_once('[')) {
         Some((id, r)) => (id, Some(r.trim().parse::<usize>().map_err(|_| format!("[{r}] is not a row number"))?)),
-        None => (step, None),
+        None => (spec, None),
     };
-    let (_, shape, values) =
-        table.iter().find(|(name, ..)| name == id).ok_or_else(|| format!("has no numeric step {}", quote(id)))?;
+    if id.is_empty() {
+        return Err("names no tensor after #".into());
+    }
+    let canonical = |n: &str| crate::diff::names::resolve(n).map(|r| r.id);
+    let mut found = raws.into_iter().filter(|r| r.name == id || canonical(&r.name).is_some_and(|c| c == id));
+    let raw = found.next().ok_or_else(|| format!("has no tensor {}", quote(id)))?;
+    if found.next().is_some() {
+        return Err(format!("holds {} twice", quote(id)));
+    }
+    vector(raw, row)
+}
+
+/// A tensor's row as a steering vector: floats, of shape [d] (no row), [1, d] or [rows, d]
+/// (with a row; a leading batch dimension of 1 is dropped).
+fn vector(raw: Raw, row: Option<usize>) -> Result<Vec<f32>, String> {
+    let id = if raw.name.is_empty() { "the array".to_string() } else { raw.name.clone() };
+    let Data::Num(values) = raw.data else { return Err(format!("{id} holds strings, not numbers")) };
+    if let Some(d) = raw.dtype.filter(|d| !d.contains("float")) {
+        return Err(format!("{id} holds {d} values; a steering vector is floats (save it as float32)"));
+    }
+    let shape = match raw.shape[..] {
+        [1, rows, d] => vec![rows, d],
+        _ => raw.shape.clone(),
+    };
+    let rows_of = |r: usize, d: usize| values.get(r * d..(r + 1) * d).map(|v| v.iter().map(|&x| x as f32).collect());
     match (&shape[..], row) {
-        ([_], None) => Ok(values.clone()),
-        ([_], Some(_)) => Err(format!("step {id} is one row: drop [ROW]")),
-        ([1, _], None) => Ok(values.clone()),
-        ([rows, d], Some(r)) if r < *rows => Ok(values[r * d..(r + 1) * d].to_vec()),
-        ([rows, _], Some(r)) => Err(format!("step {id} has {rows} rows, no row {r}")),
-        ([rows, _], None) => Err(format!("step {id} has {rows} rows: name one, e.g. {id}[0]")),
-        _ => Err(format!("step {id} has shape {shape:?}; a steering vector is one row of a [pos, d_model] step")),
+        ([d], None) | ([1, d], None) => rows_of(0, *d).ok_or_else(|| format!("{id} is shorter than its shape")),
+        ([_], Some(_)) => Err(format!("{id} is one row: drop [ROW]")),
+        ([rows, d], Some(r)) if r < *rows => rows_of(r, *d).ok_or_else(|| format!("{id} is shorter than its shape")),
+        ([rows, _], Some(r)) => Err(format!("{id} has {rows} rows, no row {r}")),
+        ([rows, _], None) => Err(format!("{id} has {rows} rows: name one, e.g. {id}[0]")),
+        _ => {
+            Err(format!("{id} has shape {:?}; a steering vector is [d_model] or one row of [pos, d_model]", raw.shape))
+        }
     }
 }

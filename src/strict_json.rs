@@ -23,6 +23,18 @@ pub fn parse(bytes: &[u8]) -> Result<serde_json::Value, String> {
     serde_json::from_slice(bytes).map_err(|e| e.to_string())
 }
 
+/// Checks a safetensors file's JSON header (the bytes after its 8-byte little-endian length)
+/// by the same rule: the `safetensors` crate reads it with serde, which keeps the last of a
+/// tensor named twice. A file too short for its header is left to that crate to refuse.
+pub fn safetensors_header(file: &[u8]) -> Result<(), String> {
+    let len = file.get(..8).map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+    let header = usize::try_from(len).ok().and_then(|len| file.get(8..8usize.checked_add(len)?));
+    match header {
+        Some(h) => parse(h).map(|_| ()).map_err(|e| format!("its header: {e}")),
+        None => Ok(()),
+    }
+}
+
 /// Python's three non-finite words outside strings, rewritten as attn-trace's strings.
 /// `Infinity` and `-Infinity` keep their length (padded with spaces), so error columns hold.
 fn python_constants(bytes: &[u8]) -> Cow<'_, [u8]> {

@@ -55,18 +55,24 @@ fn compute_timed(parsed: &Parsed, env: &Env, clock: &mut crate::output::Clock) -
 /// Runs a comparison: the files (`--html`, `--svg`), then the report on `out`; `Ok(true)`
 /// when every common step is within the threshold.
 pub fn run(parsed: Parsed, env: &Env, out: &mut dyn Write) -> Result<bool> {
-    let Compared { comparison: c, output } = compute(&parsed, env)?;
     let run = &parsed.cli.run;
+    // A folder that is missing is said before two models are run, not after.
+    let named = [("--svg", run.svg.as_deref()), ("--html", run.html.as_deref())];
+    named.iter().filter_map(|(f, p)| p.map(|p| (f, p))).try_for_each(|(f, p)| crate::output::check_file(f, p))?;
+    let Compared { comparison: c, output } = compute(&parsed, env)?;
+    // Both files or neither (an error in the second leaves no first).
+    let mut files = crate::output::Pending::default();
     if let Some(path) = &run.svg {
         let mut bytes = Vec::new();
         draw::svg(&c, &output, &mut bytes)?;
-        crate::output::write_file("--svg", path, &bytes)?;
+        files.write("--svg", path, &bytes)?;
     }
     if let Some(path) = &run.html {
         let mut bytes = Vec::new();
         draw::html(&c, parsed.cli.top, &output, &mut bytes)?;
-        crate::output::write_file("--html", path, &bytes)?;
+        files.write("--html", path, &bytes)?;
     }
+    files.commit()?;
     let mut text = Vec::new();
     match run.format {
         crate::cli::Format::Json => report::write_json(&c, &mut text)?,

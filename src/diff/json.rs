@@ -16,6 +16,8 @@ pub struct Raw {
     pub data: Data,
     pub dims: Option<Vec<String>>,
     pub heads: Option<Vec<usize>>,
+    /// The file's dtype in numpy's words (None for JSON, whose numbers have none).
+    pub dtype: Option<&'static str>,
 }
 
 /// The steps of an attn-trace JSON document (or of JSONL lines gathered into one).
@@ -45,7 +47,7 @@ pub fn doc_steps(doc: &Value, what: &str) -> Result<Vec<Raw>> {
         }
         let dims = s["dims"].as_array().map(|a| a.iter().filter_map(|d| d.as_str().map(String::from)).collect());
         let heads = s["heads"].as_array().map(|a| a.iter().filter_map(|h| h.as_u64().map(|h| h as usize)).collect());
-        out.push(Raw { name: id.to_string(), shape, data, dims, heads });
+        out.push(Raw { name: id.to_string(), shape, data, dims, heads, dtype: None });
     }
     Ok(out)
 }
@@ -92,7 +94,7 @@ fn walk(v: &Value, prefix: &str, what: &str, out: &mut Vec<Raw>) -> Result<()> {
                 let (shape, data) = tensor(v).map_err(|why| {
                     usage(what, format!("{name}: {why}"), "give each name a number or nested arrays of numbers")
                 })?;
-                out.push(Raw { name, shape, data, dims: None, heads: None });
+                out.push(Raw { name, shape, data, dims: None, heads: None, dtype: None });
             }
         }
     }

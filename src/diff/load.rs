@@ -38,19 +38,43 @@ pub struct Loaded {
     pub notes: Vec<String>,
 }
 
-/// Reads and recognises a trace file.
+/// Reads and recognises a trace file (a regular file, or a pipe such as `<(attn-trace …)`;
+/// a device or folder is refused by `input_file`, never read).
 pub fn load(path: &Path) -> Result<Loaded> {
     let what = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| usage(&what, e, "pass a trace file that exists and is readable"))?;
+    let fix = "pass a trace file that exists and is readable";
+    let bytes = crate::sources::input_file::read(&what, path, fix)?;
     parse(&bytes, &what)
 }
 
 /// Recognises and reads a trace file's bytes; `what` names it in errors. The fuzz target
 /// `diff_input` calls this directly.
 pub fn parse(bytes: &[u8], what: &str) -> Result<Loaded> {
+    let Tensors { kind, config, raws } = tensors(bytes, what)?;
+    let mut loaded = fit(what.to_string(), kind, raws)?;
+    loaded.notes.extend(arithmetic_note(&config, &loaded.path));
+    Ok(loaded)
+}
+
+/// A file's tensors under the names it gives them, each checked (its values fill its shape).
+pub struct Tensors {
+    /// What the file turned out to be, e.g. "attn-trace JSON document".
+    pub kind: &'static str,
+    /// An attn-trace document's `config` (Null otherwise).
+    pub config: serde_json::Value,
+    pub raws: Vec<Raw>,
+}
+
+/// Recognises a file of named tensors by its first bytes and reads them all: an attn-trace
+/// JSON document or JSONL stream, a JSON object of named tensors, safetensors or npz.
+/// `--steer`'s `FILE#NAME` reads its vector through this too.
+pub fn tensors(bytes: &[u8], what: &str) -> Result<Tensors> {
     let what = what.to_string();
     let first = bytes.iter().copied().find(|b| !b.is_ascii_whitespace());
     let mut config = serde_json::Value::Null;
+    if first.is_none() {
+        return Err(usage(&what, "the file is empty", "pass a trace: --format json output or a --save-trace file"));
+    }
     let (kind, raws): (&'static str, Vec<Raw>) = if npz::looks_like(bytes) {
         ("npz", from_named(npz::read(bytes, &what)?))
     } else if first == Some(b'{') {
@@ -82,9 +106,7 @@ pub fn parse(bytes: &[u8], what: &str) -> Result<Loaded> {
             "pass attn-trace --format json output, a --save-trace file, or a JSON object of named tensors",
         ));
     };
-    let mut loaded = fit(what, kind, raws)?;
-    loaded.notes.extend(arithmetic_note(&config, &loaded.path));
-    Ok(loaded)
+    Ok(Tensors { kind, config, raws })
 }
 
 /// Which arithmetic a GGUF model's trace used (`config.arithmetic`, absent for f32), so that a
@@ -129,7 +151,9 @@ fn jsonl(text: &str, what: &str) -> Result<Vec<Raw>> {
 }
 
 fn from_named(named: Vec<Named>) -> Vec<Raw> {
-    named.into_iter().map(|n| Raw { name: n.name, shape: n.shape, data: n.data, dims: None, heads: None }).collect()
+    let raw =
+        |n: Named| Raw { name: n.name, shape: n.shape, data: n.data, dims: None, heads: None, dtype: Some(n.dtype) };
+    named.into_iter().map(raw).collect()
 }
 
 /// Resolves names, undoes TransformerLens's layouts and rejects two names for one step.

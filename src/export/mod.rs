@@ -14,6 +14,7 @@
 //! ([`weights`]).
 
 pub mod npy;
+mod npy_read;
 pub mod npz;
 pub mod safetensors;
 pub mod tl;
@@ -49,6 +50,9 @@ pub struct Named {
     pub name: String,
     pub shape: Vec<usize>,
     pub data: Data,
+    /// What the file stored it as, in numpy's words (`float32`, `bfloat16`, `int64`, `bool`,
+    /// `str`): a steering vector must be floats, a trace's mask and ids are not.
+    pub dtype: &'static str,
 }
 
 /// A step's values as the bytes and dtype a file stores: (safetensors dtype, numpy descr,

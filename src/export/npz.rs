@@ -43,29 +43,75 @@ pub fn write(steps: &[Step], tokens: &[String]) -> Result<Vec<u8>> {
 }
 
 /// Reads every `.npy` member of an npz file; `what` names the file in error messages.
+///
+/// The archive's directory is a stranger's claim, checked before any member is read: every
+/// member is stored (numpy.savez; a compressed member, which could inflate to any size, is
+/// refused), its name is a plain name (no `../`, no absolute path, UTF-8, given once), and
+/// members lie within the file without overlapping, so that the bytes read add up to at most
+/// the file's size (overlapping members are how a small zip claims gigabytes).
 pub fn read(bytes: &[u8], what: &str) -> Result<Vec<Named>> {
     let bad = |why: String| usage(what, why, "pass an .npz written by numpy.savez or --save-trace");
     let mut zip =
         ZipArchive::new(Cursor::new(bytes)).map_err(|e| bad(format!("not a readable npz (zip) file: {e}")))?;
+    if zip.has_duplicate_names() {
+        return Err(bad("two members have the same name".into()));
+    }
+    let members = members(&mut zip, bytes.len() as u64).map_err(bad)?;
     let mut out = Vec::new();
+    for (i, m) in members.iter().enumerate() {
+        let Some(name) = m.name.strip_suffix(".npy") else { continue };
+        let member = &m.name;
+        let file = zip.by_index(i).map_err(|e| bad(format!("{member}: {e}")))?;
+        // Bounded by the size checked above (the zip reader stops there too; the one byte
+        // more asks it for its end, where it checks the CRC).
+        let mut buf = Vec::with_capacity(m.size as usize);
+        file.take(m.size + 1).read_to_end(&mut buf).map_err(|e| bad(format!("{member}: {e}")))?;
+        let (shape, data, dtype) = npy::read(&buf).map_err(|why| bad(format!("{member}: {why}")))?;
+        out.push(Named { name: name.to_string(), shape, data, dtype });
+    }
+    Ok(out)
+}
+
+/// One member as the directory describes it, checked.
+struct Member {
+    name: String,
+    /// Where its local header starts and its data ends.
+    span: (u64, u64),
+    size: u64,
+}
+
+/// Every member's name, place and size, refusing what no numpy.savez file holds.
+fn members(zip: &mut ZipArchive<Cursor<&[u8]>>, len: u64) -> std::result::Result<Vec<Member>, String> {
+    let mut out: Vec<Member> = Vec::with_capacity(zip.len());
     for i in 0..zip.len() {
-        let mut file = zip.by_index(i).map_err(|e| {
-            let why = e.to_string();
-            if why.contains("ompression") {
-                bad(format!("a member is compressed ({why}); diff reads numpy.savez files, not savez_compressed"))
-            } else {
-                bad(format!("zip member {i}: {why}"))
-            }
-        })?;
-        let member = file.name().map_err(|e| bad(format!("zip member {i}: {e}")))?.to_string();
-        let Some(name) = member.strip_suffix(".npy") else { continue };
-        // The declared size is the file's word, not a fact: a stored member cannot be larger
-        // than the whole input, so never reserve more than that (found by fuzzing: a header
-        // claiming 2.8 GB).
-        let mut buf = Vec::with_capacity((file.size() as usize).min(bytes.len()));
-        file.read_to_end(&mut buf).map_err(|e| bad(format!("{member}: {e}")))?;
-        let (shape, data) = npy::read(&buf).map_err(|why| bad(format!("{member}: {why}")))?;
-        out.push(Named { name: name.to_string(), shape, data });
+        let f = zip.by_index_raw(i).map_err(|e| format!("zip member {i}: {e}"))?;
+        let name = std::str::from_utf8(f.name_raw()).map_err(|_| format!("the name of zip member {i} is not UTF-8"))?;
+        let plain = !name.is_empty()
+            && !name.starts_with('/')
+            && !name.contains(['\\', '\0'])
+            && name.split('/').all(|part| part != "..");
+        if !plain {
+            return Err(format!("member {name:?} is not a plain name (an absolute path, ../ or a backslash)"));
+        }
+        if f.compression() != CompressionMethod::Stored || f.encrypted() {
+            return Err(format!(
+                "member {name} is compressed or encrypted ({}); diff reads numpy.savez files, not savez_compressed",
+                f.compression()
+            ));
+        }
+        let (start, size) = (f.header_start(), f.compressed_size());
+        // A stored member is its compressed bytes: the uncompressed size it also declares is
+        // not believed (a fuzzed file claimed 2.8 GB there, over 160 bytes of data).
+        let end = f.data_start().and_then(|d| d.checked_add(size)).filter(|&e| e <= len);
+        let Some(end) = end else {
+            return Err(format!("member {name} claims {size} bytes that the file does not hold"));
+        };
+        out.push(Member { name: name.to_string(), span: (start, end), size });
+    }
+    let mut spans: Vec<(u64, u64, &str)> = out.iter().map(|m| (m.span.0, m.span.1, m.name.as_str())).collect();
+    spans.sort();
+    if let Some(w) = spans.windows(2).find(|w| w[0].1 > w[1].0) {
+        return Err(format!("members {} and {} overlap (a zip bomb's trick)", w[0].2, w[1].2));
     }
     Ok(out)
 }

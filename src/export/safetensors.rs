@@ -58,6 +58,11 @@ pub fn write(steps: &[Step], tokens: &[String]) -> Result<Vec<u8>> {
 
 /// Reads every tensor of a safetensors file (and `tokens` from attn-trace's metadata).
 /// `what` names the file in error messages.
+///
+/// The `safetensors` crate checks the header's length against the file, each tensor's shape
+/// against its byte range (with overflow checked), and that the ranges tile the data without
+/// gap or overlap, before a value is read; its JSON header is read strictly here as well,
+/// since serde would keep the last of a tensor named twice.
 pub fn read(bytes: &[u8], what: &str) -> Result<Vec<Named>> {
     let bad = |why: String| {
         usage(
@@ -67,41 +72,47 @@ pub fn read(bytes: &[u8], what: &str) -> Result<Vec<Named>> {
         )
     };
     let st = SafeTensors::deserialize(bytes).map_err(|e| bad(e.to_string()))?;
+    crate::strict_json::safetensors_header(bytes).map_err(bad)?;
     let mut out = Vec::new();
     let (_, meta) = SafeTensors::read_metadata(bytes).map_err(|e| bad(e.to_string()))?;
     if let Some(text) = meta.metadata().as_ref().and_then(|m| m.get("tokens")) {
         if let Ok(tokens) = serde_json::from_str::<Vec<String>>(text) {
-            out.push(Named { name: "tokens".into(), shape: vec![tokens.len()], data: Data::Str(tokens) });
+            let shape = vec![tokens.len()];
+            out.push(Named { name: "tokens".into(), shape, data: Data::Str(tokens), dtype: "str" });
         }
     }
     let mut names: Vec<String> = st.names().into_iter().map(|s| s.to_string()).collect();
     names.sort();
     for name in names {
         let view = st.tensor(&name).map_err(|e| bad(e.to_string()))?;
-        let values = numbers(view.dtype(), view.data()).ok_or_else(|| {
+        let (values, dtype) = numbers(view.dtype(), view.data()).ok_or_else(|| {
             usage(
                 what,
-                format!("tensor {name} has dtype {:?}, which diff does not read", view.dtype()),
-                "save float32, float64, int64, int32, uint8 or bool tensors",
+                format!("tensor {name} has dtype {:?}, which attn-trace does not read", view.dtype()),
+                "save float32, float64, float16, bfloat16, int64, int32, uint8 or bool tensors",
             )
         })?;
-        out.push(Named { name, shape: view.shape().to_vec(), data: Data::Num(values) });
+        out.push(Named { name, shape: view.shape().to_vec(), data: Data::Num(values), dtype });
     }
     Ok(out)
 }
 
 /// Little-endian elements of a supported dtype as f64, rounded through f32 as attn-trace
-/// computes (so that a value read from JSON and from a binary file compare equal).
-fn numbers(dtype: Dtype, data: &[u8]) -> Option<Vec<f64>> {
+/// computes (so that a value read from JSON and from a binary file compare equal), with the
+/// dtype's numpy name.
+fn numbers(dtype: Dtype, data: &[u8]) -> Option<(Vec<f64>, &'static str)> {
     fn le<const N: usize>(data: &[u8], f: impl Fn([u8; N]) -> f64) -> Vec<f64> {
         data.chunks_exact(N).map(|c| f(c.try_into().unwrap_or([0; N]))).collect()
     }
     Some(match dtype {
-        Dtype::F32 => le::<4>(data, |b| f32::from_le_bytes(b) as f64),
-        Dtype::F64 => le::<8>(data, |b| f64::from_le_bytes(b) as f32 as f64),
-        Dtype::I64 => le::<8>(data, |b| i64::from_le_bytes(b) as f64),
-        Dtype::I32 => le::<4>(data, |b| i32::from_le_bytes(b) as f64),
-        Dtype::U8 | Dtype::BOOL => data.iter().map(|&b| b as f64).collect(),
+        Dtype::F32 => (le::<4>(data, |b| f32::from_le_bytes(b) as f64), "float32"),
+        Dtype::F64 => (le::<8>(data, |b| f64::from_le_bytes(b) as f32 as f64), "float64"),
+        Dtype::F16 => (le::<2>(data, |b| half::f16::from_le_bytes(b).to_f64()), "float16"),
+        Dtype::BF16 => (le::<2>(data, |b| half::bf16::from_le_bytes(b).to_f64()), "bfloat16"),
+        Dtype::I64 => (le::<8>(data, |b| i64::from_le_bytes(b) as f64), "int64"),
+        Dtype::I32 => (le::<4>(data, |b| i32::from_le_bytes(b) as f64), "int32"),
+        Dtype::U8 => (data.iter().map(|&b| b as f64).collect(), "uint8"),
+        Dtype::BOOL => (data.iter().map(|&b| b as f64).collect(), "bool"),
         _ => return None,
     })
 }

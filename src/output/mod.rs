@@ -36,31 +36,46 @@ pub fn line(text: &str, quiet: bool) {
 }
 
 mod file;
+mod interrupt;
 pub mod peak;
-pub use file::write_file;
+pub use file::{check_file, write_file, Pending};
+pub use interrupt::remove_temporaries_on_signal;
 
 /// `--save-weights`: the parameters as safetensors, with the settings and input of `loaded`'s
-/// run in the metadata (`sources::meta`).
-pub fn save_weights(params: &Params, loaded: &Loaded, path: &Path) -> Result<()> {
+/// run in the metadata (`sources::meta`), into `files` (put in place when the run succeeds).
+pub fn save_weights(params: &Params, loaded: &Loaded, path: Option<&Path>, files: &mut Pending) -> Result<()> {
+    let Some(path) = path else { return Ok(()) };
     let ids = match &loaded.input {
         Input::Ids { ids, .. } => Some(ids.as_slice()),
         Input::Matrix(_) => None,
     };
     let meta = crate::sources::meta::describe(&loaded.cfg, loaded.sentence.as_deref(), &loaded.tokens, ids);
-    write_file("--save-weights", path, &crate::export::weights::encode(params, &meta)?)
+    files.write("--save-weights", path, &crate::export::weights::encode(params, &meta)?)
 }
 
-/// `--save-trace`: the trace's steps as safetensors or npz.
-pub fn save_trace(trace: &Trace, settings: &Settings) -> Result<()> {
+/// Checks every file the run will write before it computes anything ([`file::check_file`]).
+pub fn check_files(settings: &Settings) -> Result<()> {
+    let o = &settings.outputs;
+    let named = [
+        ("--save-weights", o.save_weights.as_deref()),
+        ("--save-trace", o.save_trace.as_ref().map(|(p, _)| p.as_path())),
+        ("--html", settings.output.views.html.as_deref()),
+        ("--svg", settings.output.views.svg.as_deref()),
+    ];
+    named.into_iter().filter_map(|(flag, p)| p.map(|p| (flag, p))).try_for_each(|(flag, p)| file::check_file(flag, p))
+}
+
+/// `--save-trace`: the trace's steps as safetensors or npz, into `files`.
+pub fn save_trace(trace: &Trace, settings: &Settings, files: &mut Pending) -> Result<()> {
     if let Some((path, kind)) = &settings.outputs.save_trace {
         let bytes = crate::export::encode_trace(trace, *kind, settings.outputs.trace_names)?;
-        write_file("--save-trace", path, &bytes)?;
+        files.write("--save-trace", path, &bytes)?;
     }
     Ok(())
 }
 
-/// `--html` and `--svg`, before anything goes to stdout.
-pub fn view_files(trace: &Trace, views: &Views, out: &Output) -> Result<()> {
+/// `--html` and `--svg` into `files`, before anything goes to stdout.
+pub fn view_files(trace: &Trace, views: &Views, out: &Output, files: &mut Pending) -> Result<()> {
     if let (Some(path), Some(maps)) = (&out.views.html, &views.maps) {
         let mut buf = Vec::new();
         match views.stacks.as_ref().filter(|s| !s.pages.is_empty()) {
@@ -68,7 +83,7 @@ pub fn view_files(trace: &Trace, views: &Views, out: &Output) -> Result<()> {
             Some(s) => render::html::write_stacks(trace, &s.pages, views, out, &mut buf)?,
             None => render::html::write(trace, maps, views, out, &mut buf)?,
         }
-        write_file("--html", path, &buf)?;
+        files.write("--html", path, &buf)?;
     }
     if let (Some(path), Some(maps)) = (&out.views.svg, &views.maps) {
         let mut buf = Vec::new();
@@ -83,7 +98,7 @@ pub fn view_files(trace: &Trace, views: &Views, out: &Output) -> Result<()> {
             // A generation's picture is what each generated token looked at.
             gen => render::svg::write_generation(trace, gen, out.precision, &mut buf)?,
         }
-        write_file("--svg", path, &buf)?;
+        files.write("--svg", path, &buf)?;
     }
     Ok(())
 }
@@ -131,19 +146,20 @@ impl BatchViews {
         3 * self.bytes
     }
 
-    /// Writes the page and the picture `out` names.
+    /// Writes the page and the picture `out` names, both or neither.
     pub fn write(self, out: &Output) -> Result<()> {
+        let mut files = Pending::default();
         if let Some(path) = &out.views.html {
             let mut buf = Vec::new();
             render::html::write_batch(&self.html, &mut buf)?;
-            write_file("--html", path, &buf)?;
+            files.write("--html", path, &buf)?;
         }
         if let Some(path) = &out.views.svg {
             let mut buf = Vec::new();
             render::svg::write_batch(&self.svg, &mut buf)?;
-            write_file("--svg", path, &buf)?;
+            files.write("--svg", path, &buf)?;
         }
-        Ok(())
+        files.commit()
     }
 }
 

@@ -56,15 +56,16 @@ fn is_bert(spec: &str) -> Result<bool> {
         return Ok(false);
     }
     let config = hf::resolve(spec)?.join("config.json");
-    let raw: serde_json::Value =
-        std::fs::read(&config).ok().and_then(|b| crate::strict_json::parse(&b).ok()).unwrap_or(serde_json::Value::Null);
+    // Bounded and never waiting on a FIFO: the model's own reader names what is wrong.
+    let bytes = super::input_file::bytes("", &config, "", super::input_file::CONFIG).ok();
+    let raw = bytes.and_then(|b| crate::strict_json::parse(&b).ok()).unwrap_or(serde_json::Value::Null);
     Ok(raw["model_type"].as_str().is_none_or(|t| super::family::decoder(t).is_none()))
 }
 
 /// `--batch FILE`: every line a sentence; an empty line is an error naming it.
 fn from_file(path: &std::path::Path) -> Result<Vec<Entry>> {
     let what = format!("--batch {}", path.display());
-    let f = std::fs::File::open(path).map_err(|e| usage(&what, e, "pass the path of a readable text file"))?;
+    let (f, _) = super::input_file::open(&what, path, "pass the path of a readable text file")?;
     let content = text::read_untrimmed(f, &what)?;
     let mut out = Vec::new();
     for (i, line) in content.lines().enumerate() {

@@ -36,14 +36,15 @@ pub fn non_finite(named: &NamedTensors) -> Vec<String> {
 }
 
 fn parse_safetensors(bytes: &[u8], what: &str) -> Result<NamedTensors> {
-    let map = candle_core::safetensors::load_buffer(bytes, &Device::Cpu).map_err(|e| {
-        let why = one_line(&e.to_string());
+    let bad = |why: String| {
         usage(
             what,
             format!("not a readable safetensors file ({why})"),
             "pass a file written by --save-weights, or a .json weights file",
         )
-    })?;
+    };
+    let map = candle_core::safetensors::load_buffer(bytes, &Device::Cpu).map_err(|e| bad(one_line(&e.to_string())))?;
+    crate::strict_json::safetensors_header(bytes).map_err(bad)?;
     let mut out = NamedTensors::new();
     for (name, t) in map {
         let t = match t.dtype() {

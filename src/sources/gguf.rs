@@ -48,7 +48,7 @@ pub fn ollama(spec: &str) -> Result<PathBuf> {
         return Err(usage(&what, "not a model name", "write ollama:NAME or ollama:NAME:TAG"));
     }
     let manifest = store.join("manifests/registry.ollama.ai").join(&path).join(tag);
-    let text = std::fs::read(&manifest).map_err(|_| {
+    let text = super::input_file::bytes("", &manifest, "", super::input_file::CONFIG).map_err(|_| {
         usage(
             &what,
             format!("no Ollama manifest at {}", manifest.display()),

@@ -27,6 +27,7 @@ mod gguf_pretok;
 pub mod gguf_tokenizer;
 pub mod given;
 pub mod hf;
+pub mod input_file;
 pub mod memo;
 pub mod meta;
 pub mod namer;

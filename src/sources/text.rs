@@ -18,7 +18,7 @@ pub fn sentence(text: &Text) -> Result<Option<String>> {
         Text::Stdin => read_all(std::io::stdin().lock(), "standard input").map(Some),
         Text::File(path) => {
             let what = format!("--file {}", path.display());
-            let f = std::fs::File::open(path).map_err(|e| usage(&what, e, "pass the path of a readable text file"))?;
+            let (f, _) = super::input_file::open(&what, path, "pass the path of a readable text file")?;
             read_all(f, &what).map(Some)
         }
     }

@@ -123,3 +123,113 @@ fn a_read_only_directory_is_refused_and_left_alone() {
     refused(&write("--html", &ro.join("x.html")), "Permission denied");
     no_temporary(&ro);
 }
+
+// Round four (issue 48), class 6: two processes, one output path; a run's files are put in
+// place together, only when the run succeeds.
+
+/// The folder's temporary files of ours (`.NAME.PID.N.tmp`).
+fn temporaries(dir: &Path) -> Vec<String> {
+    let names = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string());
+    names.filter(|n| n.ends_with(".tmp")).collect()
+}
+
+#[test]
+fn two_runs_writing_the_same_paths_leave_one_whole_file_each() {
+    let d = tempfile::tempdir().unwrap();
+    let args = |sentence: &str, stem: &str| -> Vec<String> {
+        let p = |ext: &str| d.path().join(format!("{stem}.{ext}")).display().to_string();
+        let files = ["--save-trace", &p("npz"), "--html", &p("html"), "--save-weights", &p("safetensors")];
+        [sentence, "--heads", "2", "--quiet", "--format", "json"].iter().chain(&files).map(|s| s.to_string()).collect()
+    };
+    let (a, b) = ("my shoes are small", "your feet are big and my shoes are small");
+    for (sentence, stem) in [(a, "a"), (b, "b")] {
+        assert!(cmd().args(args(sentence, stem)).output().unwrap().status.success());
+    }
+    let read = |stem: &str, ext: &str| std::fs::read(d.path().join(format!("{stem}.{ext}"))).unwrap();
+    for round in 0..8 {
+        let spawn = |sentence: &str| {
+            let bin = env!("CARGO_BIN_EXE_attn-trace");
+            let quiet = std::process::Stdio::null();
+            std::process::Command::new(bin).args(args(sentence, "same")).stdout(quiet).spawn().unwrap()
+        };
+        let (mut first, mut second) = (spawn(a), spawn(b));
+        assert!(first.wait().unwrap().success() && second.wait().unwrap().success(), "round {round}");
+        for ext in ["npz", "html", "safetensors"] {
+            let got = read("same", ext);
+            assert!(got == read("a", ext) || got == read("b", ext), "round {round}: same.{ext} is a mix");
+        }
+        assert_eq!(temporaries(d.path()), Vec::<String>::new(), "round {round}");
+    }
+}
+
+#[test]
+fn a_run_that_fails_leaves_no_file_and_the_old_ones_as_they_were() {
+    let d = tempfile::tempdir().unwrap();
+    let (page, weights, full) = (d.path().join("page.html"), d.path().join("w.safetensors"), d.path().join("full.npz"));
+    std::fs::write(&page, "old").unwrap();
+    std::os::unix::fs::symlink("/dev/full", &full).unwrap();
+    // The page and the weights are ready before --save-trace fails on a full device; before,
+    // both were already in place (the old page replaced) when the run ended with exit 2.
+    let out = cmd()
+        .args(["my shoes", "--quiet", "--html", page.to_str().unwrap(), "--save-weights", weights.to_str().unwrap()])
+        .args(["--save-trace", full.to_str().unwrap()])
+        .output()
+        .unwrap();
+    refused(&out, "No space left on device");
+    assert_eq!(std::fs::read_to_string(&page).unwrap(), "old", "the old page was replaced");
+    assert!(!weights.exists(), "the weights of a failed run were left behind");
+    assert_eq!(temporaries(d.path()), Vec::<String>::new());
+    // A folder that does not exist is found before anything is computed: with --format jsonl
+    // the trace was streamed to stdout before the run failed.
+    let missing = d.path().join("missing").join("t.npz");
+    let out =
+        cmd().args(["my shoes", "--format", "jsonl", "--save-trace", missing.to_str().unwrap()]).output().unwrap();
+    refused(&out, "No such file or directory");
+}
+
+#[test]
+fn a_replaced_file_keeps_its_mode_and_a_long_name_is_written() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let page = d.path().join("private.html");
+    std::fs::write(&page, "old").unwrap();
+    std::fs::set_permissions(&page, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(write("--html", &page).status.success());
+    let mode = std::fs::metadata(&page).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the page became {mode:o}");
+    // 250 bytes is a legal name; the temporary file's name once grew past 255 and was refused.
+    let long = d.path().join(format!("{}.html", "p".repeat(245)));
+    let out = write("--html", &long);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read_to_string(&long).unwrap().contains("</html>"));
+    assert_eq!(temporaries(d.path()), Vec::<String>::new());
+}
+
+#[test]
+fn an_interrupted_run_leaves_no_temporary_file() {
+    use std::os::unix::process::ExitStatusExt;
+    let d = tempfile::tempdir().unwrap();
+    let (weights, pipe) = (d.path().join("w.safetensors"), d.path().join("pipe.html"));
+    assert!(std::process::Command::new("mkfifo").arg(&pipe).status().unwrap().success());
+    // The weights wait in their temporary file while the page is written to a FIFO nobody
+    // reads: the run stops there until it is killed.
+    let bin = env!("CARGO_BIN_EXE_attn-trace");
+    let mut child = std::process::Command::new(bin)
+        .args(["my shoes", "--quiet", "--save-weights", weights.to_str().unwrap(), "--html", pipe.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while temporaries(d.path()).is_empty() {
+        assert!(start.elapsed().as_secs() < 30, "no temporary file appeared");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The run then waits on the FIFO for good; the pause only lets it get there.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    assert_eq!(temporaries(d.path()), Vec::<String>::new(), "the temporary file stayed");
+    assert!(!weights.exists());
+}

@@ -92,8 +92,8 @@ fn a_row_of_a_saved_trace_steers() {
     for (spec, fragment) in [
         ("layers.0.add_norm2.sum[9]", "has 5 rows, no row 9"),
         ("layers.0.add_norm2.sum", "has 5 rows: name one"),
-        ("layers.0.attn.q[0]", "a steering vector is one row of a [pos, d_model] step"),
-        ("layers.7.add_norm2.sum[0]", "has no numeric step"),
+        ("layers.0.attn.q[0]", "a steering vector is [d_model] or one row of [pos, d_model]"),
+        ("layers.7.add_norm2.sum[0]", "has no tensor \"layers.7.add_norm2.sum\""),
     ] {
         for file in [&saved, &st] {
             let arg = format!("0:{}#{spec}", file.display());
@@ -198,7 +198,7 @@ fn bad_steering_is_one_line() {
         (vec![format!("0:{narrow}")], "has 31 values, and the residual stream has 32"),
         (vec![format!("0:{nan}")], "holds NaN at index 7"),
         (vec![format!("2:{good}")], "layer 2 does not exist; the model has layers 0 to 1"),
-        (vec!["0:/nonexistent/v.npy".into()], "cannot be read"),
+        (vec!["0:/nonexistent/v.npy".into()], "No such file or directory"),
         (vec![format!("0:{}", garbage.display())], "not a .npy array"),
         (vec![format!("0:{folder}")], "is a folder"),
         (vec![format!("0:{good}@x@1")], "has a bad ALPHA"),

@@ -59,8 +59,8 @@ pub struct BertConfig {
 impl BertConfig {
     pub fn read(path: &Path) -> Result<BertConfig> {
         let what = format!("--model: {}", path.display());
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| usage(&what, e, "pass a Hugging Face model folder with a config.json"))?;
+        let fix = "pass a Hugging Face model folder with a config.json";
+        let text = crate::sources::input_file::text(&what, path, fix, crate::sources::input_file::CONFIG)?;
         // Strict: a key given twice is refused, not read as its last value.
         let raw: serde_json::Value = crate::strict_json::parse(text.as_bytes())
             .map_err(|e| usage(&what, format!("not valid JSON: {e}"), "restore the model's config.json"))?;

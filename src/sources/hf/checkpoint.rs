@@ -192,7 +192,9 @@ pub fn weight_files(dir: &Path, what: &str) -> Result<Vec<std::path::PathBuf>> {
     }
     let index = dir.join("model.safetensors.index.json");
     if index.is_file() {
-        let text = std::fs::read(&index).map_err(|e| usage(what, e, "restore the index file"))?;
+        let fix = "restore the index file";
+        let named = format!("{what}: model.safetensors.index.json");
+        let text = crate::sources::input_file::bytes(&named, &index, fix, crate::sources::input_file::CONFIG)?;
         let files = index_shards(&text, what)?;
         if let Some(f) = files.iter().find(|f| !dir.join(f).is_file()) {
             return Err(usage(

@@ -7,7 +7,7 @@ use crate::config::{Activation, InitConfig, ModelConfig, Norm, Positions, RealMo
 use crate::error::usage;
 use crate::settings::{Settings, Shape};
 use crate::sources::family::{self, DecoderConfig};
-use crate::sources::{agree, Input, Loaded, Source};
+use crate::sources::{agree, input_file, Input, Loaded, Source};
 use anyhow::Result;
 use std::path::Path;
 
@@ -17,14 +17,11 @@ pub fn open(settings: &Settings, spec: &str, how: (bool, bool), sentence: Option
     let dir = resolve(spec)?;
     let config = dir.join("config.json");
     let what = format!("--model {spec}");
-    let raw: serde_json::Value = match std::fs::read(&config) {
-        Ok(bytes) => crate::strict_json::parse(&bytes).map_err(|e| {
-            usage(
-                format!("--model: {}", config.display()),
-                format!("not valid JSON: {e}"),
-                "restore the model's config.json",
-            )
-        })?,
+    // A missing config.json is the BERT reader's to name; any other is read (a device refused).
+    let (fix, at) = ("restore the model's config.json", format!("--model: {}", config.display()));
+    let raw: serde_json::Value = match std::fs::symlink_metadata(&config) {
+        Ok(_) => crate::strict_json::parse(&input_file::bytes(&at, &config, fix, input_file::CONFIG)?)
+            .map_err(|e| usage(&at, format!("not valid JSON: {e}"), fix))?,
         Err(_) => serde_json::Value::Null,
     };
     match raw["model_type"].as_str() {

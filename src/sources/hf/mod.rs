@@ -95,6 +95,14 @@ fn not_a_folder(spec: &str, p: &Path) -> Option<anyhow::Error> {
             "pass the model's folder or its .gguf file (a toy model's weights file is --weights FILE)",
         ));
     }
+    // A device, FIFO or socket (`--model /dev/zero`) exists: "no such folder" would mislead.
+    if p.exists() {
+        return Some(usage(
+            what,
+            "a device, pipe or socket, not a model folder or file",
+            "pass the model's folder, its .gguf file or ollama:NAME",
+        ));
+    }
     None
 }
 
@@ -133,7 +141,10 @@ pub fn load_tokenizer(dir: &Path, vocab_size: usize, what: &str) -> Result<Token
     // Parsed once per batch (sources::memo).
     let path = dir.join("tokenizer.json");
     let mut tokenizer = crate::sources::memo::kept(&format!("tokenizer.json {}", path.display()), || {
-        Tokenizer::from_file(&path).map_err(|e| {
+        let fix = "restore the model's tokenizer.json";
+        let named = format!("{what}: tokenizer.json");
+        let bytes = crate::sources::input_file::bytes(&named, &path, fix, crate::sources::input_file::LARGE)?;
+        Tokenizer::from_bytes(&bytes).map_err(|e| {
             usage(
                 what,
                 format!("tokenizer.json cannot be read: {}", first_line(&e.to_string())),
@@ -272,13 +283,14 @@ pub fn eos_ids(v: Option<&serde_json::Value>) -> Vec<u32> {
 /// `generate` reads before config.json's; None without the file or the key.
 pub fn generation_eos(dir: &std::path::Path, what: &str) -> Result<Option<Vec<u32>>> {
     let path = dir.join("generation_config.json");
-    if !path.is_file() {
+    // Absent is fine; anything else by that name is read (a FIFO or device is refused).
+    if std::fs::symlink_metadata(&path).is_err() {
         return Ok(None);
     }
     let fix = "restore the model's generation_config.json, or remove it to use config.json's eos_token_id";
-    let bytes = std::fs::read(&path).map_err(|e| usage(what, format!("generation_config.json: {e}"), fix))?;
-    let json = crate::strict_json::parse(&bytes)
-        .map_err(|e| usage(what, format!("generation_config.json is not valid JSON: {e}"), fix))?;
+    let what = format!("{what}: generation_config.json");
+    let bytes = crate::sources::input_file::bytes(&what, &path, fix, crate::sources::input_file::CONFIG)?;
+    let json = crate::strict_json::parse(&bytes).map_err(|e| usage(&what, format!("not valid JSON: {e}"), fix))?;
     Ok(json.get("eos_token_id").map(|v| eos_ids(Some(v))))
 }
 
