@@ -41,7 +41,7 @@ pub struct Loaded {
 /// Reads and recognises a trace file.
 pub fn load(path: &Path) -> Result<Loaded> {
     let what = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| usage(&what, e, "pass a trace file that exists and is readable"))?;
+    let bytes = crate::sources::text::read_file(path, &what, "pass a trace file that exists and is readable")?;
     parse(&bytes, &what)
 }
 

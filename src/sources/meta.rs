@@ -340,8 +340,7 @@ pub struct WeightsFile {
 /// Reads a weights file: JSON if its name ends in `.json`, safetensors otherwise.
 pub fn open(path: &Path) -> Result<WeightsFile> {
     let what = format!("--weights {}", path.display());
-    let bytes =
-        std::fs::read(path).map_err(|e| usage(&what, e, "pass the path of an existing, readable weights file"))?;
+    let bytes = super::text::read_file(path, &what, "pass the path of an existing, readable weights file")?;
     let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
     let tensors = super::file::parse(&bytes, is_json, &what)?;
     let stored_dtype = if is_json { None } else { stored_dtype(&bytes) };

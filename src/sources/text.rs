@@ -24,6 +24,22 @@ pub fn sentence(text: &Text) -> Result<Option<String>> {
     }
 }
 
+/// A whole input file (`--input`, `--vocab`). A regular file's size justifies reading it; a
+/// device or pipe has none, and `/dev/zero` never ends, so past [`MAX_BYTES`] one is refused
+/// rather than read until memory runs out.
+pub fn read_file(path: &std::path::Path, what: &str, fix: &str) -> Result<Vec<u8>> {
+    let f = std::fs::File::open(path).map_err(|e| usage(what, e, fix))?;
+    let regular = f.metadata().is_ok_and(|m| m.is_file());
+    let mut bytes = Vec::new();
+    f.take(if regular { u64::MAX } else { MAX_BYTES + 1 }).read_to_end(&mut bytes).map_err(|e| usage(what, e, fix))?;
+    if !regular && bytes.len() as u64 > MAX_BYTES {
+        let why =
+            format!("more than {} MiB from a file that is not a regular file (a device or pipe)", MAX_BYTES >> 20);
+        return Err(usage(what, why, fix));
+    }
+    Ok(bytes)
+}
+
 fn read_all(r: impl Read, what: &str) -> Result<String> {
     Ok(read_untrimmed(r, what)?.trim().to_string())
 }

@@ -163,7 +163,9 @@ fn with_fixed_vocab(words: Vec<String>, vocab: &BTreeMap<String, u32>, opts: &To
 /// per line whose id is its line number (counting from 0).
 pub fn load_vocab(path: &Path) -> Result<BTreeMap<String, u32>> {
     let what = format!("--vocab {}", path.display());
-    let text = std::fs::read_to_string(path).map_err(|e| usage(&what, e, "pass a readable UTF-8 vocabulary file"))?;
+    let fix = "pass a readable UTF-8 vocabulary file";
+    let bytes = super::text::read_file(path, &what, fix)?;
+    let text = String::from_utf8(bytes).map_err(|_| usage(&what, "stream did not contain valid UTF-8", fix))?;
     let vocab: BTreeMap<String, u32> = if text.trim_start().starts_with('{') {
         crate::strict_json::parse(text.as_bytes())
             .and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string()))

@@ -378,7 +378,7 @@ fn file_vocab(f: &FileDims, ids: &[u32], w: &str) -> Result<usize> {
 /// Reads `--input FILE`: a JSON array of equally long rows of numbers → (rows, cols, values).
 fn read_matrix(path: &std::path::Path) -> Result<Matrix> {
     let what = format!("--input {}", path.display());
-    let bytes = std::fs::read(path).map_err(|e| usage(&what, e, "pass the path of an existing, readable JSON file"))?;
+    let bytes = super::text::read_file(path, &what, "pass the path of an existing, readable JSON file")?;
     let value: serde_json::Value = crate::strict_json::parse(&bytes)
         .map_err(|e| usage(&what, format!("not valid JSON: {e}"), "write the matrix as [[0.5, 0.4], [0.8, 0.6]]"))?;
     let (shape, values) = file::array(&value, "the matrix", &what)?;
