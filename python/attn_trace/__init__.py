@@ -22,28 +22,22 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import _native
+from . import _args, _native
+from ._errors import ArgumentError, Error
 
-__all__ = ["Error", "Trace", "Generation", "trace", "generate", "diff", "compare", "schema", "__version__"]
+__all__ = ["Error", "ArgumentError", "Trace", "Generation", "trace", "generate", "diff", "compare", "schema",
+           "__version__"]
 __version__ = _native.__version__
 
-
-class Error(Exception):
-    """A run the command would refuse or fail: ``str(e)`` is the command's one-line message
-    (without its ``attn-trace:`` prefix) and ``e.code`` its exit code: 2 for a usage error
-    (a bad option, value or input file), 1 for any other failure."""
-
-    def __init__(self, message: str, code: int = 2):
-        super().__init__(message)
-        self.message = message
-        self.code = code
-
-
-# Options that only decide how the command prints: the API returns the trace instead.
-_PRINTING = {
+# Keywords that are flags of the command but not options here: the API returns the trace
+# instead of printing it, and traces one sentence per call.
+_NOT_HERE = {
     "format": "use .to_json(), .save(path) or the attn-trace command for tables",
     "completions": "run attn-trace --completions SHELL",
     "man": "run attn-trace --man",
+    "help": "see help(attn_trace.trace), or attn-trace --help for the options",
+    "version": "see attn_trace.__version__",
+    "batch": "call attn_trace.trace once per sentence",
 }
 
 _OPTIONS: Optional[dict] = None
@@ -56,52 +50,18 @@ def _options() -> dict:
     return _OPTIONS
 
 
-def _text(key: str, v: Any) -> str:
-    if isinstance(v, bool) or v is None or isinstance(v, (dict, set)):
-        raise TypeError(f"attn_trace.trace: {key}={v!r} is not a value for --{key.replace('_', '-')}")
-    if isinstance(v, os.PathLike):
-        return os.fspath(v)
-    return str(v)
-
-
-def _argv(sentence: Optional[str], pair: Optional[str], model: Any, options: dict) -> list:
+def _argv(sentence: Any, pair: Any, model: Any, options: dict) -> list:
     """The command line that the keyword arguments stand for."""
-    known = _options()
     argv = ["attn-trace", "--format=json"]
     if model is not None:
-        argv.append("--model=" + _text("model", model))
-    for key, value in options.items():
-        if key in _PRINTING:
-            raise TypeError(f"attn_trace.trace: {key}= is not an option here ({_PRINTING[key]})")
-        kind = known.get(key)
-        if kind is None or key in ("model", "weights"):
-            raise TypeError(
-                f"attn_trace.trace got an unexpected keyword argument {key!r} "
-                "(the options are attn-trace's flags, with _ for -: see attn-trace --help)"
-            )
-        flag = "--" + key.replace("_", "-")
-        if value is None or value is False and kind == "flag":
-            continue
-        if kind == "flag":
-            if value is not True:
-                raise TypeError(f"attn_trace.trace: {key}= takes True or False, not {value!r}")
-            argv.append(flag)
-        elif kind == "append":
-            items = [value] if isinstance(value, str) else list(value)
-            argv.extend(f"{flag}={_text(key, v)}" for v in items)
-        elif kind == "pair":
-            items = list(value)
-            if len(items) != 2 or isinstance(value, str):
-                raise TypeError(f"attn_trace.trace: {key}= takes two values, e.g. ({' Paris'!r}, {' London'!r})")
-            argv.extend([flag, _text(key, items[0]), _text(key, items[1])])
-        elif isinstance(value, (list, tuple)):
-            argv.append(f"{flag}=" + ",".join(_text(key, v) for v in value))
-        else:
-            argv.append(f"{flag}={_text(key, value)}")
+        argv.append("--model=" + _args.path("--model", model, "pass a model folder, a .gguf file or ollama:NAME"))
+    argv += _args.command_line(options, _options(), _NOT_HERE, "attn-trace")
     if sentence is not None or pair is not None:
         if sentence is None:
             raise Error("pair: it is the second sentence of a pair (pass a sentence too)", 2)
-        argv += ["--", _text("sentence", sentence)] + ([_text("pair", pair)] if pair is not None else [])
+        argv += ["--", _args.words("sentence", sentence, "pass the sentence as a str")]
+        if pair is not None:
+            argv.append(_args.words("pair", pair, "pass the second sentence as a str"))
     return argv
 
 
@@ -112,15 +72,17 @@ def _given(weights: Mapping) -> list:
     exception."""
     out = []
     for name, value in weights.items():
+        name = _args.words("weights", name, "name each tensor with a str, e.g. 'layers.0.attn.q_proj.weight'")
         if hasattr(value, "detach"):  # a torch tensor that may require grad or live on a GPU
             value = value.detach().cpu()
         try:
             a = np.asarray(value)
-        except (ValueError, TypeError) as e:
-            raise Error(f"weights: tensor {name} is not an array of numbers ({e}) (pass arrays of floats)", 2) from None
+        except Exception as e:  # whatever an object's __array__ raises: the tensor is named
+            said = " ".join(str(e).split())  # one line, whatever the object raised
+            raise Error(f"weights: tensor {name} is not an array of numbers ({said}) (pass arrays of floats)", 2) from None
         if a.dtype.kind not in "fiu":
             raise Error(f"weights: tensor {name} holds {a.dtype}; expected real numbers (pass arrays of floats)", 2)
-        out.append((str(name), np.ascontiguousarray(a, dtype=np.float32)))
+        out.append((name, np.ascontiguousarray(a, dtype=np.float32)))
     return out
 
 
@@ -212,7 +174,7 @@ class Trace:
     def save(self, path: "str | os.PathLike") -> None:
         """Writes the trace in the format the extension names: .json, .html, .safetensors,
         .npz (written whole or not at all)."""
-        self._native.save(os.fspath(path))
+        self._native.save(_args.path("save", path, "pass the file's path as a str or os.PathLike"))
 
     def html(self) -> Optional[str]:
         """The ``--html`` page (a whole document), or None without attention weights."""
@@ -250,12 +212,10 @@ def trace(sentence: Optional[str] = None, model: Any = None, *, pair: Optional[s
         given = _given(weights)
         # The command line says --weights, so every check of the flag applies; the arrays
         # replace the file.
-        options = {**options, "weights": "(weights dict)"}
-    elif weights is not None:
-        options = {**options, "weights": weights}
-    argv = _argv(sentence, pair, model, {k: v for k, v in options.items() if k != "weights"})
-    if "weights" in options:
-        argv.insert(2, "--weights=" + _text("weights", options["weights"]))
+        weights = "(weights dict)"
+    argv = _argv(sentence, pair, model, options)
+    if weights is not None:
+        argv[2:2] = _args.command_line({"weights": weights}, _options(), {}, "attn-trace")
     t = Trace(_native.trace(argv, given))
     if not options.get("quiet"):
         for note in t.notes:
@@ -322,50 +282,44 @@ def generate(prompt: str, model: Any = None, max_new_tokens: int = 20, **options
     ``baseline=True``, ``steps=["weights"]``, ``chat=True``, … Raises ``Error`` with the
     command's message for anything the command refuses."""
     if "generate" in options:
-        raise TypeError("attn_trace.generate: pass max_new_tokens=, not generate=")
+        raise ArgumentError("generate=: not an option here (pass max_new_tokens=)", 2)
+    if max_new_tokens is None:
+        raise ArgumentError("--generate: None is not a number of tokens (pass max_new_tokens=N, e.g. 20)", 2)
     return Generation(trace(prompt, model, generate=max_new_tokens, **options))
 
 
 def diff(a: Any, b: Any, atol: float = 1e-5, rtol: float = 1e-5) -> dict:
     """Compares two traces (each a Trace or a trace file's path) step by step: the report of
     ``attn-trace diff A B --format json`` as a dict; ``report["within_tolerance"]`` is the verdict."""
-    for t in (a, b):
-        if not isinstance(t, (Trace, str, os.PathLike)):
-            raise TypeError(f"attn_trace.diff compares Traces or trace files, not {type(t).__name__}")
-    side = lambda t: t._native if isinstance(t, Trace) else os.fspath(t)  # noqa: E731
-    text, _ok = _native.diff(side(a), side(b), float(atol), float(rtol))
+    hint = "pass a Trace, or a trace file's path as a str or os.PathLike"
+    sides = [t._native if isinstance(t, Trace) else _args.path(f"diff: {n}", t, hint) for n, t in (("a", a), ("b", b))]
+    # --atol and --rtol as the command reads them (its parser, its messages); None is the default.
+    flags = _args.command_line({"atol": atol, "rtol": rtol}, {"atol": "value", "rtol": "value"}, {}, "attn-trace diff")
+    text, _ok = _native.diff(sides[0], sides[1], flags)
     return json.loads(text)
 
 
 _COMPARE_OPTIONS: Optional[dict] = None
 
 
-def _compare_argv(prompt: str, model_a: Any, model_b: Any, options: dict) -> list:
+def _compare_argv(prompt: Any, model_a: Any, model_b: Any, options: dict) -> list:
     """The `attn-trace compare` command line that the keyword arguments stand for."""
     global _COMPARE_OPTIONS
     if _COMPARE_OPTIONS is None:
-        _COMPARE_OPTIONS = dict(_native.compare_options())
+        # The main command's flags that compare hides are spelled as the main command's, so
+        # compare refuses them with its own message ("--knockout: it does not apply to compare").
+        _COMPARE_OPTIONS = {**_options(), **dict(_native.compare_options())}
     argv = ["attn-trace compare", "--format=json", "--quiet"]
-    argv += ["--model=" + _text("model_a", model_a), "--model=" + _text("model_b", model_b)]
-    for key, value in options.items():
-        kind = _COMPARE_OPTIONS.get(key)
-        if kind is None or key in ("model", "format", "quiet"):
-            raise TypeError(
-                f"attn_trace.compare got an unexpected keyword argument {key!r} "
-                "(the options are attn-trace compare's flags, with _ for -: see attn-trace compare --help)"
-            )
-        flag = "--" + key.replace("_", "-")
-        if value is None or value is False and kind == "flag":
-            continue
-        if kind == "flag":
-            if value is not True:
-                raise TypeError(f"attn_trace.compare: {key}= takes True or False, not {value!r}")
-            argv.append(flag)
-        elif isinstance(value, (list, tuple)):
-            argv.append(f"{flag}=" + ",".join(_text(key, v) for v in value))
-        else:
-            argv.append(f"{flag}={_text(key, value)}")
-    return argv + ["--", _text("prompt", prompt)]
+    hint = "pass a model folder, a .gguf file, ollama:NAME, a toy weights file or 'toy'"
+    for name, m in (("model_a", model_a), ("model_b", model_b)):
+        if m is not None:
+            argv.append("--model=" + _args.path(f"--model ({name})", m, hint))
+    refused = {"model": "pass the models as model_a and model_b", "format": "the report is returned as a dict",
+               "help": _NOT_HERE["help"], "version": _NOT_HERE["version"]}
+    argv += _args.command_line(options, _COMPARE_OPTIONS, refused, "attn-trace compare")
+    if prompt is not None:
+        argv += ["--", _args.words("prompt", prompt, "pass the prompt as a str")]
+    return argv
 
 
 def _columns(rows: list, columns: dict) -> dict:
@@ -395,7 +349,7 @@ def compare(prompt: str, model_a: Any, model_b: Any, **options: Any) -> dict:
     language-model head); ``report`` is the whole JSON report. Raises ``Error`` with the
     command's message for anything it refuses (different architectures, vocabularies or
     tokenizations)."""
-    quiet = bool(options.pop("quiet", False))
+    quiet = _args.flag("--quiet", "quiet", options.pop("quiet", False))
     text, _ok = _native.compare(_compare_argv(prompt, model_a, model_b, options))
     report = json.loads(text)
     if not quiet:

@@ -27,8 +27,14 @@ def heatmap(trace, layer: int, head: int):
         import matplotlib.figure
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("Trace.heatmap needs matplotlib: pip install matplotlib") from e
-    from . import Error
+    import numbers
 
+    from . import ArgumentError, Error
+    from ._args import what
+
+    for name, n in (("layer", layer), ("head", head)):
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise ArgumentError(f"heatmap: {name} is {what(n)}, not a whole number (pass e.g. {name}=0)", 2)
     sid = f"layers.{layer}.attn.weights"
     if sid not in trace.steps:
         raise Error(

@@ -8,6 +8,7 @@
 //! it converts values at the border (arrays in, arrays out) and maps errors to
 //! `attn_trace.Error`.
 
+mod run;
 mod traced;
 
 use attn_trace::cli::{Cli, Env};
@@ -22,12 +23,33 @@ use traced::Trace;
 /// `attn_trace.Error(message, code)`: `message` is the command's one-line error (without the
 /// `attn-trace: ` prefix) and `code` its exit code (2 for a usage error, 1 otherwise).
 pub(crate) fn error(py: Python<'_>, message: String, code: u8) -> PyErr {
+    raised(py, "Error", message, code)
+}
+
+/// An instance of the package's exception class `class` (`Error` or `ArgumentError`).
+fn raised(py: Python<'_>, class: &str, message: String, code: u8) -> PyErr {
     let made =
-        py.import("attn_trace").and_then(|m| m.getattr("Error")).and_then(|cls| cls.call1((message.clone(), code)));
+        py.import("attn_trace").and_then(|m| m.getattr(class)).and_then(|cls| cls.call1((message.clone(), code)));
     match made {
         Ok(e) => PyErr::from_value(e),
         // The package is what imports this module, so this is only reached when it is broken.
         Err(_) => pyo3::exceptions::PyRuntimeError::new_err(message),
+    }
+}
+
+/// The parser's refusal of a command line, as the command prints it. A flag it does not know
+/// is a keyword that is no option: `attn_trace.ArgumentError`, also a TypeError, as Python's
+/// own unexpected keyword arguments are.
+fn refused(py: Python<'_>, e: &clap::Error, help: &str) -> PyErr {
+    use clap::error::ErrorKind;
+    let line = attn_trace::command::clap_line(e, help);
+    match e.kind() {
+        ErrorKind::UnknownArgument => raised(py, "ArgumentError", line, 2),
+        // The package never asks for help or the version (it refuses help= and version=).
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            raised(py, "ArgumentError", format!("--help, --version: not options here (see {help})"), 2)
+        }
+        _ => error(py, line, 2),
     }
 }
 
@@ -84,11 +106,12 @@ type GivenArray<'py> = (String, PyReadonlyArrayDyn<'py, f32>);
 
 /// `attn_trace.trace`: `argv` is the command line the keyword arguments stand for (the
 /// package builds it; `--format json` included), `weights` the arrays of a `weights=` dict.
+/// Arguments are OsStrings, as the command's are: a file name Python holds with surrogate
+/// escapes (undecodable bytes) names the same file.
 #[pyfunction]
 #[pyo3(signature = (argv, weights=None))]
-fn trace(py: Python<'_>, argv: Vec<String>, weights: Option<Vec<GivenArray<'_>>>) -> PyResult<Trace> {
-    let cli = Cli::try_parse_from(&argv)
-        .map_err(|e| error(py, attn_trace::command::clap_line(&e, "attn-trace --help"), 2))?;
+fn trace(py: Python<'_>, argv: Vec<OsString>, weights: Option<Vec<GivenArray<'_>>>) -> PyResult<Trace> {
+    let cli = Cli::try_parse_from(&argv).map_err(|e| refused(py, &e, "attn-trace --help"))?;
     // Colour and the terminal do not apply: the trace is returned, not printed.
     let env = Env { no_color: true, stdout_is_terminal: false, truecolor: false, ..Env::read() };
     let mut settings = Settings::from_cli(cli, &env).map_err(|e| fail(py, e))?;
@@ -106,26 +129,32 @@ fn trace(py: Python<'_>, argv: Vec<String>, weights: Option<Vec<GivenArray<'_>>>
             .collect();
         toy.weights = Some(Weights::Given(Arc::new(named)));
     }
-    let done = py
-        .detach(|| attn_trace::model::pool::on_a_worker(|| attn_trace::finish(&settings, &|_| {}, true)))
-        .map_err(|e| fail(py, e))?;
+    let done = run::stoppable(py, || attn_trace::finish(&settings, &|_| {}, true))?;
     Trace::new(py, done, settings)
 }
 
-/// `attn_trace.diff`: each side is a path or a Trace; returns the JSON report and whether
-/// every shared step agrees within tolerance.
+/// `attn_trace.diff`: each side is a path or a Trace; `flags` are `--atol`/`--rtol` as the
+/// package spells them, read by `attn-trace diff`'s own parser. Returns the JSON report and
+/// whether every shared step agrees within tolerance.
 #[pyfunction]
-fn diff(py: Python<'_>, a: Bound<'_, PyAny>, b: Bound<'_, PyAny>, atol: f64, rtol: f64) -> PyResult<(String, bool)> {
+fn diff(py: Python<'_>, a: Bound<'_, PyAny>, b: Bound<'_, PyAny>, flags: Vec<OsString>) -> PyResult<(String, bool)> {
     use attn_trace::diff;
-    let tol = diff::tolerance(atol, rtol).map_err(|e| fail(py, e))?;
-    let side = |x: &Bound<'_, PyAny>, label: &str| -> PyResult<diff::load::Loaded> {
+    use clap::FromArgMatches;
+    // A side given as a Trace stands in as "-"; the paths follow "--", as a path may start with "-".
+    let path = |x: &Bound<'_, PyAny>| x.extract::<OsString>().unwrap_or_else(|_| "-".into());
+    let args = ["attn-trace diff".into()].into_iter().chain(flags).chain(["--".into(), path(&a), path(&b)]);
+    let parsed =
+        diff::cli::DiffCli::command().try_get_matches_from(args).and_then(|m| diff::cli::DiffCli::from_arg_matches(&m));
+    let cli = parsed.map_err(|e| refused(py, &e, "attn-trace diff --help"))?;
+    let tol = diff::tolerance(cli.atol, cli.rtol).map_err(|e| fail(py, e))?;
+    let side = |x: &Bound<'_, PyAny>, file: &std::path::Path, label: &str| -> PyResult<diff::load::Loaded> {
         let loaded = match x.extract::<PyRef<'_, Trace>>() {
             Ok(t) => diff::load::parse(t.json().as_bytes(), label),
-            Err(_) => diff::load::load(&x.extract::<std::path::PathBuf>()?),
+            Err(_) => diff::load::load(file),
         };
         loaded.map_err(|e| fail(py, e))
     };
-    let (a, b) = (side(&a, "trace a")?, side(&b, "trace b")?);
+    let (a, b) = (side(&a, &cli.a, "trace a")?, side(&b, &cli.b, "trace b")?);
     let mut out = Vec::new();
     let ok = diff::write_report(&a, &b, tol, diff::cli::DiffFormat::Json, &mut out).map_err(|e| fail(py, e))?;
     Ok((String::from_utf8_lossy(&out).into_owned(), ok))
@@ -136,15 +165,18 @@ fn diff(py: Python<'_>, a: Bound<'_, PyAny>, b: Bound<'_, PyAny>, atol: f64, rto
 /// the JSON report and whether every common step is within the threshold. `--html` and
 /// `--svg` are written as the command writes them.
 #[pyfunction]
-fn compare(py: Python<'_>, argv: Vec<String>) -> PyResult<(String, bool)> {
+fn compare(py: Python<'_>, argv: Vec<OsString>) -> PyResult<(String, bool)> {
     use attn_trace::compare as cmp;
-    let parsed = cmp::cli::parse(argv.iter().map(std::ffi::OsString::from))
-        .map_err(|e| error(py, attn_trace::command::clap_line(&e, "attn-trace compare --help"), 2))?;
+    let parsed = cmp::cli::parse(argv).map_err(|e| refused(py, &e, "attn-trace compare --help"))?;
+    // A main-command flag compare refuses (`focus=`) is a keyword that is no option here:
+    // the command's message, as ArgumentError (a TypeError too), as for an unknown one.
+    if let (false, Err(e)) = (parsed.refused.is_empty(), parsed.check()) {
+        let line = attn_trace::command::error_line(&e);
+        return Err(raised(py, "ArgumentError", line, attn_trace::error::exit_code(&e)));
+    }
     let env = Env { no_color: true, stdout_is_terminal: false, truecolor: false, ..Env::read() };
     let mut out = Vec::new();
-    let ok = py
-        .detach(|| attn_trace::model::pool::on_a_worker(|| cmp::run(parsed, &env, &mut out)))
-        .map_err(|e| fail(py, e))?;
+    let ok = run::stoppable(py, || cmp::run(parsed, &env, &mut out))?;
     Ok((String::from_utf8_lossy(&out).into_owned(), ok))
 }
 

@@ -191,14 +191,17 @@ def test_errors_carry_the_cli_message(cli, kwargs, args):
 
 
 def test_python_mistakes_are_type_errors():
-    with pytest.raises(TypeError, match="unexpected keyword argument 'hedas'"):
+    # ArgumentError: an Error (code 2) that is also a TypeError; an unknown keyword is the
+    # command's unknown flag, word for word (python/tests/test_hostile.py has the rest).
+    with pytest.raises(TypeError, match=r"^unexpected argument '--hedas' found tip: a similar argument exists: '--heads'"):
         attn_trace.trace(SHOES, hedas=2)
     with pytest.raises(TypeError, match="format"):
         attn_trace.trace(SHOES, format="table")
     with pytest.raises(TypeError, match="True or False"):
         attn_trace.trace(SHOES, causal="yes")
-    with pytest.raises(TypeError):
+    with pytest.raises(attn_trace.ArgumentError) as e:
         attn_trace.trace(SHOES, heads=True)
+    assert isinstance(e.value, TypeError) and isinstance(e.value, attn_trace.Error) and e.value.code == 2
 
 
 def test_a_sentence_is_literal_text():

@@ -1,11 +1,12 @@
-//! Stopping a run early: `attn-trace serve` stops the trace of a client that has gone. While
-//! a [`Watch`] lives, [`check`] — called by `stack.rs` before each layer, the one place the
-//! model looks — fails with [`Cancelled`] once the watched flag is set. The flag is held per
+//! Stopping a run early: `attn-trace serve` stops the trace of a client that has gone, the
+//! Python module a run interrupted by Ctrl-C. While a [`Watch`] lives, [`check`] — called
+//! before each layer by `stack.rs` and by a comparison's `lockstep.rs`, the places the model
+//! looks — fails with [`Cancelled`] once the watched flag is set. The flag is held per
 //! thread, as `sources::memo` holds a batch's kept values: it reaches every pass of a run (a
 //! patching sweep's runs, a generation's decode steps, steering's measuring pass) without each
 //! caller handing it on, and the layers run on the thread that started the run (a lazily read
-//! checkpoint reads its next layer on another, but computes on this one). Outside a watch,
-//! and everywhere but the server, nothing is checked. The model never prints: whoever set
+//! checkpoint reads its next layer on another, but computes on this one). Outside a watch
+//! (the command's runs), nothing is checked. The model never prints: whoever set
 //! the flag says what happened.
 
 use std::cell::RefCell;
@@ -16,19 +17,21 @@ thread_local! {
     static WATCHED: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
 }
 
-/// While it lives, runs on this thread stop at the next layer once `flag` is set.
-pub struct Watch(());
+/// While it lives, runs on this thread stop at the next layer once `flag` is set. Watches
+/// nest: a pool's worker waiting inside one run may take up another caller's run (rayon
+/// steals work), whose watch is its own until it ends, and the first is back after.
+pub struct Watch(Option<Arc<AtomicBool>>);
 
 impl Watch {
     pub fn new(flag: Arc<AtomicBool>) -> Watch {
-        WATCHED.with(|w| *w.borrow_mut() = Some(flag));
-        Watch(())
+        Watch(WATCHED.with(|w| w.borrow_mut().replace(flag)))
     }
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        WATCHED.with(|w| *w.borrow_mut() = None);
+        let outer = self.0.take();
+        WATCHED.with(|w| *w.borrow_mut() = outer);
     }
 }
 
@@ -74,5 +77,17 @@ mod tests {
         let e = check().unwrap_err();
         assert!(is_cancelled(&e) && is_cancelled(&e.context("layer 3")));
         assert!(!is_cancelled(&anyhow::anyhow!("another error")));
+    }
+
+    /// A run taken up inside another on the same thread has its own flag, and the outer
+    /// run's is back when it ends.
+    #[test]
+    fn watches_nest() {
+        let _outer = Watch::new(Arc::new(AtomicBool::new(true)));
+        {
+            let _inner = Watch::new(Arc::new(AtomicBool::new(false)));
+            assert!(check().is_ok());
+        }
+        assert!(check().is_err());
     }
 }

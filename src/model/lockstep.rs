@@ -95,6 +95,9 @@ pub fn lockstep(
             None => None,
         };
         for (k, &(side, i)) in order.iter().enumerate() {
+            // As stack.rs asks before each layer: a cancelled comparison (Ctrl-C in Python)
+            // stops here; the layer being read ahead is joined by the scope.
+            super::cancel::check()?;
             let this = next.take().ok_or_else(|| anyhow::anyhow!("internal: layer {i} was not started"))?;
             let p = this.wait(i)?;
             next = match order.get(k + 1) {

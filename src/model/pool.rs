@@ -15,7 +15,7 @@
 //! holds, so no wait can stall it, even on one core.
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// A pool of one thread per core (candle's count, which gemm splits by), with the main
 /// thread's stack (8 MiB, Linux's default) rather than rayon's 2 MiB, since the whole
@@ -33,8 +33,24 @@ fn pool() -> Option<ThreadPool> {
 /// shares, made at the first; the caller waits. Calls from several threads at once queue for
 /// its workers. If the pool cannot be made, `f` runs on the caller, as gemm then splits it.
 pub fn on_a_worker<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    static SHARED: OnceLock<Option<ThreadPool>> = OnceLock::new();
-    run_on(SHARED.get_or_init(pool).as_ref(), f)
+    run_on(shared().as_deref(), f)
+}
+
+/// The shared pool of this process. A process forked from one that made it (Python's
+/// multiprocessing forks) inherits the pool but not its threads, and would wait forever for
+/// workers that do not exist: it makes a pool of its own, and leaves the parent's alone
+/// (dropping it would signal threads that are not there).
+fn shared() -> Option<Arc<ThreadPool>> {
+    static SHARED: Mutex<Option<(u32, Option<Arc<ThreadPool>>)>> = Mutex::new(None);
+    let mut held = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+    let me = std::process::id();
+    if let Some((_, made)) = held.as_ref().filter(|(maker, _)| *maker == me) {
+        return made.clone();
+    }
+    std::mem::forget(held.take());
+    let made = pool().map(Arc::new);
+    *held = Some((me, made.clone()));
+    made
 }
 
 /// `f` on a worker of a pool of its own, for a thread that lives as long as its work (a

@@ -3,7 +3,8 @@
 //! (`patch.rs`) from the layer it patches, on the unpatched run's residual stream there; a
 //! generation (`generate.rs`) once per decode step, on the new position with its cache.
 //! Before each layer it asks whether the run has been cancelled (`cancel.rs`: a server's
-//! client that has gone); this is the one place the model asks.
+//! client that has gone, Ctrl-C in Python); this and a comparison's lockstep (`lockstep.rs`)
+//! are the places the model asks.
 
 use super::pass::Pass;
 use super::{intervene, layer};
