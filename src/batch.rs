@@ -37,7 +37,9 @@ pub fn run(
         one.held = held;
         // The single run's pipeline up to its files; check_batch refused every other file.
         let mut traced = || -> Result<Vec<u8>> {
-            let (done, _, _) = computed(&one, &|_| {}, false, &mut output::Clock::new(false))?;
+            let mut own = output::Clock::new(false);
+            let (done, _, _) = computed(&one, &|_| {}, false, &mut own)?;
+            clock.estimated(own.estimate());
             notes.extend(done.notes.iter().filter(|n| !notes.contains(n)).cloned().collect::<Vec<_>>());
             files.add(&done.trace, &done.views, &one, (i, batch.len()))?;
             let mut item = output::batch_item(&done.trace, &done.views, &one.output, (i, batch.len()))?;

@@ -67,7 +67,7 @@ pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
     // Before any parameter or activation exists: the estimate follows what the plan records.
     // A generation's decode steps record at most what a pass over the whole sequence would.
     let n = loaded.tokens.len() + settings.generate.as_ref().map_or(0, |g| g.max_new);
-    settings::limits::check_run(&loaded.cfg, n, (&plan.record, plan.streamed), settings)?;
+    plan.estimate = settings::limits::check_run(&loaded.cfg, n, (&plan.record, plan.streamed), settings)?;
     // What the forward pass changes is part of the configuration the trace records.
     loaded.cfg.interventions = plan.interventions.clone();
     settings::stacks::apply_decoder(&settings.analysis, &mut loaded.cfg)?;
@@ -230,7 +230,9 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
 /// `--format jsonl`: each step is written as it is computed.
 fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut output::Clock) -> Result<()> {
     let (mut loaded, source, plan) = prepare(settings)?;
+    output_fits(settings, &loaded, &plan)?;
     clock.lap("open");
+    clock.estimated(plan.estimate);
     let params = steering::params(settings, &mut loaded, |l| source.params(l))?;
     // Notes only once the parameters exist, so that a refusal stays one line.
     output::notes(&loaded.notes, settings.quiet);
@@ -300,16 +302,20 @@ pub(crate) fn computed(
     let (mut loaded, source, mut plan) = prepare(settings)?;
     if maps {
         keep_for_maps(settings, &loaded, &mut plan)?;
+    } else {
+        output_fits(settings, &loaded, &plan)?;
     }
     clock.lap("open");
     // A server converts a model's layers once for all its requests, when they fit.
-    let made = sources::memo::makes_layers()
-        && settings::limits::whole_model_fits(
-            &loaded.cfg,
-            loaded.tokens.len(),
-            (&plan.record, plan.streamed),
-            settings,
-        );
+    let whole = sources::memo::makes_layers()
+        .then(|| {
+            let n = loaded.tokens.len();
+            settings::limits::whole_model_fits(&loaded.cfg, n, (&plan.record, plan.streamed), settings)
+        })
+        .flatten();
+    let made = whole.is_some();
+    plan.estimate = plan.estimate.max(whole.unwrap_or_default());
+    clock.estimated(plan.estimate);
     let params = steering::params(settings, &mut loaded, |l| source.params_once(l, made))?;
     notes_now(&loaded.notes);
     if let Some(path) = &settings.outputs.save_weights {
@@ -371,6 +377,13 @@ pub(crate) fn computed(
     Ok((done, loaded, last))
 }
 
+/// `--max-output`: the output the run would print, refused before it is computed when too
+/// large (not for the Python API's trace, which prints nothing unless asked).
+fn output_fits(settings: &Settings, loaded: &Loaded, plan: &Plan) -> Result<()> {
+    let n = loaded.tokens.len();
+    settings::limits::output::check(&loaded.cfg, n, &plan.show, &settings.output, settings.max_output)
+}
+
 /// `--save-trace`'s own trace, split off what was recorded for it and the views alike
 /// (`Trace::split_for_file`); None when the shown steps are the file's (everything recorded is
 /// shown and the file wants every step), which spares a copy of the whole trace.
@@ -386,5 +399,6 @@ fn file_trace(plan: &Plan, trace: &mut Trace) -> Option<Trace> {
 /// the memory is checked again for what that records.
 fn keep_for_maps(settings: &Settings, loaded: &Loaded, plan: &mut Plan) -> Result<()> {
     plan.for_maps();
-    settings::limits::check_run(&loaded.cfg, loaded.tokens.len(), (&plan.record, plan.streamed), settings)
+    plan.estimate = settings::limits::check_run(&loaded.cfg, loaded.tokens.len(), (&plan.record, plan.streamed), settings)?;
+    Ok(())
 }
