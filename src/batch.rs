@@ -48,7 +48,10 @@ pub fn run(
             Ok(item)
         };
         items.push(traced().with_context(|| entry.label.clone())?);
-        held = items.iter().map(|b| b.len() as u128).sum::<u128>() + files.held() as u128;
+        let printed: u128 = items.iter().map(|b| b.len() as u128).sum();
+        // Each sentence's output was checked before it ran; together they must fit too.
+        settings::limits::output::check_printed(printed as f64, i + 1, settings.max_output)?;
+        held = printed + files.held() as u128;
     }
     let what = format!("of results for the batch's {} sentences", batch.len());
     settings::limits::check_bytes(held as f64, &what, settings.max_memory, settings.memory_available)?;

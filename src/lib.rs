@@ -59,11 +59,21 @@ pub struct Traced {
 
 /// Opens the sources the settings name and checks the settings against the model.
 pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
+    prepare_printing(settings, false)
+}
+
+/// [`prepare`], and when the run's steps will be `printed` (on stdout, or in a server's
+/// answer), `--max-output` checked first: an enormous output is refused for its size before
+/// its memory is weighed.
+fn prepare_printing(settings: &Settings, printed: bool) -> Result<(Loaded, Source, Plan)> {
     let (mut loaded, source) = sources::open(settings)?;
     loaded.cfg.parts.query_tile = settings.query_tile;
     let mut plan = Plan::new(settings, &loaded.cfg, &loaded.tokens, loaded.texts().as_deref())?;
     plan.attribution = explaining::request(settings, &loaded)?;
     sources::tracked::lens_track(settings, &loaded)?;
+    if printed {
+        output_fits(settings, &loaded, &plan)?;
+    }
     // Before any parameter or activation exists: the estimate follows what the plan records.
     // A generation's decode steps record at most what a pass over the whole sequence would.
     let n = loaded.tokens.len() + settings.generate.as_ref().map_or(0, |g| g.max_new);
@@ -229,8 +239,7 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
 
 /// `--format jsonl`: each step is written as it is computed.
 fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut output::Clock) -> Result<()> {
-    let (mut loaded, source, plan) = prepare(settings)?;
-    output_fits(settings, &loaded, &plan)?;
+    let (mut loaded, source, plan) = prepare_printing(settings, true)?;
     clock.lap("open");
     clock.estimated(plan.estimate);
     let params = steering::params(settings, &mut loaded, |l| source.params(l))?;
@@ -299,11 +308,9 @@ pub(crate) fn computed(
     maps: bool,
     clock: &mut output::Clock,
 ) -> Result<(Finished, Loaded, checking::Last)> {
-    let (mut loaded, source, mut plan) = prepare(settings)?;
+    let (mut loaded, source, mut plan) = prepare_printing(settings, !maps)?;
     if maps {
         keep_for_maps(settings, &loaded, &mut plan)?;
-    } else {
-        output_fits(settings, &loaded, &plan)?;
     }
     clock.lap("open");
     // A server converts a model's layers once for all its requests, when they fit.
@@ -399,6 +406,7 @@ fn file_trace(plan: &Plan, trace: &mut Trace) -> Option<Trace> {
 /// the memory is checked again for what that records.
 fn keep_for_maps(settings: &Settings, loaded: &Loaded, plan: &mut Plan) -> Result<()> {
     plan.for_maps();
-    plan.estimate = settings::limits::check_run(&loaded.cfg, loaded.tokens.len(), (&plan.record, plan.streamed), settings)?;
+    plan.estimate =
+        settings::limits::check_run(&loaded.cfg, loaded.tokens.len(), (&plan.record, plan.streamed), settings)?;
     Ok(())
 }

@@ -35,6 +35,7 @@ mod hostile;
 mod hostile_files;
 mod hostile_fuzz;
 mod hostile_limits;
+mod hostile_memory;
 mod hostile_neox_phi3;
 mod hostile_outputs;
 mod html_predictions;

@@ -11,9 +11,9 @@ pub const BASELINE: f64 = 12.0 * 1048576.0;
 
 /// Bytes one recorded step costs beyond its values: the `Step` (its id, name, dims and shape),
 /// the candle tensor it was copied from while both exist, and the allocator's rounding of each
-/// of their half-dozen allocations (measured: 20,000 layers of the toy model record 320,005
-/// steps of 42 values and peak at 282 MiB, about 920 bytes a step with its values).
-const STEP_BYTES: f64 = 320.0;
+/// of their half-dozen allocations (measured: 20,000 layers of the toy model record 340,005
+/// steps of 43 values on average and peak at 280 MiB with their parameters).
+const STEP_BYTES: f64 = 448.0;
 
 /// Bytes one parameter tensor costs beyond its values (candle's `Tensor_`, its layout and
 /// storage headers, the allocator's rounding): a toy model holds all its layers' tensors.
@@ -49,9 +49,14 @@ pub fn estimate(cfg: &ModelConfig, n: usize, record: &Selection, streamed: bool)
     let overhead = held_layers * TENSORS_PER_LAYER * TENSOR_BYTES;
     let mut logits = 0.0;
     if cfg.parts.lm_head.is_some() {
-        // The head (a copy of the table when tied; one 4,096-row slice of a stored one, and
-        // its product) and the logits with their softmax.
-        params += if cfg.parts.vocab_stored { 4096.0 * (d + n_f) } else { u(cfg.vocab_size) * d };
+        // The head (the table itself when tied; one 4,096-row slice of a stored one, and its
+        // product) and the logits with their softmax.
+        let tied = cfg.parts.lm_head.as_ref().is_some_and(|h| h.tied);
+        params += match (cfg.parts.vocab_stored, tied) {
+            (true, _) => 4096.0 * (d + n_f),
+            (false, true) => 0.0,
+            (false, false) => u(cfg.vocab_size) * d,
+        };
         // Only a few positions' at once when only their predictions are kept (`model::unembed`).
         let named = record.steps.as_ref().is_some_and(|s| s.contains("logits") || s.contains("logits_uncapped"));
         let positions = if named { n_f } else { n_f.min(u(cfg.logit_rows())) };
@@ -59,8 +64,20 @@ pub fn estimate(cfg: &ModelConfig, n: usize, record: &Selection, streamed: bool)
     }
     let kept = recorded(cfg, n, record);
     let (values, steps) = if streamed { (kept.largest, 1.0) } else { (kept.total, kept.count) };
+    // A recorded step is a copy of a working tensor, so it is counted once (the working copy
+    // of the layer being computed is in `working`).
     let (attention, rest) = working(cfg, n, record);
-    4.0 * (params + attention + 2.0 * rest + logits + 2.0 * values) + overhead + steps * STEP_BYTES
+    4.0 * (params + attention + 2.0 * rest + logits + values) + overhead + steps * STEP_BYTES
+}
+
+/// The bytes the trace holds once the pass is over: every step `record` keeps with its
+/// bookkeeping (none when they were handed on as they were made).
+pub fn trace_bytes(cfg: &ModelConfig, n: usize, record: &Selection, streamed: bool) -> f64 {
+    if streamed {
+        return 0.0;
+    }
+    let kept = recorded(cfg, n, record);
+    4.0 * kept.total + kept.count * STEP_BYTES
 }
 
 /// Every parameter of the model (elements): the token and position tables, every layer, and
@@ -79,16 +96,19 @@ pub fn model_params(cfg: &ModelConfig) -> f64 {
 /// norms and the FFN (gated: three matrices).
 fn layer_params(cfg: &ModelConfig) -> f64 {
     let u = |x: usize| x as f64;
-    let (d, h) = (u(cfg.d_model), u(cfg.heads));
-    let (qk, v) = (h * u(cfg.d_k), h * u(cfg.d_v));
+    let (d, h, kv) = (u(cfg.d_model), u(cfg.heads), u(cfg.kv_heads()));
+    // Grouped-query attention: k and v have the key/value heads only.
+    let (q, k, v) = (h * u(cfg.d_k), kv * u(cfg.d_k), kv * u(cfg.d_v));
+    let o = h * u(cfg.d_v);
     let (ffn_weights, ffn_bias) = ffn_params(cfg);
-    d * qk * 2.0 + d * v + v * d + ffn_weights + 2.0 * qk + v + 7.0 * d + ffn_bias
+    d * (q + k + v) + o * d + ffn_weights + q + k + v + 7.0 * d + ffn_bias
 }
 
 /// One layer's working tensors (elements), as (attention, the rest): the scores, their scaled
 /// and masked copies, the weights and a temporary, with the mask (a whole layer's, or one
-/// tile's: `config::tiles`; measured at 1,000 and 2,000 toy tokens, four `[head, rows, key]`
-/// copies are alive at once); and q, k and v, the context, the residual stream's sums and norms,
+/// tile's: `config::tiles`; measured at 1,000 and 2,000 toy tokens, five `[head, query, key]`
+/// copies of a whole layer's are alive at once, four of a tile's or of llama.cpp's arithmetic's
+/// (SmolLM2 at 2,000 tokens)); and q, k and v, the context, the residual stream's sums and norms,
 /// and the FFN's hidden rows (a tile's when none is recorded), which `estimate` counts twice
 /// (candle's tensors and a temporary during reshapes).
 fn working(cfg: &ModelConfig, n: usize, record: &Selection) -> (f64, f64) {
@@ -100,7 +120,8 @@ fn working(cfg: &ModelConfig, n: usize, record: &Selection) -> (f64, f64) {
     let rows = if tiled { u(cfg.query_tile(n, n)) } else { n_f };
     let ffn_rows = if record.keeps_wide_ffn() { n_f } else { u(cfg.ffn_rows(n)) };
     let gates = if cfg.parts.gated_ffn { 3.0 } else { 2.0 };
-    let attention = 4.0 * h * rows * n_f + rows * n_f;
+    let copies = if tiled || cfg.parts.arithmetic != crate::config::Arithmetic::F32 { 4.0 } else { 5.0 };
+    let attention = copies * h * rows * n_f + rows * n_f;
     let rest = n_f * (2.0 * qk + v) + 2.0 * n_f * v + 14.0 * n_f * d + gates * ffn_rows * ff + expert_acts(cfg, n_f);
     (attention, rest)
 }
@@ -218,7 +239,7 @@ fn produced(name: &str, cfg: &ModelConfig) -> bool {
 /// How many of `layers` layers' `name` step `record` keeps: as many as
 /// `record.wants("layers.{l}.{name}", …)` says yes to, counted without asking each layer
 /// (`--layers 4000000000` would loop for minutes before its estimate refused it).
-fn layer_copies(layers: usize, record: &Selection, name: &str) -> usize {
+pub(super) fn layer_copies(layers: usize, record: &Selection, name: &str) -> usize {
     let listed = |l: usize| l < layers && record.layer.as_ref().is_none_or(|w| w.contains(&l));
     let every = match &record.layer {
         Some(w) => w.iter().filter(|&&l| l < layers).collect::<std::collections::BTreeSet<_>>().len(),

@@ -6,7 +6,7 @@
 //! "The memory estimate against the measured peak"), which keeps the sum between 1.0 and 1.25
 //! times the measured peak on the shapes people use.
 
-use super::estimate::{estimate, model_params, BASELINE};
+use super::estimate::{estimate, model_params, trace_bytes, BASELINE};
 use crate::config::{Arithmetic, ModelConfig, Norm};
 use crate::settings::{Format, ModelChoice, Settings};
 use crate::trace::Selection;
@@ -47,9 +47,11 @@ pub fn need(cfg: &ModelConfig, n: usize, record: (&Selection, bool), s: &Setting
             run = made;
         }
     }
-    // After the pass, with its trace held: the sweep, or the pass of the GGUF note.
-    let after = patching(&whole, n, s).max(ggml_note(cfg, n, s));
-    BASELINE + resident(cfg) + run + after + ggml_blocks(cfg)
+    // After the pass, when its parameters are gone: the sweep (which reads every layer again),
+    // or the pass of the GGUF note (which opens the model again); the trace is still held.
+    let trace = trace_bytes(cfg, n, record.0, record.1);
+    let after = patching(&whole, n, s).max(ggml_note(cfg, n, s)) + trace;
+    BASELINE + resident(cfg) + run.max(after) + ggml_blocks(cfg)
 }
 
 /// `cfg` with every layer's parameters and the head in f32 at once (`Params::made`).
@@ -66,23 +68,26 @@ pub fn whole(cfg: &ModelConfig) -> ModelConfig {
 fn resident(cfg: &ModelConfig) -> f64 {
     let Some(model) = &cfg.model else { return 0.0 };
     let tokenizer = TOKENIZER_BYTES * cfg.vocab_size as f64;
+    // An f32 checkpoint's tensors are the mapped pages themselves (measured: MiniLM's 87 MiB
+    // file and its parameters peak at 102 MiB together).
     let mapped = match (&model.tensor_types, model.stored_dtype.as_deref()) {
-        (Some(_), _) => 0.0,
         (None, Some("f16" | "bf16")) => 2.0 * model_params(cfg),
-        (None, _) => 4.0 * model_params(cfg),
+        _ => 0.0,
     };
     tokenizer + mapped
 }
 
 /// A patching sweep (`--patch`) reads every layer once and keeps them, with the head in f32
-/// (`model::patch::sweep`), and each layer's residual stream of the two baseline runs.
+/// (`model::patch::sweep`: a copy of a tied table), and each layer's residual stream of the two
+/// baseline runs.
 fn patching(whole: &ModelConfig, n: usize, s: &Settings) -> f64 {
     if s.analysis.patch.is_none() {
         return 0.0;
     }
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
     let streams = 2.0 * 4.0 * (whole.layers * n * whole.d_model) as f64;
-    estimate(whole, n, &nothing, true) + streams
+    let head = 4.0 * (whole.vocab_size * whole.d_model) as f64;
+    estimate(whole, n, &nothing, true) + streams + head
 }
 
 /// The pass in llama.cpp's arithmetic that checks a GGUF model's predictions shown as tables
@@ -101,9 +106,12 @@ fn ggml_note(cfg: &ModelConfig, n: usize, s: &Settings) -> f64 {
     estimate(&ggml, n, &nothing, true) + ggml_blocks(&ggml)
 }
 
-/// Under `--arithmetic ggml`, the token table and head as blocks, unpacked ([`GGML_HEAD_BYTES`]).
+/// Under `--arithmetic ggml`, the token table and head as blocks, unpacked ([`GGML_HEAD_BYTES`]);
+/// a table stored as floats is used as it is.
 fn ggml_blocks(cfg: &ModelConfig) -> f64 {
-    if cfg.parts.arithmetic != Arithmetic::Ggml {
+    let types = cfg.model.as_ref().and_then(|m| m.tensor_types.as_ref());
+    let blocks = types.is_some_and(|t| t.values().flat_map(|m| m.keys()).any(|k| !k.starts_with(['f', 'b'])));
+    if cfg.parts.arithmetic != Arithmetic::Ggml || !blocks {
         return 0.0;
     }
     GGML_HEAD_BYTES * (cfg.vocab_size * cfg.d_model) as f64

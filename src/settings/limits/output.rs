@@ -45,6 +45,20 @@ pub fn bytes(cfg: &ModelConfig, n: usize, show: &Selection, out: &Output) -> f64
     }
 }
 
+/// Refuses a batch whose rendered sentences so far (`bytes`, of `sentences`) are over `cap`.
+pub fn check_printed(bytes: f64, sentences: usize, cap: Option<u128>) -> Result<()> {
+    let Some(cap) = cap.filter(|&c| bytes > c as f64) else { return Ok(()) };
+    Err(usage(
+        "output",
+        format!(
+            "the batch's first {sentences} sentences print {}, above --max-output's {}",
+            human_f(bytes),
+            human_f(cap as f64)
+        ),
+        "split the batch, show fewer steps with --steps, --layer or --head, or raise the cap with --max-output",
+    ))
+}
+
 /// Parses `--max-output`: a size as `--max-memory` takes it, or `none` (no cap).
 pub fn max_output(arg: &str) -> Result<Option<u128>> {
     if arg.trim().eq_ignore_ascii_case("none") {
