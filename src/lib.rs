@@ -62,9 +62,8 @@ pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
     prepare_printing(settings, false)
 }
 
-/// [`prepare`], and when the run's steps will be `printed` (on stdout, or in a server's
-/// answer), `--max-output` checked first: an enormous output is refused for its size before
-/// its memory is weighed.
+/// [`prepare`], with `--max-output` checked first when the steps are `printed` (on stdout, or
+/// in a server's answer; not the Python API's trace, which prints nothing unless asked).
 fn prepare_printing(settings: &Settings, printed: bool) -> Result<(Loaded, Source, Plan)> {
     let (mut loaded, source) = sources::open(settings)?;
     loaded.cfg.parts.query_tile = settings.query_tile;
@@ -72,7 +71,8 @@ fn prepare_printing(settings: &Settings, printed: bool) -> Result<(Loaded, Sourc
     plan.attribution = explaining::request(settings, &loaded)?;
     sources::tracked::lens_track(settings, &loaded)?;
     if printed {
-        output_fits(settings, &loaded, &plan)?;
+        let (n, out) = (loaded.tokens.len(), &settings.output);
+        settings::limits::output::check(&loaded.cfg, n, &plan.show, out, settings.max_output)?;
     }
     // Before any parameter or activation exists: the estimate follows what the plan records.
     // A generation's decode steps record at most what a pass over the whole sequence would.
@@ -314,15 +314,11 @@ pub(crate) fn computed(
     }
     clock.lap("open");
     // A server converts a model's layers once for all its requests, when they fit.
-    let whole = sources::memo::makes_layers()
-        .then(|| {
-            let n = loaded.tokens.len();
-            settings::limits::whole_model_fits(&loaded.cfg, n, (&plan.record, plan.streamed), settings)
-        })
-        .flatten();
-    let made = whole.is_some();
-    plan.estimate = plan.estimate.max(whole.unwrap_or_default());
-    clock.estimated(plan.estimate);
+    let (n, record) = (loaded.tokens.len(), (&plan.record, plan.streamed));
+    let whole =
+        sources::memo::makes_layers().then(|| settings::limits::whole_model_fits(&loaded.cfg, n, record, settings));
+    let made = whole.flatten().is_some();
+    clock.estimated(plan.estimate.max(whole.flatten().unwrap_or_default()));
     let params = steering::params(settings, &mut loaded, |l| source.params_once(l, made))?;
     notes_now(&loaded.notes);
     if let Some(path) = &settings.outputs.save_weights {
@@ -384,13 +380,6 @@ pub(crate) fn computed(
     Ok((done, loaded, last))
 }
 
-/// `--max-output`: the output the run would print, refused before it is computed when too
-/// large (not for the Python API's trace, which prints nothing unless asked).
-fn output_fits(settings: &Settings, loaded: &Loaded, plan: &Plan) -> Result<()> {
-    let n = loaded.tokens.len();
-    settings::limits::output::check(&loaded.cfg, n, &plan.show, &settings.output, settings.max_output)
-}
-
 /// `--save-trace`'s own trace, split off what was recorded for it and the views alike
 /// (`Trace::split_for_file`); None when the shown steps are the file's (everything recorded is
 /// shown and the file wants every step), which spares a copy of the whole trace.
@@ -406,7 +395,6 @@ fn file_trace(plan: &Plan, trace: &mut Trace) -> Option<Trace> {
 /// the memory is checked again for what that records.
 fn keep_for_maps(settings: &Settings, loaded: &Loaded, plan: &mut Plan) -> Result<()> {
     plan.for_maps();
-    plan.estimate =
-        settings::limits::check_run(&loaded.cfg, loaded.tokens.len(), (&plan.record, plan.streamed), settings)?;
-    Ok(())
+    let n = loaded.tokens.len();
+    settings::limits::check_run(&loaded.cfg, n, (&plan.record, plan.streamed), settings).map(|e| plan.estimate = e)
 }

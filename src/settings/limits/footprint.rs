@@ -13,13 +13,13 @@ use crate::trace::Selection;
 
 /// Bytes a real model's tokenizer holds per vocabulary entry: the token and its id in both
 /// directions, a BPE merge, the pre-tokenizer's tables, and (for a GGUF) the metadata arrays
-/// they were read from (measured: SmolLM2's 49,152 entries, about 14 MiB).
-const TOKENIZER_BYTES: f64 = 300.0;
+/// they were read from (measured: SmolLM2's 49,152 entries, about 14 MiB, with a margin).
+const TOKENIZER_BYTES: f64 = 360.0;
 
 /// Bytes per head weight of the pass in llama.cpp's arithmetic: the token table and the head
 /// read as blocks (a byte and a scale a weight at most), unpacked into 8-bit values and their
 /// scales, each of the two (measured: SmolLM2's 28 M-weight table, about 120 MiB).
-const GGML_HEAD_BYTES: f64 = 4.5;
+const GGML_HEAD_BYTES: f64 = 4.0;
 
 /// The bytes a run of `s` needs at its peak, `n` positions (a generation's whole length),
 /// recording `record` (streamed or kept, as the plan says).
