@@ -37,7 +37,9 @@ pub fn run(
         one.held = held;
         // The single run's pipeline up to its files; check_batch refused every other file.
         let mut traced = || -> Result<Vec<u8>> {
-            let (done, _, _) = computed(&one, &|_| {}, false, &mut output::Clock::new(false))?;
+            let mut own = output::Clock::new(false);
+            let (done, _, _) = computed(&one, &|_| {}, false, &mut own)?;
+            clock.estimated(own.estimate());
             notes.extend(done.notes.iter().filter(|n| !notes.contains(n)).cloned().collect::<Vec<_>>());
             files.add(&done.trace, &done.views, &one, (i, batch.len()))?;
             let mut item = output::batch_item(&done.trace, &done.views, &one.output, (i, batch.len()))?;
@@ -46,7 +48,10 @@ pub fn run(
             Ok(item)
         };
         items.push(traced().with_context(|| entry.label.clone())?);
-        held = items.iter().map(|b| b.len() as u128).sum::<u128>() + files.held() as u128;
+        let printed: u128 = items.iter().map(|b| b.len() as u128).sum();
+        // Each sentence's output was checked before it ran; together they must fit too.
+        settings::limits::output::check_printed(printed as f64, i + 1, settings.max_output)?;
+        held = printed + files.held() as u128;
     }
     let what = format!("of results for the batch's {} sentences", batch.len());
     settings::limits::check_bytes(held as f64, &what, settings.max_memory, settings.memory_available)?;

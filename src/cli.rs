@@ -394,6 +394,10 @@ pub struct Cli {
     /// auto: three quarters of the memory available to this process (2GiB where unknown).
     #[arg(long, value_name = "SIZE|auto", default_value = "auto", help_heading = "Output")]
     pub max_memory: String,
+    /// Refuse runs whose printed output would be larger than this (e.g. 100MiB, 4GiB),
+    /// estimated from the steps shown before anything is computed; none: no cap.
+    #[arg(long, value_name = "SIZE|none", default_value = "1GiB", help_heading = "Output")]
+    pub max_output: String,
     /// Queries per tile of attention. A layer none of whose [head × query × key] steps is
     /// recorded (a summary table, --stats, a few steps of a long input) computes its scores a
     /// tile of queries at a time and never holds them whole [default: the rows that keep a

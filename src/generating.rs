@@ -40,13 +40,14 @@ pub(crate) fn run(
     // Each decode step runs every layer: read and convert them once, not once per token, when
     // the whole model fits --max-memory (else a 7 B model still generates in 3 GiB, slowly).
     let n = loaded.tokens.len() + asked.max_new;
-    let params = match settings::limits::whole_model_fits(&loaded.cfg, n, (&plan.record, plan.streamed), settings) {
-        true => {
-            made = params.made()?;
-            &made
-        }
-        false => params,
-    };
+    let params =
+        match settings::limits::whole_model_fits(&loaded.cfg, n, (&plan.record, plan.streamed), settings).is_some() {
+            true => {
+                made = params.made()?;
+                &made
+            }
+            false => params,
+        };
     let mut step_rec = |_t: usize, id: u32| {
         let (token, text) = name.name(id);
         let mut r = Recorder::new(vec![token.unwrap_or_else(|| format!("#{id}"))], cfg.clone(), plan.record.clone())

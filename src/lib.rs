@@ -59,15 +59,25 @@ pub struct Traced {
 
 /// Opens the sources the settings name and checks the settings against the model.
 pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
+    prepare_printing(settings, false)
+}
+
+/// [`prepare`], with `--max-output` checked first when the steps are `printed` (on stdout, or
+/// in a server's answer; not the Python API's trace, which prints nothing unless asked).
+fn prepare_printing(settings: &Settings, printed: bool) -> Result<(Loaded, Source, Plan)> {
     let (mut loaded, source) = sources::open(settings)?;
     loaded.cfg.parts.query_tile = settings.query_tile;
     let mut plan = Plan::new(settings, &loaded.cfg, &loaded.tokens, loaded.texts().as_deref())?;
     plan.attribution = explaining::request(settings, &loaded)?;
     sources::tracked::lens_track(settings, &loaded)?;
+    if printed {
+        let (n, out) = (loaded.tokens.len(), &settings.output);
+        settings::limits::output::check(&loaded.cfg, n, &plan.show, out, settings.max_output)?;
+    }
     // Before any parameter or activation exists: the estimate follows what the plan records.
     // A generation's decode steps record at most what a pass over the whole sequence would.
     let n = loaded.tokens.len() + settings.generate.as_ref().map_or(0, |g| g.max_new);
-    settings::limits::check_run(&loaded.cfg, n, (&plan.record, plan.streamed), settings)?;
+    plan.estimate = settings::limits::check_run(&loaded.cfg, n, (&plan.record, plan.streamed), settings)?;
     // What the forward pass changes is part of the configuration the trace records.
     loaded.cfg.interventions = plan.interventions.clone();
     settings::stacks::apply_decoder(&settings.analysis, &mut loaded.cfg)?;
@@ -231,8 +241,9 @@ pub fn run(cli: cli::Cli, env: &cli::Env, out: &mut dyn Write) -> Result<()> {
 
 /// `--format jsonl`: each step is written as it is computed.
 fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut output::Clock) -> Result<()> {
-    let (mut loaded, source, plan) = prepare(settings)?;
+    let (mut loaded, source, plan) = prepare_printing(settings, true)?;
     clock.lap("open");
+    clock.estimated(plan.estimate);
     let params = steering::params(settings, &mut loaded, |l| source.params(l))?;
     // Notes only once the parameters exist, so that a refusal stays one line.
     output::notes(&loaded.notes, settings.quiet);
@@ -304,19 +315,17 @@ pub(crate) fn computed(
     maps: bool,
     clock: &mut output::Clock,
 ) -> Result<(Finished, Loaded, checking::Last)> {
-    let (mut loaded, source, mut plan) = prepare(settings)?;
+    let (mut loaded, source, mut plan) = prepare_printing(settings, !maps)?;
     if maps {
         keep_for_maps(settings, &loaded, &mut plan)?;
     }
     clock.lap("open");
     // A server converts a model's layers once for all its requests, when they fit.
-    let made = sources::memo::makes_layers()
-        && settings::limits::whole_model_fits(
-            &loaded.cfg,
-            loaded.tokens.len(),
-            (&plan.record, plan.streamed),
-            settings,
-        );
+    let (n, record) = (loaded.tokens.len(), (&plan.record, plan.streamed));
+    let whole =
+        sources::memo::makes_layers().then(|| settings::limits::whole_model_fits(&loaded.cfg, n, record, settings));
+    let made = whole.flatten().is_some();
+    clock.estimated(plan.estimate.max(whole.flatten().unwrap_or_default()));
     let params = steering::params(settings, &mut loaded, |l| source.params_once(l, made))?;
     notes_now(&loaded.notes);
     let mut files = output::Pending::default();
@@ -392,5 +401,6 @@ fn file_trace(plan: &Plan, trace: &mut Trace) -> Option<Trace> {
 /// the memory is checked again for what that records.
 fn keep_for_maps(settings: &Settings, loaded: &Loaded, plan: &mut Plan) -> Result<()> {
     plan.for_maps();
-    settings::limits::check_run(&loaded.cfg, loaded.tokens.len(), (&plan.record, plan.streamed), settings)
+    let n = loaded.tokens.len();
+    settings::limits::check_run(&loaded.cfg, n, (&plan.record, plan.streamed), settings).map(|e| plan.estimate = e)
 }

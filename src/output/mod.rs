@@ -274,6 +274,8 @@ pub struct Clock {
     last: std::time::Instant,
     /// Each stage's name, time and counted floating-point operations.
     laps: Vec<(&'static str, std::time::Duration, Option<u64>)>,
+    /// The largest memory estimate the run was checked against (`settings::limits::check_run`).
+    estimate: f64,
 }
 
 /// The f32 product `--timings` measures the peak with, after the run: [1024 × 1024]² (2.1
@@ -287,7 +289,18 @@ const PEAK_BUDGET: std::time::Duration = std::time::Duration::from_millis(250);
 impl Clock {
     pub fn new(on: bool) -> Self {
         let now = std::time::Instant::now();
-        Clock { on, start: now, last: now, laps: Vec::new() }
+        Clock { on, start: now, last: now, laps: Vec::new(), estimate: 0.0 }
+    }
+
+    /// Remembers that the run was checked against an estimate of `bytes` (the largest is kept:
+    /// a batch checks one per sentence).
+    pub fn estimated(&mut self, bytes: f64) {
+        self.estimate = self.estimate.max(bytes);
+    }
+
+    /// The largest estimate remembered (0 before any).
+    pub fn estimate(&self) -> f64 {
+        self.estimate
     }
 
     /// Ends the stage `name`: the time since the previous lap is its time.
@@ -325,7 +338,11 @@ impl Clock {
         }
         let ms = |d: std::time::Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
         let stages: Vec<String> = self.laps.iter().map(|(n, d, _)| format!("{n} {}", ms(*d))).collect();
-        let peak = peak_resident().map_or("unknown".to_string(), |b| format!("{:.1} MiB", b as f64 / 1048576.0));
+        let mib = |b: f64| format!("{:.1} MiB", b / 1048576.0);
+        let mut peak = peak_resident().map_or("unknown".to_string(), |b| mib(b as f64));
+        if self.estimate > 0.0 {
+            peak = format!("{peak} (estimated {})", mib(self.estimate));
+        }
         eprintln!(
             "attn-trace: timings: {}; total {}; peak resident memory {peak}",
             stages.join(", "),

@@ -181,6 +181,8 @@ pub struct Settings {
     /// `--max-memory` in bytes, and the machine's available memory if known (a second cap).
     pub max_memory: u128,
     pub memory_available: Option<u128>,
+    /// `--max-output`: the most bytes the printed output may take (None: no cap).
+    pub max_output: Option<u128>,
     /// `--query-tile`: queries per tile of an attention that runs in tiles (`config::tiles`).
     pub query_tile: Option<usize>,
     /// Bytes a batch holds for earlier sentences (output, page parts), counted against the caps.
@@ -265,6 +267,7 @@ impl Settings {
             outputs,
             max_memory,
             memory_available: env.memory_available,
+            max_output: limits::output::max_output(&cli.max_output)?,
             query_tile: cli.query_tile.map(|t| usize::try_from(t).unwrap_or(usize::MAX)),
             held: 0,
             quiet: cli.quiet,

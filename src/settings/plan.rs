@@ -38,6 +38,9 @@ pub struct Plan {
     pub streamed: bool,
     /// `--attribute`: what the model attributes (`settings::attribution::request`).
     pub attribution: Option<crate::trace::attribution::Request>,
+    /// The bytes the run was estimated to need at its peak, as checked against `--max-memory`
+    /// (`limits::check_run`; 0 until checked): `--timings` prints it beside the measured peak.
+    pub estimate: f64,
 }
 
 impl Plan {
@@ -99,6 +102,7 @@ impl Plan {
             reduce_stats,
             streamed,
             attribution: None,
+            estimate: 0.0,
         })
     }
 

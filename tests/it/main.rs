@@ -39,6 +39,7 @@ mod hostile_inputs;
 mod hostile_inputs_archives;
 mod hostile_inputs_paths;
 mod hostile_limits;
+mod hostile_memory;
 mod hostile_neox_phi3;
 mod hostile_outputs;
 mod hostile_serve;
