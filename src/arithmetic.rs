@@ -9,7 +9,7 @@
 
 use crate::config::Arithmetic;
 use crate::params::Input;
-use crate::settings::{Format, ModelChoice, Select, Settings};
+use crate::settings::{Format, ModelChoice, Select, Settings, Text};
 use crate::trace::{Prediction, Recorder, Trace};
 use anyhow::{Context, Result};
 
@@ -26,7 +26,7 @@ pub(crate) fn ggml_note(settings: &Settings, trace: &Trace) -> Result<Option<Str
     }
     // A generation's tokens are read as a prompt: llama.cpp's top token after each.
     let written: Vec<&Prediction> = trace.generation.iter().flat_map(|g| g.tokens.iter().map(|t| &t.chosen)).collect();
-    let theirs = ggml_top(settings, &written)?;
+    let theirs = ggml_top(settings, trace, &written)?;
     let name = |p: &Prediction| p.label().unwrap_or_else(|| format!("#{}", p.id));
     let mut differ = Vec::new();
     // With a generation, the prompt's last prediction is generated token 0's, said below.
@@ -65,8 +65,16 @@ pub(crate) fn ggml_note(settings: &Settings, trace: &Trace) -> Result<Option<Str
 
 /// The top token llama.cpp's arithmetic predicts after each position of the prompt followed
 /// by `written` (a generation's tokens), from one pass that records no step.
-fn ggml_top(settings: &Settings, written: &[&Prediction]) -> Result<Vec<Option<Prediction>>> {
+fn ggml_top(settings: &Settings, trace: &Trace, written: &[&Prediction]) -> Result<Vec<Option<Prediction>>> {
     let mut s = settings.clone();
+    // The sentence as the first pass read it: standard input or a FIFO cannot be read twice.
+    if matches!(s.text, Text::Stdin | Text::File(_)) {
+        let Some(given) = trace.sentence.as_deref() else { return Ok(Vec::new()) };
+        // A pair was joined as "first ‖ pair".
+        let pair = s.pair.as_ref().map(|p| format!(" ‖ {p}"));
+        let first = pair.as_deref().and_then(|p| given.strip_suffix(p)).unwrap_or(given);
+        s.text = Text::Arg(first.to_string());
+    }
     if let ModelChoice::Pretrained { arithmetic, .. } = &mut s.model {
         *arithmetic = Arithmetic::Ggml;
     }

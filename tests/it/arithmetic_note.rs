@@ -45,3 +45,16 @@ fn no_note_where_they_agree_or_nobody_reads_a_table() {
         assert!(!err.contains("llama.cpp's arithmetic"), "{extra:?}: {err}");
     }
 }
+
+/// The note's second pass reads the sentence the first one read: standard input cannot be
+/// read twice (it used to fail after the whole trace with "sentence: none was given").
+#[test]
+fn a_sentence_from_standard_input_gets_the_same_note() {
+    let args = ["--model", SMOLLM2, "--chat", "--generate", "2", "--steps", "none"];
+    let from_arg = stderr_of(&[&[CHAT][..], &args].concat());
+    let out = cmd().current_dir(root()).args([&["-"][..], &args].concat()).write_stdin(CHAT).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let note = |s: &str| s.lines().find(|l| l.contains("llama.cpp's arithmetic")).map(str::to_string);
+    assert_eq!(note(&String::from_utf8_lossy(&out.stderr)), note(&from_arg));
+    assert!(note(&from_arg).is_some(), "{from_arg}");
+}
