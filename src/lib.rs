@@ -124,7 +124,7 @@ pub fn trace(settings: &Settings) -> Result<Traced> {
     let (mut trace, _) = rec.finish();
     trace.generation = generation;
     explaining::explain(settings, (&loaded, &params), &mut trace)?;
-    name_predictions(&mut trace, &loaded, own_vocab(settings));
+    sources::namer::name_predictions(&mut trace, &loaded, sources::namer::own_vocab(settings));
     Ok(Traced { trace, output, loaded, plan })
 }
 
@@ -142,26 +142,6 @@ fn run_model(
         }
         None => (model::forward(&loaded.cfg, params, &loaded.input, rec).context("computing the trace")?, None),
     })
-}
-
-/// Gives each predicted id its token string, from the model's tokenizer.
-/// Whether the toy model's vocabulary is the sentence's own words (no `--vocab` file).
-pub(crate) fn own_vocab(settings: &Settings) -> bool {
-    matches!(&settings.model, settings::ModelChoice::Toy(t) if t.tokenizer.vocab.is_none())
-}
-
-pub(crate) fn name_predictions(trace: &mut Trace, loaded: &Loaded, own_vocab: bool) {
-    let name = sources::namer::Namer::new(loaded, own_vocab);
-    let lens = trace.lens.iter_mut().flatten().flatten();
-    for p in trace.predictions.iter_mut().flatten().flatten().chain(lens.flatten()) {
-        (p.token, p.text) = name.name(p.id);
-    }
-    sources::tracked::name(trace, &name);
-    if let Some(a) = trace.attribution.as_mut() {
-        for x in std::iter::once(&mut a.answer).chain(a.foil.as_mut()) {
-            (x.token, x.text) = name.name(x.id);
-        }
-    }
 }
 
 /// As [`trace`], returning the trace alone.
@@ -343,7 +323,7 @@ pub(crate) fn computed(
     let (mut trace, _) = rec.finish();
     trace.generation = generation;
     explaining::explain(settings, (&loaded, &params), &mut trace)?;
-    name_predictions(&mut trace, &loaded, own_vocab(settings));
+    sources::namer::name_predictions(&mut trace, &loaded, sources::namer::own_vocab(settings));
     let saved = file_trace(&plan, &mut trace);
     let o = &settings.output.views;
     let seen = views::stacks::seen_as(&trace, o.stack); // an encoder–decoder's attention `--stack` names
@@ -376,7 +356,7 @@ pub(crate) fn computed(
         notes.extend(note);
         let labels = sources::tracked::labels(loaded.tokenizer.as_ref(), &corrupted);
         if let model::patch::Metric::LogitDiff { a, b, .. } = sweep.metric {
-            views.metric_labels = Some(sources::tracked::names(&loaded, own_vocab(settings), [a, b]));
+            views.metric_labels = Some(sources::tracked::names(&loaded, sources::namer::own_vocab(settings), [a, b]));
         }
         views.attach_patching(sweep, (corrupted, labels), &trace.labels());
         clock.lap("patching sweep");

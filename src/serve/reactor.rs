@@ -15,7 +15,7 @@
 
 use super::poll::{Interest, Poller};
 use super::wire::{self, Parsed, Request, KEEP_ALIVE};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::mpsc::{Receiver, Sender};
@@ -90,7 +90,7 @@ enum Arrived {
 
 struct Reactor<'a> {
     listener: &'a TcpListener,
-    conns: HashMap<u64, Conn>,
+    conns: BTreeMap<u64, Conn>,
     next_id: u64,
     jobs: Sender<Job>,
     /// Accepting paused after an error (file descriptors ran out) until then.
@@ -99,7 +99,7 @@ struct Reactor<'a> {
 
 /// Runs until `stop()`, then until the connections being handled or answered are done.
 pub fn run(listener: &TcpListener, jobs: Sender<Job>, done: &Receiver<Done>, poller: &Poller, stop: &dyn Fn() -> bool) {
-    let mut r = Reactor { listener, conns: HashMap::new(), next_id: 0, jobs, paused: None };
+    let mut r = Reactor { listener, conns: BTreeMap::new(), next_id: 0, jobs, paused: None };
     let mut stopping: Option<Instant> = None;
     loop {
         if stopping.is_none() && stop() {

@@ -17,7 +17,8 @@ const BAD: &[(&[&str], &str)] = &[
     (&["a b", "--d-ff", "0"], "--d-ff: must be at least 1"),
     (&["a b", "--d-k", "0"], "--d-k: must be at least 1"),
     (&["a b", "--max-len", "0"], "--max-len: must be at least 1"),
-    (&["a b", "--d-model", "100000", "--d-ff", "100000000"], "above the cap"),
+    (&["a b", "--d-model", "100000", "--d-ff", "100000000"], "above --max-output's 1.0 GiB"),
+    (&["a b", "--d-model", "100000", "--d-ff", "100000000", "--max-output", "none"], "above the cap"),
     (&["a b", "--d-model", "18446744073709551615"], "above the cap"),
     (&["a b c d e f g h i j k"], "it has 11 tokens but the learned position table has 10 rows"),
     (&["a b", "--steps", "softmax"], "unknown step \"softmax\""),
@@ -413,7 +414,9 @@ fn completions_and_man_page_come_from_the_cli() {
 #[test]
 fn a_million_tokens_is_refused_before_allocating() {
     let sentence = vec!["w"; 1_000_000].join(" ");
-    let out = cmd().args(["-", "--positions", "sinusoidal"]).write_stdin(sentence).output().unwrap();
+    // (Its output, 51 TiB of tables, is refused first without `--max-output none`.)
+    let out =
+        cmd().args(["-", "--positions", "sinusoidal", "--max-output", "none"]).write_stdin(sentence).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("above the cap") && err.contains("--max-memory"), "{err}");
