@@ -54,6 +54,27 @@ pub fn options(cli: &Cli) -> Result<Option<Generation>> {
     Ok(Some(Generation { max_new, ignore_eos: cli.ignore_eos, strategy, baseline: cli.baseline }))
 }
 
+/// How many of the `max_new` tokens asked for a generation can write after a prompt of
+/// `prompt` tokens, on a model whose last position is `max_len − 1`: it stops when the next
+/// decode step would stand past it (docs/OPTIONS.md), after `max_len + 1 − prompt` tokens
+/// (the last one chosen is never run). More tokens than the whole window holds are refused:
+/// no prompt leaves room for them, so the number is a slip (`--generate 1000000000000`), and
+/// the memory estimate must not size a generation that cannot happen.
+pub fn new_tokens(asked: &Generation, prompt: usize, max_len: usize) -> Result<usize> {
+    let room = (max_len + 1).saturating_sub(prompt).max(1);
+    if asked.max_new > max_len {
+        return Err(usage(
+            format!("--generate {}", asked.max_new),
+            format!("more tokens than the model's whole context window holds ({max_len} positions)"),
+            format!(
+                "pass --generate {room} or fewer: the prompt takes {prompt} positions, and a generation stops at the \
+                 window's end"
+            ),
+        ));
+    }
+    Ok(asked.max_new.min(room))
+}
+
 /// `--sample`'s settings, each in its range.
 fn sampling(cli: &Cli) -> Result<Strategy> {
     let temperature = cli.temperature.unwrap_or(1.0);

@@ -35,6 +35,7 @@ mod hostile;
 mod hostile_devices;
 mod hostile_files;
 mod hostile_fuzz;
+mod hostile_generate;
 mod hostile_inputs;
 mod hostile_inputs_archives;
 mod hostile_inputs_paths;
