@@ -32,6 +32,7 @@ mod gguf;
 mod gguf_tokenize;
 mod golden;
 mod hostile;
+mod hostile_chat;
 mod hostile_devices;
 mod hostile_files;
 mod hostile_fuzz;
