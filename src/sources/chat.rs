@@ -257,12 +257,13 @@ fn read_template(file: &Path) -> Result<String> {
 
 /// A template file's text: at most [`MAX_TEMPLATE`] bytes of UTF-8. A directory is refused by
 /// name; a device or a pipe is read as a file is, up to the cap (`/dev/zero` is refused as too
-/// large, not read for ever; a process substitution `<(…)` works).
+/// large, not read for ever; a process substitution `<(…)` works), and a named pipe that no
+/// one writes is empty, not waited on.
 fn read_capped(path: &Path, what: &str, fix: &str) -> Result<String> {
     if path.is_dir() {
         return Err(usage(what, "is a directory", fix));
     }
-    let file = std::fs::File::open(path).map_err(|e| usage(what, e, fix))?;
+    let file = open_unblocked(path).map_err(|e| usage(what, e, fix))?;
     let mut bytes = Vec::new();
     file.take(MAX_TEMPLATE as u64 + 1).read_to_end(&mut bytes).map_err(|e| usage(what, e, fix))?;
     if bytes.len() > MAX_TEMPLATE {
@@ -274,6 +275,26 @@ fn read_capped(path: &Path, what: &str, fix: &str) -> Result<String> {
         let byte = e.as_bytes()[at];
         usage(what, format!("not UTF-8: byte 0x{byte:02x} at offset {at}"), "save the template as UTF-8")
     })
+}
+
+/// `path` opened for reading without waiting: opening a named pipe waits for a writer, which
+/// may never come, so it is opened non-blocking, and reads then block again as usual (a pipe
+/// with no writer reads as empty).
+fn open_unblocked(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor this function owns, with flags it has just read.
+    let set = unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) >= 0
+    };
+    if set {
+        Ok(file)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// A JSON file of the folder, or `null` when it is absent (or not a regular file).

@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 
 /// The budget every template starts with, in MiniJinja's fuel (an instruction, or 64 bytes of
 /// text made or read): real chat templates spend under 200 on a short conversation; a
-/// template that loops or builds text without end stops here, within a second.
+/// template that loops or builds text without end stops here.
 const FUEL: u64 = 50_000;
 
 /// Bytes of the template's inputs (messages and special tokens) that add one fuel to the
