@@ -30,6 +30,14 @@ pub fn options(cli: &Cli) -> Result<Option<Generation>> {
             "use --format json",
         ));
     }
+    if cli.pad_to.is_some() {
+        // The decode steps continue the prompt's last position; behind a pad they would not.
+        return Err(usage(
+            "--generate with --pad-to",
+            "a generation continues one prompt from its last token, and pads would stand between them",
+            "drop --pad-to",
+        ));
+    }
     if cli.ablate_mode == cli::AblateArg::Mean && cli.ablate.is_some() {
         return Err(usage(
             "--ablate-mode mean",
@@ -67,8 +75,9 @@ pub fn new_tokens(asked: &Generation, prompt: usize, max_len: usize) -> Result<u
             format!("--generate {}", asked.max_new),
             format!("more tokens than the model's whole context window holds ({max_len} positions)"),
             format!(
-                "pass --generate {room} or fewer: the prompt takes {prompt} positions, and a generation stops at the \
-                 window's end"
+                "pass --generate {room} or fewer: the prompt takes {prompt} position{}, and a generation stops at the \
+                 window's end",
+                if prompt == 1 { "" } else { "s" }
             ),
         ));
     }

@@ -75,7 +75,7 @@ impl Template {
             return Err(usage(
                 "--chat",
                 format!(
-                    "the conversation is {}, more than the {} a chat template is given",
+                    "the conversation and special tokens are {}, more than the {} a chat template is given",
                     size(inputs),
                     size(MAX_INPUTS)
                 ),

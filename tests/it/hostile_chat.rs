@@ -215,7 +215,7 @@ fn the_conversation_is_data_never_template_code() {
     std::fs::write(&long, "word ".repeat(220_000)).unwrap();
     let err = refused_chat(dir.path(), &["--file", long.to_str().unwrap(), "--truncate"], "");
     assert!(
-        err.contains("the conversation is 1.0 MiB, more than the 1.0 MiB a chat template is given (shorten the"),
+        err.contains("the conversation and special tokens are 1.0 MiB, more than the 1.0 MiB a chat template is given"),
         "{err}"
     );
 }

@@ -65,6 +65,11 @@ fn generation_counts_beyond_the_window_or_not_counts_are_refused() {
             assert_eq!(err, format!("attn-trace: --generate {n}: {window}\n"));
         }
     }
+    // Pads would stand between the prompt and what it continues (was a shape error, exit 1).
+    for side in ["left", "right"] {
+        let args = with(toy("my shoes are"), &["--generate", "3", "--pad-to", "8", "--padding", side]);
+        refused(dir.path(), &args, "--generate with --pad-to: a generation continues one prompt from its last token");
+    }
     // A stop string is not an option: a generation stops at the end-of-sequence token, its
     // count or the window's end.
     refused(
