@@ -286,6 +286,23 @@ mod tests {
     }
 
     #[test]
+    fn python_white_space_and_line_breaks() {
+        assert_eq!(
+            one("[{{ '\x1c a \x1f\u{3000}'.strip() }}|{{ ' \x1db'|trim }}|{{ 'x\x1ey'.split()|join(',') }}]").unwrap(),
+            "[a|b|x,y]"
+        );
+        assert_eq!(python_lines("a\r\nb\x0bc\u{2028}d\n", false), ["a", "b", "c", "d"]);
+        assert_eq!(python_lines("a\r\nb\rc", true), ["a\r\n", "b\r", "c"]);
+    }
+
+    #[test]
+    fn format_pays_for_the_padding_it_may_write() {
+        assert_eq!(padding("{:>10}|{0:.3f}|{{99999}}", &[]), 13);
+        assert_eq!(padding("{:{}}", &[Value::from(1), Value::from(-70)]), 71);
+        assert_eq!(padding("plain 12345 text", &[Value::from(9)]), 0);
+    }
+
+    #[test]
     fn tojson_is_pythons_json_dumps() {
         let t = r#"{{ {"b": [1, 2.5, none, true], "a": "<é>\n"} | tojson }}"#;
         assert_eq!(one(t).unwrap(), r#"{"b": [1, 2.5, null, true], "a": "<é>\n"}"#);
