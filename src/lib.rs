@@ -355,13 +355,8 @@ pub(crate) fn computed(
         views.params = Some(views::params::steps(&params, &plan.show)?);
     }
     let mut notes = loaded.notes.clone();
-    if let Some(g) = &trace.generation {
-        let said = generating::notes(&loaded, settings.generate.as_ref(), g);
-        notes_now(&said);
-        notes.extend(said);
-    }
-    if let Some(a) = &trace.attribution {
-        let said = views::attribution::notes(a);
+    let generated = trace.generation.as_ref().map(|g| generating::notes(&loaded, settings.generate.as_ref(), g));
+    for said in generated.into_iter().chain(trace.attribution.as_ref().map(views::attribution::notes)) {
         notes_now(&said);
         notes.extend(said);
     }

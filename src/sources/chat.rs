@@ -22,7 +22,6 @@ use crate::settings::limits::human;
 use crate::settings::Chat;
 use anyhow::Result;
 use candle_core::quantized::gguf_file::Content;
-use std::io::Read;
 use std::path::Path;
 
 /// The largest template read: real ones are a few KiB (tool-calling ones up to ~30 KiB); a
@@ -37,9 +36,6 @@ const MAX_INPUTS: usize = 1 << 20;
 /// What a template may add to twice its inputs: its own text (at most [`MAX_TEMPLATE`]), once.
 /// Twice allows a template that repeats a message; more is a template that makes text.
 const MAX_ADDED: usize = 1 << 20;
-
-/// The largest tokenizer_config.json read (a large vocabulary's added tokens fill a few MiB).
-const MAX_CONFIG: u64 = 64 << 20;
 
 /// The special tokens a template may use, as transformers' `special_tokens_map` names them.
 const TOKENS: [&str; 7] = ["bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"];
@@ -255,70 +251,24 @@ fn read_template(file: &Path) -> Result<String> {
     read_capped(file, &what, "pass a readable file holding a Jinja template")
 }
 
-/// A template file's text: at most [`MAX_TEMPLATE`] bytes of UTF-8. A directory is refused by
-/// name; a device or a pipe is read as a file is, up to the cap (`/dev/zero` is refused as too
-/// large, not read for ever; a process substitution `<(…)` works), and a named pipe that no
-/// one writes is empty, not waited on.
+/// A template file's text: at most [`MAX_TEMPLATE`] bytes of UTF-8, read as every input file
+/// is (`input_file`: a device or folder is refused, a named pipe no one writes is empty, a
+/// process substitution `<(…)` is read, a link is followed).
 fn read_capped(path: &Path, what: &str, fix: &str) -> Result<String> {
-    if path.is_dir() {
-        return Err(usage(what, "is a directory", fix));
-    }
-    let file = open_unblocked(path).map_err(|e| usage(what, e, fix))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_TEMPLATE as u64 + 1).read_to_end(&mut bytes).map_err(|e| usage(what, e, fix))?;
-    if bytes.len() > MAX_TEMPLATE {
-        let why = format!("more than {}, which no chat template is", size(MAX_TEMPLATE));
-        return Err(usage(what, why, fix));
-    }
-    String::from_utf8(bytes).map_err(|e| {
-        let at = e.utf8_error().valid_up_to();
-        let byte = e.as_bytes()[at];
-        usage(what, format!("not UTF-8: byte 0x{byte:02x} at offset {at}"), "save the template as UTF-8")
-    })
+    super::input_file::text(what, path, fix, MAX_TEMPLATE as u64)
 }
 
-/// `path` opened for reading without waiting: opening a named pipe waits for a writer, which
-/// may never come, so it is opened non-blocking, and reads then block again as usual (a pipe
-/// with no writer reads as empty).
-fn open_unblocked(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    use std::os::unix::io::AsRawFd;
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
-    let fd = file.as_raw_fd();
-    // SAFETY: fcntl on a descriptor this function owns, with flags it has just read.
-    let set = unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) >= 0
-    };
-    if set {
-        Ok(file)
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// A JSON file of the folder, or `null` when it is absent (or not a regular file).
+/// A JSON file of the folder, or `null` when it is absent; one that is there is read as every
+/// input file is (a device or folder is refused, at most 64 MiB).
 fn read_json(path: &Path, what: &str) -> Result<serde_json::Value> {
     let name = path.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
-    let Ok(file) = std::fs::File::open(path).and_then(|f| f.metadata().map(|m| (f, m))) else {
-        return Ok(serde_json::Value::Null);
-    };
-    if !file.1.is_file() {
+    if std::fs::symlink_metadata(path).is_err() {
         return Ok(serde_json::Value::Null);
     }
-    let mut bytes = Vec::new();
-    let read = file.0.take(MAX_CONFIG + 1).read_to_end(&mut bytes);
-    let what = format!("--chat: {what}");
-    read.map_err(|e| usage(&what, format!("{name}: {e}"), format!("restore {name}")))?;
-    if bytes.len() as u64 > MAX_CONFIG {
-        return Err(usage(
-            &what,
-            format!("{name} is more than {}", human(MAX_CONFIG.into())),
-            format!("restore {name}"),
-        ));
-    }
+    let what = format!("--chat: {what}: {name}");
+    let bytes = super::input_file::bytes(&what, path, &format!("restore {name}"), super::input_file::CONFIG)?;
     crate::strict_json::parse(&bytes)
-        .map_err(|e| usage(&what, format!("{name} is not valid JSON: {e}"), format!("restore {name}")))
+        .map_err(|e| usage(&what, format!("not valid JSON: {e}"), format!("restore {name}")))
 }
 
 /// A byte count as messages write sizes (`1.0 MiB`).

@@ -146,21 +146,22 @@ fn template_files_that_are_not_templates_are_refused_by_name() {
     std::fs::write(d.join("huge.jinja"), "{# padding #}".repeat(90_000)).unwrap();
     std::os::unix::fs::symlink("loop-b", d.join("loop-a")).unwrap();
     std::os::unix::fs::symlink("loop-a", d.join("loop-b")).unwrap();
+    let device = "it is a character device (such as /dev/zero or a terminal), not a file";
     let cases: Vec<(String, &str)> = vec![
-        (path("folder"), "is a directory"),
+        (path("folder"), "it is a folder, not a file"),
         (path("missing.jinja"), "No such file or directory"),
         (path("loop-a"), "Too many levels of symbolic links"),
-        (path("binary.jinja"), "not UTF-8: byte 0x89 at offset 14 (save the template as UTF-8)"),
-        (path("huge.jinja"), "more than 1.0 MiB, which no chat template is"),
-        ("/dev/zero".into(), "more than 1.0 MiB, which no chat template is"),
-        ("/dev/urandom".into(), "--chat-template /dev/urandom: "),
-        ("/dev/null".into(), "the chat template (--chat-template /dev/null) is empty"),
+        (path("binary.jinja"), "not UTF-8: byte 0x89 at offset 14"),
+        (path("huge.jinja"), "it is 1.1 MiB, more than the 1.0 MiB this input may be"),
+        ("/dev/zero".into(), device),
+        ("/dev/urandom".into(), device),
+        ("/dev/null".into(), device),
     ];
     for (file, fragment) in cases {
         let err = refused_chat(d, &["Hi", "--chat-template", &file], fragment);
         assert!(err.contains(&format!("--chat-template {file}")), "{err}");
     }
-    // A named pipe that no one writes is empty, not waited on; one that is written is read.
+    // A named pipe that no one writes is empty, not waited on.
     let fifo = d.join("pipe.jinja");
     assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     refused_chat(d, &["Hi", "--chat-template", &path("pipe.jinja")], "pipe.jinja) is empty");
@@ -236,7 +237,7 @@ fn a_models_own_template_is_refused_naming_its_source() {
     let err = refused_chat_of(&folder, dir.path(), &["Hi"], "(chat_template.jinja) ran out of its budget");
     assert!(err.starts_with("attn-trace: --chat: the chat template"), "{err}");
     std::fs::write(&jinja, "{# #}".repeat(300_000)).unwrap();
-    refused_chat_of(&folder, dir.path(), &["Hi"], "chat_template.jinja: more than 1.0 MiB");
+    refused_chat_of(&folder, dir.path(), &["Hi"], "chat_template.jinja: it is 1.4 MiB, more than the 1.0 MiB");
     std::fs::remove_file(&jinja).unwrap();
     std::os::unix::fs::symlink("/dev/zero", &jinja).unwrap();
     refused_chat_of(&folder, dir.path(), &["Hi"], "(tokenizer_config.json's chat_template) ran out");
