@@ -39,7 +39,7 @@ pub(crate) fn run(
     let made;
     // Each decode step runs every layer: read and convert them once, not once per token, when
     // the whole model fits --max-memory (else a 7 B model still generates in 3 GiB, slowly).
-    let n = loaded.tokens.len() + asked.max_new;
+    let n = positions(settings, loaded)?;
     let params =
         match settings::limits::whole_model_fits(&loaded.cfg, n, (&plan.record, plan.streamed), settings).is_some() {
             true => {
@@ -69,6 +69,50 @@ pub(crate) fn run(
 /// (its start token, and `--target`'s tokens), else the tokens.
 fn prompt_len(loaded: &Loaded) -> usize {
     loaded.cfg.parts.seq2seq.as_ref().map_or(loaded.tokens.len(), |s| s.decoder_ids.len())
+}
+
+/// The positions of the stack that generates: an encoder–decoder's decoder's, else the model's.
+fn max_len(loaded: &Loaded) -> usize {
+    loaded.cfg.parts.seq2seq.as_ref().map_or(loaded.cfg.max_len, |s| s.decoder.max_len)
+}
+
+/// The positions the memory estimate sizes for `settings`' run: the tokens, and as many new
+/// ones as the generation can write (`settings::generate::new_tokens`, which refuses more
+/// than the context window holds).
+pub(crate) fn positions(settings: &Settings, loaded: &Loaded) -> Result<usize> {
+    let Some(asked) = &settings.generate else { return Ok(loaded.tokens.len()) };
+    let new = settings::generate::new_tokens(asked, prompt_len(loaded), max_len(loaded))?;
+    Ok(loaded.tokens.len() + new)
+}
+
+/// The notes a finished generation gives: that it stopped at the model's last position, or
+/// that a real model's generation ran to its count because the model names no
+/// end-of-sequence token it can write (none, or none in its vocabulary: a toy model has none).
+pub(crate) fn notes(loaded: &Loaded, asked: Option<&settings::generate::Generation>, g: &Generation) -> Vec<String> {
+    let mut notes = Vec::new();
+    let vocab = loaded.cfg.vocab_size;
+    let writable = loaded.stop_ids.iter().any(|&id| (id as usize) < vocab);
+    let real = loaded.tokenizer.is_some();
+    if g.stop == "length" && real && !writable && asked.is_some_and(|a| !a.ignore_eos) {
+        let eos = match loaded.stop_ids.as_slice() {
+            [] => "none".to_string(),
+            ids => format!("{ids:?}, outside its {vocab} tokens"),
+        };
+        notes.push(format!(
+            "--generate ran to its {} tokens: the model names no end-of-sequence token it can write (eos_token_id: \
+             {eos})",
+            g.tokens.len()
+        ));
+    }
+    if g.stop == "positions" {
+        let n = g.tokens.len();
+        notes.push(format!(
+            "--generate stopped after {n} token{}: the next would stand past the model's last position ({})",
+            if n == 1 { "" } else { "s" },
+            max_len(loaded)
+        ));
+    }
+    notes
 }
 
 /// Refuses a model that cannot generate: one without a language-model head (an encoder, or

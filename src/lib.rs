@@ -76,7 +76,7 @@ fn prepare_printing(settings: &Settings, printed: bool) -> Result<(Loaded, Sourc
     }
     // Before any parameter or activation exists: the estimate follows what the plan records.
     // A generation's decode steps record at most what a pass over the whole sequence would.
-    let n = loaded.tokens.len() + settings.generate.as_ref().map_or(0, |g| g.max_new);
+    let n = generating::positions(settings, &loaded)?;
     plan.estimate = settings::limits::check_run(&loaded.cfg, n, (&plan.record, plan.streamed), settings)?;
     // What the forward pass changes is part of the configuration the trace records.
     loaded.cfg.interventions = plan.interventions.clone();
@@ -335,17 +335,8 @@ pub(crate) fn computed(
         views.params = Some(views::params::steps(&params, &plan.show)?);
     }
     let mut notes = loaded.notes.clone();
-    if let Some(g) = trace.generation.as_ref().filter(|g| g.stop == "positions") {
-        let note = format!(
-            "--generate stopped after {} tokens: the next would stand past the model's last position ({})",
-            g.tokens.len(),
-            loaded.cfg.max_len
-        );
-        notes_now(std::slice::from_ref(&note));
-        notes.push(note);
-    }
-    if let Some(a) = &trace.attribution {
-        let said = views::attribution::notes(a);
+    let generated = trace.generation.as_ref().map(|g| generating::notes(&loaded, settings.generate.as_ref(), g));
+    for said in generated.into_iter().chain(trace.attribution.as_ref().map(views::attribution::notes)) {
         notes_now(&said);
         notes.extend(said);
     }

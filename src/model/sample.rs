@@ -59,9 +59,20 @@ pub fn argmax(row: &[f32]) -> u32 {
 /// ties at the k-th value are kept, as transformers' `TopKLogitsWarper`), then the smallest
 /// prefix whose probability reaches `top_p` (at least one token, as `TopPLogitsWarper`),
 /// renormalised.
+///
+/// A temperature so small that a finite logit divided by it leaves f32's range (below about
+/// 1e-37 for logits near 40; `T as f32` is 0 below 1e-45) is the limit T → 0: the most
+/// probable tokens alike (one, unless tied), where transformers' division would hand
+/// infinities and NaN to its sampler. A temperature above f32's range divides every logit to
+/// 0: all tokens alike.
 pub fn warped(logits: &[f32], temperature: f64, top_k: usize, top_p: f64) -> Vec<(u32, f64)> {
     // logits / T in f32, as transformers divides the f32 scores; then f64 from here on.
-    let scaled: Vec<f32> = logits.iter().map(|&l| l / temperature as f32).collect();
+    let mut scaled: Vec<f32> = logits.iter().map(|&l| l / temperature as f32).collect();
+    if logits.iter().zip(&scaled).any(|(l, s)| l.is_finite() && !s.is_finite()) {
+        // The limit: the largest logits alike (0), every other one gone (−∞, dropped below).
+        let max = logits.iter().copied().filter(|l| l.is_finite()).fold(f32::NEG_INFINITY, f32::max);
+        scaled = logits.iter().map(|&l| if l == max { 0.0 } else { f32::NEG_INFINITY }).collect();
+    }
     let mut ids: Vec<u32> = (0..scaled.len() as u32).filter(|&i| scaled[i as usize].is_finite()).collect();
     ids.sort_by(|a, b| scaled[*b as usize].total_cmp(&scaled[*a as usize]).then(a.cmp(b)));
     if top_k > 0 && top_k < ids.len() {
@@ -103,6 +114,20 @@ mod tests {
     #[test]
     fn greedy_takes_the_first_of_equal_maxima() {
         assert_eq!(argmax(&[0.0, 2.0, 2.0, 1.0]), 1);
+    }
+
+    #[test]
+    fn a_vanishing_temperature_is_greedy_and_a_huge_one_uniform() {
+        let logits = [0.5f32, 2.0, -1.0, 2.0];
+        for t in [1e-30, 1e-45, 5e-324] {
+            assert_eq!(warped(&logits, t, 0, 1.0), [(1, 0.5), (3, 0.5)], "T = {t}");
+            assert_eq!(warped(&logits, t, 0, 0.4), [(1, 1.0)], "T = {t}, top-p 0.4");
+        }
+        let flat = warped(&logits, 1e300, 0, 1.0);
+        let mut ids: Vec<u32> = flat.iter().map(|k| k.0).collect();
+        ids.sort();
+        assert_eq!(ids, [0, 1, 2, 3]);
+        assert!(flat.iter().all(|k| (k.1 - 0.25).abs() < 1e-12), "{flat:?}");
     }
 
     #[test]

@@ -30,6 +30,14 @@ pub fn options(cli: &Cli) -> Result<Option<Generation>> {
             "use --format json",
         ));
     }
+    if cli.pad_to.is_some() {
+        // The decode steps continue the prompt's last position; behind a pad they would not.
+        return Err(usage(
+            "--generate with --pad-to",
+            "a generation continues one prompt from its last token, and pads would stand between them",
+            "drop --pad-to",
+        ));
+    }
     if cli.ablate_mode == cli::AblateArg::Mean && cli.ablate.is_some() {
         return Err(usage(
             "--ablate-mode mean",
@@ -52,6 +60,28 @@ pub fn options(cli: &Cli) -> Result<Option<Generation>> {
     }
     let strategy = if cli.sample { sampling(cli)? } else { Strategy::Greedy };
     Ok(Some(Generation { max_new, ignore_eos: cli.ignore_eos, strategy, baseline: cli.baseline }))
+}
+
+/// How many of the `max_new` tokens asked for a generation can write after a prompt of
+/// `prompt` tokens, on a model whose last position is `max_len − 1`: it stops when the next
+/// decode step would stand past it (docs/OPTIONS.md), after `max_len + 1 − prompt` tokens
+/// (the last one chosen is never run). More tokens than the whole window holds are refused:
+/// no prompt leaves room for them, so the number is a slip (`--generate 1000000000000`), and
+/// the memory estimate must not size a generation that cannot happen.
+pub fn new_tokens(asked: &Generation, prompt: usize, max_len: usize) -> Result<usize> {
+    let room = (max_len + 1).saturating_sub(prompt).max(1);
+    if asked.max_new > max_len {
+        return Err(usage(
+            format!("--generate {}", asked.max_new),
+            format!("more tokens than the model's whole context window holds ({max_len} positions)"),
+            format!(
+                "pass --generate {room} or fewer: the prompt takes {prompt} position{}, and a generation stops at the \
+                 window's end",
+                if prompt == 1 { "" } else { "s" }
+            ),
+        ));
+    }
+    Ok(asked.max_new.min(room))
 }
 
 /// `--sample`'s settings, each in its range.

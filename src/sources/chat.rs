@@ -18,10 +18,24 @@
 
 use super::chat_jinja::{self, Failure};
 use crate::error::usage;
+use crate::settings::limits::human;
 use crate::settings::Chat;
 use anyhow::Result;
 use candle_core::quantized::gguf_file::Content;
 use std::path::Path;
+
+/// The largest template read: real ones are a few KiB (tool-calling ones up to ~30 KiB); a
+/// larger "template" is the wrong file, or an attempt to fill memory.
+const MAX_TEMPLATE: usize = 1 << 20;
+
+/// The most text a template is given (the messages and special tokens): four times the
+/// longest context window a model has today, and a bound on the work a template may do with
+/// it (its budget grows with it, `chat_jinja::budget`).
+const MAX_INPUTS: usize = 1 << 20;
+
+/// What a template may add to twice its inputs: its own text (at most [`MAX_TEMPLATE`]), once.
+/// Twice allows a template that repeats a message; more is a template that makes text.
+const MAX_ADDED: usize = 1 << 20;
 
 /// The special tokens a template may use, as transformers' `special_tokens_map` names them.
 const TOKENS: [&str; 7] = ["bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"];
@@ -45,24 +59,95 @@ impl Template {
     /// Renders the conversation: a system turn if given, then `user`, then the generation
     /// prompt.
     pub fn render(&self, system: Option<&str>, user: &str) -> Result<String> {
+        self.check_source()?;
         let mut messages = Vec::new();
         if let Some(s) = system {
             messages.push(("system", s));
         }
         messages.push(("user", user));
-        chat_jinja::render(&self.source, &messages, &self.tokens).map_err(|f| match f {
+        let inputs = messages.iter().map(|(r, c)| r.len() + c.len()).sum::<usize>()
+            + self.tokens.iter().map(|(_, t)| t.len()).sum::<usize>();
+        if inputs > MAX_INPUTS {
+            return Err(usage(
+                "--chat",
+                format!(
+                    "the conversation and special tokens are {}, more than the {} a chat template is given",
+                    size(inputs),
+                    size(MAX_INPUTS)
+                ),
+                "shorten the sentence, or drop --chat to trace the text as it is",
+            ));
+        }
+        let rendered = chat_jinja::render(&self.source, &messages, &self.tokens).map_err(|f| self.failure(f))?;
+        self.check_rendered(&rendered, inputs)?;
+        Ok(rendered)
+    }
+
+    /// An empty or oversized template (the GGUF's or tokenizer_config.json's string; a file's
+    /// size is checked as it is read) is refused before it runs.
+    fn check_source(&self) -> Result<()> {
+        let fix = "pass a template with --chat-template FILE, or drop --chat";
+        if self.source.trim().is_empty() {
+            return Err(usage("--chat", format!("the chat template ({}) is empty", self.whence), fix));
+        }
+        if self.source.len() > MAX_TEMPLATE {
+            let why = format!(
+                "the chat template ({}) is {}, more than the {} a chat template may be",
+                self.whence,
+                size(self.source.len()),
+                size(MAX_TEMPLATE)
+            );
+            return Err(usage("--chat", why, fix));
+        }
+        Ok(())
+    }
+
+    /// The one-line refusal of a template that did not render.
+    fn failure(&self, f: Failure) -> anyhow::Error {
+        let whence = &self.whence;
+        let fix = "fix the template, or pass another with --chat-template FILE";
+        match f {
             Failure::Raised(m) => usage(
                 "--chat",
-                format!("the chat template ({}) refused the conversation: {}", self.whence, one_line(&m)),
+                format!("the chat template ({whence}) refused the conversation: {}", one_line(&m)),
                 "change the conversation (a model without a system turn takes no --system), or pass \
                  another template with --chat-template FILE",
             ),
-            Failure::Failed(m) => usage(
+            Failure::Exhausted(fuel) => usage(
                 "--chat",
-                format!("the chat template ({}) does not render: {}", self.whence, one_line(&m)),
-                "fix the template, or pass another with --chat-template FILE",
+                format!(
+                    "the chat template ({whence}) ran out of its budget of {fuel} steps (an instruction, or 64 \
+                     bytes of text, each): it loops or makes text without end"
+                ),
+                fix,
             ),
-        })
+            Failure::Failed(m) => {
+                usage("--chat", format!("the chat template ({whence}) does not render: {}", one_line(&m)), fix)
+            }
+        }
+    }
+
+    /// A rendered prompt is the conversation with the template's text around it: nothing (or
+    /// only white space) means the template dropped the conversation, and more than
+    /// [`MAX_ADDED`] beyond twice its inputs means it made text of its own.
+    fn check_rendered(&self, rendered: &str, inputs: usize) -> Result<()> {
+        let whence = &self.whence;
+        let fix = "fix the template, or pass another with --chat-template FILE";
+        if rendered.trim().is_empty() {
+            let what = if rendered.is_empty() { "nothing" } else { "only white space" };
+            return Err(usage("--chat", format!("the chat template ({whence}) rendered {what}"), fix));
+        }
+        let most = 2 * inputs + MAX_ADDED;
+        if rendered.len() > most {
+            let why = format!(
+                "the chat template ({whence}) rendered {}, more than twice the conversation and {} (at most {} here)",
+                size(rendered.len()),
+                size(MAX_ADDED),
+                size(most)
+            );
+            return Err(usage("--chat", why, fix));
+        }
+        Ok(())
     }
 
     /// The conversation of `--chat` with the sentence as the user's turn, rendered.
@@ -87,9 +172,10 @@ pub fn from_folder(dir: &Path, chat: &Chat, what: &str) -> Result<Template> {
         return Ok(Template::new(read_template(file)?, format!("--chat-template {}", file.display()), tokens));
     }
     let jinja = dir.join("chat_template.jinja");
+    // As transformers looks for it: a regular file (a link to one) or nothing.
     if jinja.is_file() {
-        let source = std::fs::read_to_string(&jinja)
-            .map_err(|e| usage(format!("--chat: {}", jinja.display()), e, "restore the model's chat_template.jinja"))?;
+        let what = format!("--chat: {}", jinja.display());
+        let source = read_capped(&jinja, &what, "restore the model's chat_template.jinja")?;
         return Ok(Template::new(source, "chat_template.jinja".into(), tokens));
     }
     let (source, whence) = config_template(&config["chat_template"], what)?.ok_or_else(|| {
@@ -162,22 +248,32 @@ pub fn from_gguf(content: &Content, chat: &Chat, what: &str) -> Result<Template>
 /// `--chat-template FILE`'s text.
 fn read_template(file: &Path) -> Result<String> {
     let what = format!("--chat-template {}", file.display());
-    let bytes = std::fs::read(file).map_err(|e| usage(&what, e, "pass a readable file holding a Jinja template"))?;
-    String::from_utf8(bytes).map_err(|e| {
-        let at = e.utf8_error().valid_up_to();
-        usage(&what, format!("not UTF-8 at byte {at}"), "save the template as UTF-8")
-    })
+    read_capped(file, &what, "pass a readable file holding a Jinja template")
 }
 
-/// A JSON file of the folder, or `null` when it is absent.
+/// A template file's text: at most [`MAX_TEMPLATE`] bytes of UTF-8, read as every input file
+/// is (`input_file`: a device or folder is refused, a named pipe no one writes is empty, a
+/// process substitution `<(…)` is read, a link is followed).
+fn read_capped(path: &Path, what: &str, fix: &str) -> Result<String> {
+    super::input_file::text(what, path, fix, MAX_TEMPLATE as u64)
+}
+
+/// A JSON file of the folder, or `null` when it is absent; one that is there is read as every
+/// input file is (a device or folder is refused, at most 64 MiB).
 fn read_json(path: &Path, what: &str) -> Result<serde_json::Value> {
-    match std::fs::read(path) {
-        Ok(bytes) => crate::strict_json::parse(&bytes).map_err(|e| {
-            let name = path.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
-            usage(format!("--chat: {what}"), format!("{name} is not valid JSON: {e}"), format!("restore {name}"))
-        }),
-        Err(_) => Ok(serde_json::Value::Null),
+    let name = path.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
+    if std::fs::symlink_metadata(path).is_err() {
+        return Ok(serde_json::Value::Null);
     }
+    let what = format!("--chat: {what}: {name}");
+    let bytes = super::input_file::bytes(&what, path, &format!("restore {name}"), super::input_file::CONFIG)?;
+    crate::strict_json::parse(&bytes)
+        .map_err(|e| usage(&what, format!("not valid JSON: {e}"), format!("restore {name}")))
+}
+
+/// A byte count as messages write sizes (`1.0 MiB`).
+fn size(bytes: usize) -> String {
+    human(bytes as u128)
 }
 
 /// A special token as tokenizer_config.json writes it: its text, or `{"content": text, …}`.

@@ -11,42 +11,90 @@
 //! methods (`.strip()`, `.startswith()`, `.items()`…, minijinja-contrib's pycompat) and
 //! Jinja2's printing of `None`, `True` and `False`. `strftime_now` is left undefined, so that
 //! a trace never depends on the date: templates that call it test `strftime_now is defined`
-//! first and fall back to a fixed date. A template's work is bounded (MiniJinja's fuel), as
-//! it comes from a model file.
+//! first and fall back to a fixed date.
+//!
+//! A template is code from a stranger (a GGUF file, a downloaded folder), so what it may do is
+//! bounded: no loader (`{% include %}`, `{% import %}` and `{% extends %}` are syntax errors)
+//! and no global that reads the environment or the files (MiniJinja's `debug()` is removed, as
+//! is `pprint`, whose output is built before it is paid for); a budget of work, MiniJinja's
+//! fuel ([`budget`]), that every instruction and every byte made or read draws on, extended
+//! here to the work MiniJinja leaves unpaid (`str.format`'s widths, the `lower` and `upper`
+//! tests); MiniJinja's recursion limit (500 levels of macros and calls); and a thread of its
+//! own with a stack deep enough for any value the budget can nest (printing, comparing or
+//! dropping a nested list recurses once per level). What it renders is checked by the caller
+//! ([`chat`](super::chat)).
 
-use minijinja::value::{Kwargs, ValueKind};
-use minijinja::{context, Environment, Error, ErrorKind, Value};
+use minijinja::value::ValueKind;
+use minijinja::{context, Environment, Error, ErrorKind, State, Value};
 use std::fmt::Write;
 use std::sync::{Arc, Mutex};
 
-/// Instructions (and 64-byte units of output) a template may spend: chat templates take a
-/// few thousand; a template that loops for ever stops here.
-const FUEL: u64 = 5_000_000;
+/// The budget every template starts with, in MiniJinja's fuel (an instruction, or 64 bytes of
+/// text made or read): real chat templates spend under 200 on a short conversation; a
+/// template that loops or builds text without end stops here.
+const FUEL: u64 = 50_000;
+
+/// Bytes of the template's inputs (messages and special tokens) that add one fuel to the
+/// budget: four units a byte, enough to copy, strip and print every message a few times.
+const BYTES_PER_FUEL: u64 = 16;
+
+/// The stack of the thread a template runs on. The budget can nest a list about 35,000
+/// levels deep (3.6 fuel a level, through a chain of `batch` filters), and printing one
+/// takes about 500 bytes of stack a level (more in a debug build): far more than a thread's
+/// usual 8 MiB, and only reserved, not used, by a template that nests nothing.
+const STACK: usize = 128 << 20;
 
 /// Why a template did not render.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
     /// It called `raise_exception(message)`.
     Raised(String),
+    /// It spent its whole budget (the fuel it had).
+    Exhausted(u64),
     /// It does not parse, or failed while rendering: MiniJinja's message.
     Failed(String),
 }
 
+/// The fuel a template gets for `inputs` bytes of messages and special tokens.
+pub fn budget(inputs: usize) -> u64 {
+    FUEL + inputs as u64 / BYTES_PER_FUEL
+}
+
 /// Renders `source` for `messages` (role, content) with the generation prompt, and the
 /// special tokens `tokens` (name, text) as variables, as `apply_chat_template(conversation,
-/// add_generation_prompt=True, tokenize=False)` does.
+/// add_generation_prompt=True, tokenize=False)` does, on a thread of its own ([`STACK`]).
 pub fn render(source: &str, messages: &[(&str, &str)], tokens: &[(&str, String)]) -> Result<String, Failure> {
+    let own = |pairs: &mut dyn Iterator<Item = (&str, &str)>| -> Vec<(String, String)> {
+        pairs.map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    };
+    let messages = own(&mut messages.iter().copied());
+    let tokens = own(&mut tokens.iter().map(|(n, t)| (*n, t.as_str())));
+    let source = source.to_string();
+    let worker = std::thread::Builder::new()
+        .name("chat template".into())
+        .stack_size(STACK)
+        .spawn(move || render_here(&source, &messages, &tokens))
+        .map_err(|e| Failure::Failed(format!("its thread could not start: {e}")))?;
+    worker.join().unwrap_or_else(|_| Err(Failure::Failed("the template engine failed".into())))
+}
+
+/// [`render`] on the calling thread.
+fn render_here(source: &str, messages: &[(String, String)], tokens: &[(String, String)]) -> Result<String, Failure> {
+    let inputs = messages.iter().map(|(r, c)| r.len() + c.len()).sum::<usize>()
+        + tokens.iter().map(|t| t.1.len()).sum::<usize>();
+    let fuel = budget(inputs);
     let raised = Arc::new(Mutex::new(None::<String>));
-    let env = environment(raised.clone());
+    let env = environment(raised.clone(), fuel);
     let failed = |e: Error| match raised.lock().ok().and_then(|mut r| r.take()) {
         Some(message) => Failure::Raised(message),
+        None if e.kind() == ErrorKind::OutOfFuel => Failure::Exhausted(fuel),
         None => Failure::Failed(message(&e)),
     };
     let template = env.template_from_named_str("chat_template", source).map_err(failed)?;
     let messages: Value =
-        messages.iter().map(|&(role, content)| context! { role => role, content => content }).collect();
+        messages.iter().map(|(role, content)| context! { role => role, content => content }).collect();
     let token =
-        |name: &str| tokens.iter().find(|(n, _)| *n == name).map_or(Value::UNDEFINED, |(_, t)| Value::from(t.as_str()));
+        |name: &str| tokens.iter().find(|(n, _)| n == name).map_or(Value::UNDEFINED, |(_, t)| Value::from(t.as_str()));
     let ctx = context! {
         messages => messages,
         tools => (),
@@ -63,16 +111,16 @@ pub fn render(source: &str, messages: &[(&str, &str)], tokens: &[(&str, String)]
     template.render(ctx).map_err(failed)
 }
 
-/// transformers' environment, as far as MiniJinja has its parts.
-fn environment(raised: Arc<Mutex<Option<String>>>) -> Environment<'static> {
+/// transformers' environment, as far as MiniJinja has its parts, with `fuel` to spend.
+fn environment(raised: Arc<Mutex<Option<String>>>, fuel: u64) -> Environment<'static> {
     let mut env = Environment::new();
     let syntax = minijinja::syntax::SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).build();
     if let Ok(syntax) = syntax {
         env.set_syntax(syntax);
     }
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
-    env.set_fuel(Some(FUEL));
-    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.set_fuel(Some(fuel));
+    env.set_unknown_method_callback(method);
     env.set_formatter(|out, state, value| match value.kind() {
         ValueKind::None => out.write_str("None").map_err(Error::from),
         ValueKind::Bool => out.write_str(if value.is_true() { "True" } else { "False" }).map_err(Error::from),
@@ -84,8 +132,119 @@ fn environment(raised: Arc<Mutex<Option<String>>>) -> Environment<'static> {
         }
         Err(Error::new(ErrorKind::InvalidOperation, message))
     });
-    env.add_filter("tojson", tojson);
+    env.add_filter("tojson", super::chat_json::tojson);
+    // Jinja2's `trim` is Python's `str.strip(chars)`.
+    env.add_filter("trim", |s: &str, chars: Option<&str>| match chars {
+        Some(set) => s.trim_matches(|c| set.contains(c)).to_string(),
+        None => s.trim_matches(python_space).to_string(),
+    });
+    // Not Jinja2's: `debug()` prints the engine's state, `pprint` builds its text unpaid.
+    env.remove_global("debug");
+    env.remove_filter("pprint");
+    // MiniJinja's own read every character without paying for it.
+    env.add_test("lower", |state: &State, v: &Value| paid(state, v).map(|()| minijinja::tests::is_lower(v)));
+    env.add_test("upper", |state: &State, v: &Value| paid(state, v).map(|()| minijinja::tests::is_upper(v)));
     env
+}
+
+/// Pays for reading a string: one fuel per 64 bytes, as MiniJinja's filters pay.
+fn paid(state: &State, v: &Value) -> Result<(), Error> {
+    state.consume_fuel(v.as_str().map_or(0, str::len) as u64 / 64)
+}
+
+/// Python's string and dict methods (minijinja-contrib's pycompat), with `str.format` paying
+/// first for the widths and precisions it may pad to, which pycompat would otherwise build
+/// before paying (`'{:>999999999}'.format(1)` is a gigabyte).
+fn method(state: &mut State, value: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
+    if let Some(text) = value.as_str() {
+        if name == "format" {
+            state.consume_fuel(padding(text, args) / 64)?;
+        }
+        if let Some(done) = python_text(text, name, args) {
+            return Ok(done);
+        }
+    }
+    minijinja_contrib::pycompat::unknown_method_callback(state, value, name, args)
+}
+
+/// Python's white space (`str.isspace`): Rust's, and the four separators U+001C to U+001F,
+/// which `str.strip()` and `str.split()` remove and Rust's `trim` keeps.
+fn python_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// The string methods whose Python meaning pycompat's Rust one misses, called without the
+/// arguments that make them agree: `strip`, `lstrip`, `rstrip` and `split` on Python's white
+/// space, `splitlines` on Python's line breaks. None for every other call.
+fn python_text(s: &str, name: &str, args: &[Value]) -> Option<Value> {
+    let bare = args.iter().all(Value::is_none);
+    match (name, bare) {
+        ("strip", true) => Some(Value::from(s.trim_matches(python_space))),
+        ("lstrip", true) => Some(Value::from(s.trim_start_matches(python_space))),
+        ("rstrip", true) => Some(Value::from(s.trim_end_matches(python_space))),
+        ("split", true) => Some(s.split(python_space).filter(|w| !w.is_empty()).map(Value::from).collect()),
+        ("splitlines", _) => {
+            let keep = args.first().is_some_and(Value::is_true);
+            Some(python_lines(s, keep).into_iter().map(Value::from).collect())
+        }
+        _ => None,
+    }
+}
+
+/// `str.splitlines(keepends)`: lines ended by `\n`, `\r`, `\r\n`, `\v`, `\f`, U+001C–U+001E,
+/// U+0085, U+2028 or U+2029.
+fn python_lines(s: &str, keep: bool) -> Vec<&str> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    let mut chars = s.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if !matches!(c, '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{1c}'..='\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}') {
+            continue;
+        }
+        let mut end = i + c.len_utf8();
+        if c == '\r' && chars.peek().is_some_and(|&(_, n)| n == '\n') {
+            chars.next();
+            end += 1;
+        }
+        lines.push(&s[start..if keep { end } else { i }]);
+        start = end;
+    }
+    if start < s.len() {
+        lines.push(&s[start..]);
+    }
+    lines
+}
+
+/// At least the bytes `text.format(*args)` may pad: the numbers inside its replacement fields
+/// (widths, precisions, and field indices, which are small), and, when a field's spec holds
+/// a nested field (`{:{}}`), every integer argument, which may be its width.
+fn padding(text: &str, args: &[Value]) -> u64 {
+    let (mut total, mut run, mut depth, mut nested) = (0u64, 0u64, 0usize, false);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            // `{{` and `}}` outside a field are literal braces.
+            '{' | '}' if depth == 0 && chars.peek() == Some(&c) => {
+                chars.next();
+            }
+            '{' => {
+                nested |= depth > 0;
+                depth += 1;
+            }
+            '}' => depth = depth.saturating_sub(1),
+            '0'..='9' if depth > 0 => run = run.saturating_mul(10).saturating_add(u64::from(c as u8 - b'0')),
+            _ => {}
+        }
+        if !c.is_ascii_digit() {
+            total = total.saturating_add(std::mem::take(&mut run));
+        }
+    }
+    total = total.saturating_add(run);
+    if nested {
+        let widths = args.iter().filter_map(|a| i64::try_from(a.clone()).ok()).map(i64::unsigned_abs);
+        total = widths.fold(total, u64::saturating_add);
+    }
+    total
 }
 
 /// MiniJinja's message on one line: what went wrong and where (`(in chat_template:3)`).
@@ -97,180 +256,6 @@ fn message(e: &Error) -> String {
         source = inner.source();
     }
     s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// transformers' `tojson(x, ensure_ascii=False, indent=None, separators=None,
-/// sort_keys=False)`: `json.dumps` with those arguments.
-fn tojson(value: &Value, kwargs: Kwargs) -> Result<String, Error> {
-    let ensure_ascii: Option<bool> = kwargs.get("ensure_ascii")?;
-    let indent: Option<Value> = kwargs.get("indent")?;
-    let separators: Option<Value> = kwargs.get("separators")?;
-    let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
-    kwargs.assert_all_used()?;
-    let indent = match indent {
-        Some(v) if v.is_none() => None,
-        Some(v) => match (v.as_str(), v.as_usize()) {
-            (Some(s), _) => Some(s.to_string()),
-            (None, Some(n)) => Some(" ".repeat(n)),
-            _ => return Err(Error::new(ErrorKind::InvalidOperation, "tojson: indent must be a number or a string")),
-        },
-        None => None,
-    };
-    // Python's defaults: ", " and ": ", or "," between items when indenting.
-    let (item, key) = match separators.filter(|s| !s.is_none()) {
-        Some(s) => {
-            let part = |i| s.get_item_by_index(i).ok().and_then(|v| v.as_str().map(str::to_string));
-            match (part(0), part(1)) {
-                (Some(a), Some(b)) => (a, b),
-                _ => return Err(Error::new(ErrorKind::InvalidOperation, "tojson: separators must be two strings")),
-            }
-        }
-        None => (if indent.is_some() { "," } else { ", " }.to_string(), ": ".to_string()),
-    };
-    let style =
-        Style { ensure_ascii: ensure_ascii.unwrap_or(false), indent, item, key, sort: sort_keys.unwrap_or(false) };
-    let mut out = String::new();
-    style.write(value, 0, &mut out)?;
-    Ok(out)
-}
-
-/// How `json.dumps` was asked to write.
-struct Style {
-    ensure_ascii: bool,
-    indent: Option<String>,
-    item: String,
-    key: String,
-    sort: bool,
-}
-
-impl Style {
-    fn write(&self, v: &Value, depth: usize, out: &mut String) -> Result<(), Error> {
-        match v.kind() {
-            ValueKind::Undefined | ValueKind::None => out.push_str("null"),
-            ValueKind::Bool => out.push_str(if v.is_true() { "true" } else { "false" }),
-            ValueKind::Number => out.push_str(&number(v)),
-            ValueKind::String => self.string(v.as_str().unwrap_or_default(), out),
-            ValueKind::Map => {
-                let mut keys: Vec<Value> = v.try_iter()?.collect();
-                if self.sort {
-                    keys.sort();
-                }
-                let items = keys.into_iter().map(|k| (Some(k.clone()), v.get_item(&k).unwrap_or_default()));
-                self.container(('{', '}'), items.collect(), depth, out)?;
-            }
-            ValueKind::Seq | ValueKind::Iterable => {
-                let items = v.try_iter()?.map(|x| (None, x)).collect();
-                self.container(('[', ']'), items, depth, out)?;
-            }
-            _ => {
-                let what = format!("tojson: a {} cannot be written as JSON", v.kind());
-                return Err(Error::new(ErrorKind::InvalidOperation, what));
-            }
-        }
-        Ok(())
-    }
-
-    /// A list (keys None) or a dict, as `json.dumps` lays it out.
-    fn container(
-        &self,
-        (open, close): (char, char),
-        items: Vec<(Option<Value>, Value)>,
-        depth: usize,
-        out: &mut String,
-    ) -> Result<(), Error> {
-        out.push(open);
-        if items.is_empty() {
-            out.push(close);
-            return Ok(());
-        }
-        let newline = |out: &mut String, d: usize| {
-            if let Some(ind) = &self.indent {
-                out.push('\n');
-                out.push_str(&ind.repeat(d));
-            }
-        };
-        for (i, (k, x)) in items.iter().enumerate() {
-            if i > 0 {
-                out.push_str(&self.item);
-            }
-            newline(out, depth + 1);
-            if let Some(k) = k {
-                // Python writes a non-string key as its JSON text, quoted.
-                match k.as_str() {
-                    Some(s) => self.string(s, out),
-                    None => self.string(&dict_key(k), out),
-                }
-                out.push_str(&self.key);
-            }
-            self.write(x, depth + 1, out)?;
-        }
-        newline(out, depth);
-        out.push(close);
-        Ok(())
-    }
-
-    /// A JSON string as Python writes it: `\"`, `\\`, `\n`, `\r`, `\t`, `\b`, `\f`, other
-    /// control characters as `\u00XX`; with `ensure_ascii` every non-ASCII character as
-    /// `\uXXXX` (a surrogate pair above U+FFFF).
-    fn string(&self, s: &str, out: &mut String) {
-        out.push('"');
-        for c in s.chars() {
-            match c {
-                '"' => out.push_str("\\\""),
-                '\\' => out.push_str("\\\\"),
-                '\n' => out.push_str("\\n"),
-                '\r' => out.push_str("\\r"),
-                '\t' => out.push_str("\\t"),
-                '\u{8}' => out.push_str("\\b"),
-                '\u{c}' => out.push_str("\\f"),
-                c if (c as u32) < 0x20 || (self.ensure_ascii && !c.is_ascii()) => {
-                    let mut units = [0u16; 2];
-                    for u in c.encode_utf16(&mut units) {
-                        let _ = write!(out, "\\u{u:04x}");
-                    }
-                }
-                c => out.push(c),
-            }
-        }
-        out.push('"');
-    }
-}
-
-/// A number as Python's `json.dumps` writes it: integers as they are, floats by `repr`
-/// (`1.0`, `0.1`, `1e-05`, `1e+16`: the shortest digits, an exponent outside [1e-4, 1e16)).
-fn number(v: &Value) -> String {
-    if v.is_integer() {
-        return v.to_string();
-    }
-    let f = f64::try_from(v.clone()).unwrap_or(f64::NAN);
-    let a = f.abs();
-    if f.is_nan() {
-        "NaN".into()
-    } else if f.is_infinite() {
-        if f > 0.0 { "Infinity" } else { "-Infinity" }.into()
-    } else if a == 0.0 || (1e-4..1e16).contains(&a) {
-        let s = f.to_string();
-        if s.contains('.') {
-            s
-        } else {
-            s + ".0"
-        }
-    } else {
-        let s = format!("{f:e}");
-        let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
-        let (sign, digits) = e.strip_prefix('-').map_or(("+", e), |d| ("-", d));
-        format!("{m}e{sign}{digits:0>2}")
-    }
-}
-
-/// A dict key that is not a string, as `json.dumps` turns it into one.
-fn dict_key(k: &Value) -> String {
-    match k.kind() {
-        ValueKind::None | ValueKind::Undefined => "null".into(),
-        ValueKind::Bool => (if k.is_true() { "true" } else { "false" }).into(),
-        ValueKind::Number => number(k),
-        _ => k.to_string(),
-    }
 }
 
 #[cfg(test)]
@@ -296,12 +281,25 @@ mod tests {
         assert_eq!(raised, Failure::Raised("Roles must alternate".into()));
         let Failure::Failed(m) = one("{% if %}").unwrap_err() else { panic!("a syntax error") };
         assert!(m.contains("syntax error") && !m.contains('\n'), "{m}");
-        let Failure::Failed(m) =
-            one("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}").unwrap_err()
-        else {
-            panic!("out of fuel")
-        };
-        assert!(m.contains("fuel"), "{m}");
+        let endless = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}";
+        assert_eq!(one(endless).unwrap_err(), Failure::Exhausted(budget(4 + 2 + 3)));
+    }
+
+    #[test]
+    fn python_white_space_and_line_breaks() {
+        assert_eq!(
+            one("[{{ '\x1c a \x1f\u{3000}'.strip() }}|{{ ' \x1db'|trim }}|{{ 'x\x1ey'.split()|join(',') }}]").unwrap(),
+            "[a|b|x,y]"
+        );
+        assert_eq!(python_lines("a\r\nb\x0bc\u{2028}d\n", false), ["a", "b", "c", "d"]);
+        assert_eq!(python_lines("a\r\nb\rc", true), ["a\r\n", "b\r", "c"]);
+    }
+
+    #[test]
+    fn format_pays_for_the_padding_it_may_write() {
+        assert_eq!(padding("{:>10}|{0:.3f}|{{99999}}", &[]), 13);
+        assert_eq!(padding("{:{}}", &[Value::from(1), Value::from(-70)]), 71);
+        assert_eq!(padding("plain 12345 text", &[Value::from(9)]), 0);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 pub mod batch;
 pub mod chat;
 mod chat_jinja;
+mod chat_json;
 pub mod check;
 mod counted;
 mod dequant;
