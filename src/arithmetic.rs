@@ -97,6 +97,6 @@ fn ggml_top(settings: &Settings, trace: &Trace, written: &[&Prediction]) -> Resu
     let input = Input::Ids { ids, type_ids: type_ids.clone() };
     crate::model::forward(&loaded.cfg, &params, &input, &mut rec).context("llama.cpp's arithmetic")?;
     let (mut t, _) = rec.finish();
-    crate::sources::namer::name_predictions(&mut t, &loaded, false);
+    crate::sources::naming::name_predictions(&mut t, &loaded, false);
     Ok(t.predictions.unwrap_or_default().into_iter().map(|top| top.into_iter().next()).collect())
 }

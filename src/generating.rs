@@ -29,7 +29,7 @@ pub(crate) fn run(
         stop_ids: if asked.ignore_eos { Vec::new() } else { loaded.stop_ids.clone() },
         strategy: asked.strategy,
     };
-    let name = Namer::new(loaded, crate::sources::namer::own_vocab(settings));
+    let name = Namer::new(loaded, crate::sources::naming::own_vocab(settings));
     let baseline = match asked.baseline {
         true => Some(quiet_baseline(loaded, params, &how)?),
         false => None,

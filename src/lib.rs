@@ -124,7 +124,7 @@ pub fn trace(settings: &Settings) -> Result<Traced> {
     let (mut trace, _) = rec.finish();
     trace.generation = generation;
     explaining::explain(settings, (&loaded, &params), &mut trace)?;
-    sources::namer::name_predictions(&mut trace, &loaded, sources::namer::own_vocab(settings));
+    sources::naming::name_predictions(&mut trace, &loaded, sources::naming::own_vocab(settings));
     Ok(Traced { trace, output, loaded, plan })
 }
 
@@ -323,7 +323,7 @@ pub(crate) fn computed(
     let (mut trace, _) = rec.finish();
     trace.generation = generation;
     explaining::explain(settings, (&loaded, &params), &mut trace)?;
-    sources::namer::name_predictions(&mut trace, &loaded, sources::namer::own_vocab(settings));
+    sources::naming::name_predictions(&mut trace, &loaded, sources::naming::own_vocab(settings));
     let saved = file_trace(&plan, &mut trace);
     let o = &settings.output.views;
     let seen = views::stacks::seen_as(&trace, o.stack); // an encoder–decoder's attention `--stack` names
@@ -347,7 +347,7 @@ pub(crate) fn computed(
         notes.extend(note);
         let labels = sources::tracked::labels(loaded.tokenizer.as_ref(), &corrupted);
         if let model::patch::Metric::LogitDiff { a, b, .. } = sweep.metric {
-            views.metric_labels = Some(sources::tracked::names(&loaded, sources::namer::own_vocab(settings), [a, b]));
+            views.metric_labels = Some(sources::tracked::names(&loaded, sources::naming::own_vocab(settings), [a, b]));
         }
         views.attach_patching(sweep, (corrupted, labels), &trace.labels());
         clock.lap("patching sweep");

@@ -59,8 +59,8 @@ pub fn compare(sides: [Side; 2], threshold: f64, from: Option<&'static str>) -> 
     .context("computing the two traces")?;
     let (mut ta, _) = rec_a.finish();
     let (mut tb, _) = rec_b.finish();
-    crate::sources::namer::name_predictions(&mut ta, &a.loaded, crate::sources::namer::own_vocab(&a.settings));
-    crate::sources::namer::name_predictions(&mut tb, &b.loaded, crate::sources::namer::own_vocab(&b.settings));
+    crate::sources::naming::name_predictions(&mut ta, &a.loaded, crate::sources::naming::own_vocab(&a.settings));
+    crate::sources::naming::name_predictions(&mut tb, &b.loaded, crate::sources::naming::own_vocab(&b.settings));
     let order = |ids: &mut Vec<String>| ids.sort_by_key(|id| (crate::diff::names::rank(id), id.clone()));
     c.steps.sort_by_key(|s| (crate::diff::names::rank(&s.id), s.id.clone()));
     c.only.iter_mut().for_each(order);

@@ -32,6 +32,7 @@ pub mod input_file;
 pub mod memo;
 pub mod meta;
 pub mod namer;
+pub mod naming;
 pub mod seeded;
 pub mod store;
 pub mod text;

@@ -19,7 +19,7 @@ const BAD: &[(&[&str], &str)] = &[
     (&["a b", "--max-len", "0"], "--max-len: must be at least 1"),
     (&["a b", "--d-model", "100000", "--d-ff", "100000000"], "above --max-output's 1.0 GiB"),
     (&["a b", "--d-model", "100000", "--d-ff", "100000000", "--max-output", "none"], "above the cap"),
-    (&["a b", "--d-model", "18446744073709551615"], "above the cap"),
+    (&["a b", "--d-model", "18446744073709551615", "--max-output", "none"], "above the cap"),
     (&["a b c d e f g h i j k"], "it has 11 tokens but the learned position table has 10 rows"),
     (&["a b", "--steps", "softmax"], "unknown step \"softmax\""),
     (&["a b", "--steps", "layers.3.attn.q"], "names layer 3, but the model has 1"),
