@@ -269,6 +269,7 @@ pub struct Finished {
 /// views, `--patch`, the files (`--save-weights`, `--html`, `--svg`, `--save-trace`) and
 /// `--check`. `notes` is called once the parameters exist, so that a refusal stays one line.
 pub fn finish(settings: &Settings, notes: &dyn Fn(&[String]), maps: bool) -> Result<Finished> {
+    output::check_files(settings)?; // as the command does: a missing folder before the run
     let mut done = finish_timed(settings, notes, maps, &mut output::Clock::new(false))?;
     done.files.commit()?;
     Ok(done)
