@@ -23,6 +23,15 @@ pub fn usage(what: impl fmt::Display, why: impl fmt::Display, fix: impl fmt::Dis
     anyhow::Error::new(UsageError(format!("{what}: {why} ({fix})")))
 }
 
+/// An I/O error as a message: the OS's words without Rust's `(os error N)` suffix.
+pub fn describe(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
 /// A user's value quoted in a message: Rust string syntax (so control characters show as
 /// escapes) and at most 40 characters, so a 10,000-character step name cannot flood stderr.
 pub fn quote(s: &str) -> String {

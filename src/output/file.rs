@@ -18,7 +18,7 @@
 //! - a directory, a block device or a socket: refused, since no write of a trace into one
 //!   can be what was meant.
 
-use crate::error::usage;
+use crate::error::{describe, usage};
 use anyhow::Result;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
@@ -248,15 +248,6 @@ fn temporary(target: &Path, bytes: &[u8]) -> io::Result<(PathBuf, Option<usize>)
             let _ = fs::remove_file(&tmp);
             Err(e)
         }
-    }
-}
-
-/// An I/O error as a message: the OS's words without Rust's `(os error N)` suffix.
-fn describe(e: &io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error") {
-        Some(i) => s[..i].to_string(),
-        None => s,
     }
 }
 

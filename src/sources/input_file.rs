@@ -13,7 +13,7 @@
 //!
 //! Symlinks are followed; a loop is the OS's refusal (`Too many levels of symbolic links`).
 
-use crate::error::usage;
+use crate::error::{describe, usage};
 use anyhow::Result;
 use std::fs::File;
 use std::io::Read;
@@ -124,15 +124,6 @@ pub fn size(bytes: u64) -> String {
         b if b < 1 << 20 => format!("{:.1} KiB", b as f64 / 1024.0),
         b if b < 1 << 30 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
         b => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
-    }
-}
-
-/// An I/O error as a message: the OS's words without Rust's `(os error N)` suffix.
-pub fn describe(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error") {
-        Some(i) => s[..i].to_string(),
-        None => s,
     }
 }
 
