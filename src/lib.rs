@@ -27,6 +27,7 @@ pub mod error;
 mod explaining;
 pub mod export;
 mod generating;
+pub mod hook;
 pub mod model;
 pub mod output;
 pub mod params;
@@ -140,7 +141,11 @@ fn run_model(
             let (last, generation) = generating::run(settings, (loaded, params, plan), rec, asked)?;
             (last, Some(generation))
         }
-        None => (model::forward(&loaded.cfg, params, &loaded.input, rec).context("computing the trace")?, None),
+        None => (
+            model::forward(&loaded.cfg, params, &loaded.input, &mut hook::Hooks::new(rec))
+                .context("computing the trace")?,
+            None,
+        ),
     })
 }
 
@@ -232,8 +237,9 @@ fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut output::Clock) -
     clock.lap("parameters");
     let rec = recorder(&loaded, plan.record.clone(), settings);
     let flops = forward_flops(&loaded, &params, &rec);
-    let forward =
-        |rec: &mut Recorder| model::forward(&loaded.cfg, &params, &loaded.input, rec).context("computing the trace");
+    let forward = |rec: &mut Recorder| {
+        model::forward(&loaded.cfg, &params, &loaded.input, &mut hook::Hooks::new(rec)).context("computing the trace")
+    };
     let keep = settings.outputs.save_trace.is_some();
     let (mut trace, last) = output::stream(rec, (keep, &plan.view_record), forward, out)?;
     clock.lap_computing("forward pass and streaming", flops);

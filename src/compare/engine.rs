@@ -6,6 +6,7 @@
 use super::found::{Comparison, LayerDiff, Outcome, Position, StepDiff};
 use super::measure::{self, HeadJs};
 use super::sides::Side;
+use crate::hook::Hooks;
 use crate::model::lockstep::{lockstep, Part, Side as Run};
 use crate::trace::{Recorder, Selection, Step, Trace, Values};
 use anyhow::{Context, Result};
@@ -52,7 +53,7 @@ pub fn compare(sides: [Side; 2], threshold: f64, from: Option<&'static str>) -> 
         Run { cfg: &a.loaded.cfg, params: &pa, input: &a.loaded.input },
         Run { cfg: &b.loaded.cfg, params: &pb, input: &b.loaded.input },
     ];
-    lockstep(runs, [&mut rec_a, &mut rec_b], |part, outs| {
+    lockstep(runs, [&mut Hooks::new(&mut rec_a), &mut Hooks::new(&mut rec_b)], |part, outs| {
         let (sa, sb): (Vec<Step>, Vec<Step>) = (rx_a.try_iter().collect(), rx_b.try_iter().collect());
         c.part(part, sa, sb, outs)
     })

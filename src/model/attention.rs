@@ -9,6 +9,7 @@
 use super::pass::Pass;
 use super::{ggml, linear};
 use crate::config::ModelConfig;
+use crate::hook::Hooks;
 use crate::params::LayerParams;
 use crate::trace::Recorder;
 use anyhow::Result;
@@ -24,11 +25,11 @@ pub fn attention(
     x: &Tensor,
     l: usize,
     pass: &mut Pass,
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
 ) -> Result<Tensor> {
     let (n, offset) = (x.dim(0)?, pass.offset());
     let (h, kvh, d_v) = (cfg.heads, cfg.kv_heads(), cfg.d_v);
-    let (q, k, v) = projected(cfg, p, x, (l, offset), rec)?; // [head, pos, d_k], [kv_head, pos, d_k], [kv_head, pos, d_v]
+    let (q, k, v) = projected(cfg, p, x, (l, offset), hooks)?; // [head, pos, d_k], [kv_head, pos, d_k], [kv_head, pos, d_v]
     let (k, v) = match pass.cache.as_deref_mut() {
         Some(cache) => cache.extend(l, &k, &v)?, // [kv_head, key_pos, d_k], [kv_head, key_pos, d_v]
         None => (k, v),
@@ -38,22 +39,22 @@ pub fn attention(
     let v = repeat_kv(&v, h / kvh)?; // [head, key_pos, d_v]
     let (q, k, v) = received(cfg, p, (q, k, v), (l, pass))?; // path patching's receivers
 
-    let (weights, context) = match super::tiled::tiles(cfg, l, pass, rec) {
-        true => (None, super::tiled::context(cfg, (&q, &k, &v), (l, offset), rec)?), // [head, pos, d_v]
-        false => whole(cfg, (&q, &k, &v), (l, offset), pass, rec)?,
+    let (weights, context) = match super::tiled::tiles(cfg, l, pass, hooks) {
+        true => (None, super::tiled::context(cfg, (&q, &k, &v), (l, offset), hooks)?), // [head, pos, d_v]
+        false => whole(cfg, (&q, &k, &v), (l, offset), pass, hooks)?,
     };
     let context = super::intervene::ablate(cfg, (l, pass.patch), context)?; // [head, pos, d_v]
     let context = pass.tap(context, super::pass::Tap::Context)?; // [head, pos, d_v]
-    rec.tensor(&format!("layers.{l}.attn.context"), cfg, &context)?;
+    let context = hooks.at(&format!("layers.{l}.attn.context"), cfg, context)?;
     let concat = context.transpose(0, 1)?.contiguous()?.reshape((n, h * d_v))?; // [pos, heads·d_v]
-    rec.tensor(&format!("layers.{l}.attn.concat"), cfg, &concat)?;
+    let concat = hooks.at(&format!("layers.{l}.attn.concat"), cfg, concat)?;
     let out = match &p.out_proj {
         Some(o) => linear(&concat, o)?, // [pos, d_model or d_out]
         None => concat,                 // [pos, heads·d_v]: the wrapper's torch.cat of heads
     };
-    rec.tensor(&format!("layers.{l}.attn.out"), cfg, &out)?;
+    let out = hooks.at(&format!("layers.{l}.attn.out"), cfg, out)?;
     if let Some(weights) = &weights {
-        super::attribute::attention(cfg, p, l, (weights, &v, &context, &out), rec)?;
+        super::attribute::attention(cfg, p, l, (weights, &v, &context, &out), hooks)?;
     }
     Ok(out)
 }
@@ -66,23 +67,23 @@ fn whole(
     (q, k, v): (&Tensor, &Tensor, &Tensor),
     (l, offset): (usize, usize),
     pass: &Pass,
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
 ) -> Result<(Option<Tensor>, Tensor)> {
     let (h, n) = (cfg.heads, q.dim(1)?);
     let raw_scores = match ggml::on(cfg) {
         true => ggml::exact::scores(q, k, cfg.parts.ggml_interleaved, ggml::q_scale(cfg))?, // [head, query_pos, key_pos]: llama.cpp's f16 kernel
         false => super::product::matmul(q, &k.t()?)?, // [head, query_pos, key_pos]
     };
-    rec.tensor(&format!("layers.{l}.attn.raw_scores"), cfg, &raw_scores)?;
+    let raw_scores = hooks.at(&format!("layers.{l}.attn.raw_scores"), cfg, raw_scores)?;
     let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, query_pos, key_pos]
     let scaled = match &pass.bias {
         Some(bias) => scaled.broadcast_add(bias)?, // [head, query_pos, key_pos]: T5's position bias
         None => scaled,
     };
     let hidden = super::mask::hidden_keys(cfg, l, (offset, n));
-    let scores = super::mask::capped_and_masked(cfg, scaled, hidden.as_deref(), l, Some(rec))?; // [head, query_pos, key_pos]
+    let scores = super::mask::capped_and_masked(cfg, scaled, hidden.as_deref(), l, Some(hooks))?; // [head, query_pos, key_pos]
     let scores = super::intervene::knockout(cfg, (l, offset), scores)?; // [head, query_pos, key_pos]
-    rec.tensor(&format!("layers.{l}.attn.scores"), cfg, &scores)?;
+    let scores = hooks.at(&format!("layers.{l}.attn.scores"), cfg, scores)?;
     let weights = match ggml::on(cfg) {
         true => ggml::exact::softmax(&scores)?,              // [head, query_pos, key_pos]
         false => super::softmax::softmax_last_dim(&scores)?, // [head, query_pos, key_pos]
@@ -91,12 +92,12 @@ fn whole(
         Some(rows) => super::mask::zero_rows(&weights, &rows)?, // [head, query_pos, key_pos]
         None => weights,
     };
-    rec.tensor(&format!("layers.{l}.attn.weights"), cfg, &weights)?;
+    let weights = hooks.at(&format!("layers.{l}.attn.weights"), cfg, weights)?;
     let context = match ggml::on(cfg) {
         true => ggml::exact::context(&weights, v)?, // [head, pos, d_v]: in f16, as llama.cpp's cache holds v
         false => super::product::matmul(&weights, v)?, // [head, pos, d_v]
     };
-    super::tiled::read(rec, l, &weights, (0, n, offset + n))?;
+    super::tiled::read(hooks, l, &weights, (0, n, offset + n))?;
     Ok((Some(weights), context))
 }
 
@@ -108,7 +109,7 @@ fn projected(
     p: &LayerParams,
     x: &Tensor,
     (l, offset): (usize, usize),
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
 ) -> Result<(Tensor, Tensor, Tensor)> {
     let n = x.dim(0)?;
     let (h, kvh, d_k, d_v) = (cfg.heads, cfg.kv_heads(), cfg.d_k, cfg.d_v);
@@ -117,12 +118,12 @@ fn projected(
         Ok(t.reshape((n, heads, d))?.transpose(0, 1)?.contiguous()?)
     };
     let q = split(linear(x, &p.q_proj)?, h, d_k)?; // [head, pos, d_k]
-    rec.tensor(&format!("layers.{l}.attn.q"), cfg, &q)?;
+    let q = hooks.at(&format!("layers.{l}.attn.q"), cfg, q)?;
     let k = split(linear(x, &p.k_proj)?, kvh, d_k)?; // [kv_head, pos, d_k]
-    rec.tensor(&format!("layers.{l}.attn.k"), cfg, &k)?;
+    let k = hooks.at(&format!("layers.{l}.attn.k"), cfg, k)?;
     let v = split(linear(x, &p.v_proj)?, kvh, d_v)?; // [kv_head, pos, d_v]
-    rec.tensor(&format!("layers.{l}.attn.v"), cfg, &v)?;
-    let (q, k) = normed_and_rotated(cfg, p, (q, k), (l, offset), rec)?; // [head, pos, d_k], [kv_head, pos, d_k]
+    let v = hooks.at(&format!("layers.{l}.attn.v"), cfg, v)?;
+    let (q, k) = normed_and_rotated(cfg, p, (q, k), (l, offset), hooks)?; // [head, pos, d_k], [kv_head, pos, d_k]
     Ok((q, k, v))
 }
 
@@ -142,7 +143,7 @@ fn received(
     let Some(r) = pass.receivers.iter().find(|r| r.layer == l) else { return Ok((q, k, v)) };
     let none = crate::trace::Selection { steps: Some(Default::default()), ..Default::default() };
     let mut quiet = Recorder::new(vec![String::new(); x.dim(0)?], cfg.clone(), none);
-    let (qr, kr, vr) = projected(cfg, p, &x, (l, 0), &mut quiet)?;
+    let (qr, kr, vr) = projected(cfg, p, &x, (l, 0), &mut Hooks::new(&mut quiet))?;
     let times = cfg.heads / cfg.kv_heads();
     let (kr, vr) = (repeat_kv(&kr, times)?, repeat_kv(&vr, times)?); // [head, pos, d_k], [head, pos, d_v]
     let pick = |ours: Tensor, theirs: Tensor, which: Qkv| -> Result<Tensor> {
@@ -164,16 +165,16 @@ fn normed_and_rotated(
     p: &LayerParams,
     (q, k): (Tensor, Tensor),
     (l, offset): (usize, usize),
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
 ) -> Result<(Tensor, Tensor)> {
     let n = q.dim(1)?;
     let (q, k) = match &p.qk_norm {
         // RMSNorm over each head's width, before the rotation (Qwen3, Gemma 3).
         Some(qk) => {
             let q_norm = super::norm::norm(&q, &qk.q, cfg)?; // [head, pos, d_k]
-            rec.tensor(&format!("layers.{l}.attn.q_norm"), cfg, &q_norm)?;
+            let q_norm = hooks.at(&format!("layers.{l}.attn.q_norm"), cfg, q_norm)?;
             let k_norm = super::norm::norm(&k, &qk.k, cfg)?; // [kv_head, pos, d_k]
-            rec.tensor(&format!("layers.{l}.attn.k_norm"), cfg, &k_norm)?;
+            let k_norm = hooks.at(&format!("layers.{l}.attn.k_norm"), cfg, k_norm)?;
             (q_norm, k_norm)
         }
         None => (q, k),
@@ -182,17 +183,17 @@ fn normed_and_rotated(
         // llama.cpp's own rotation, where its angles are this rope's.
         Some(rope) if super::ggml::on(cfg) && super::ggml::exact::plain(rope, cfg.d_k) => {
             let q_rot = super::ggml::exact::rotate(&q, rope, offset)?; // [head, pos, d_k]
-            rec.tensor(&format!("layers.{l}.attn.q_rot"), cfg, &q_rot)?;
+            let q_rot = hooks.at(&format!("layers.{l}.attn.q_rot"), cfg, q_rot)?;
             let k_rot = super::ggml::exact::rotate(&k, rope, offset)?; // [kv_head, pos, d_k]
-            rec.tensor(&format!("layers.{l}.attn.k_rot"), cfg, &k_rot)?;
+            let k_rot = hooks.at(&format!("layers.{l}.attn.k_rot"), cfg, k_rot)?;
             (q_rot, k_rot)
         }
         Some(rope) => {
             let (cos, sin) = super::rope::cos_sin(rope, (offset, n))?; // [pos, rotary width] each
             let q_rot = super::rope::rotate(&q, &cos, &sin)?; // [head, pos, d_k]
-            rec.tensor(&format!("layers.{l}.attn.q_rot"), cfg, &q_rot)?;
+            let q_rot = hooks.at(&format!("layers.{l}.attn.q_rot"), cfg, q_rot)?;
             let k_rot = super::rope::rotate(&k, &cos, &sin)?; // [kv_head, pos, d_k]
-            rec.tensor(&format!("layers.{l}.attn.k_rot"), cfg, &k_rot)?;
+            let k_rot = hooks.at(&format!("layers.{l}.attn.k_rot"), cfg, k_rot)?;
             (q_rot, k_rot)
         }
         None => (q, k),
@@ -269,8 +270,8 @@ mod tests {
             parts: Default::default(),
         };
         let mut rec = Recorder::new(vec!["a".into(), "b".into()], cfg.clone(), Default::default());
-        let out = attention(&cfg, &p, &x, 0, &mut Pass::default(), &mut rec).unwrap();
-        let (trace, _) = rec.finish();
+        let out = attention(&cfg, &p, &x, 0, &mut Pass::default(), &mut hooks).unwrap();
+        let (trace, _) = hooks.rec.finish();
         let w = trace.get("layers.0.attn.weights").unwrap().f32s().unwrap().to_vec();
         let close = |a: f32, b: f32| (a - b).abs() < 1e-6;
         assert!(close(w[0], 0.5) && close(w[1], 0.5), "{w:?}");

@@ -40,6 +40,7 @@ use super::pass::{Pass, Taps};
 use super::patch::{self, Method, Metric, Row, Sweep, What};
 use super::{head, stack, unembed};
 use crate::config::ModelConfig;
+use crate::hook::Hooks;
 use crate::params::{Input, LayerParams, Layers, Params};
 use anyhow::{anyhow, Result};
 use candle_core::{Tensor, Var};
@@ -55,7 +56,7 @@ struct Run {
 fn run(cfg: &ModelConfig, layers: &Layers, x: Tensor) -> Result<Run> {
     let mut rec = patch::quiet(cfg, x.dim(0)?, false);
     let mut pass = Pass::tapped();
-    let last = stack::stack(cfg, layers, (0, &mut pass), x, &mut rec, |_, _, _, _| Ok(()))?; // [pos, d_model]
+    let last = stack::stack(cfg, layers, (0, &mut pass), x, &mut Hooks::new(&mut rec), |_, _, _, _| Ok(()))?; // [pos, d_model]
     Ok(Run { taps: pass.taps.unwrap_or_default(), last })
 }
 

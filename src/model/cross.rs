@@ -10,8 +10,8 @@
 use super::pass::{KvCache, Pass};
 use super::{linear, norm::norm};
 use crate::config::{ModelConfig, Norm};
+use crate::hook::Hooks;
 use crate::params::{Cross, LayerParams};
-use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;
 
@@ -23,25 +23,25 @@ pub fn sublayer(
     p: &LayerParams,
     x: Tensor,
     (l, pass): (usize, &mut Pass),
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
 ) -> Result<Tensor> {
     let (Some(c), Some(memory)) = (&p.cross, pass.memory) else { return Ok(x) };
     let cache = pass.cache.as_deref_mut();
     match cfg.norm {
         Norm::Pre => {
             let normed = norm(&x, &c.norm, cfg)?; // [pos, d_model]
-            rec.tensor(&format!("layers.{l}.norm_cross.out"), cfg, &normed)?;
-            let out = attend(cfg, c, (&normed, memory, cache), l, rec)?; // [pos, d_model]
+            let normed = hooks.at(&format!("layers.{l}.norm_cross.out"), cfg, normed)?;
+            let out = attend(cfg, c, (&normed, memory, cache), l, hooks)?; // [pos, d_model]
             let sum = (&x + &out)?; // [pos, d_model]
-            rec.tensor(&format!("layers.{l}.add_norm_cross.sum"), cfg, &sum)?;
+            let sum = hooks.at(&format!("layers.{l}.add_norm_cross.sum"), cfg, sum)?;
             Ok(sum)
         }
         Norm::Post => {
-            let out = attend(cfg, c, (&x, memory, cache), l, rec)?; // [pos, d_model]
+            let out = attend(cfg, c, (&x, memory, cache), l, hooks)?; // [pos, d_model]
             let sum = (&x + &out)?; // [pos, d_model]
-            rec.tensor(&format!("layers.{l}.add_norm_cross.sum"), cfg, &sum)?;
+            let sum = hooks.at(&format!("layers.{l}.add_norm_cross.sum"), cfg, sum)?;
             let normed = norm(&sum, &c.norm, cfg)?; // [pos, d_model]
-            rec.tensor(&format!("layers.{l}.add_norm_cross.out"), cfg, &normed)?;
+            let normed = hooks.at(&format!("layers.{l}.add_norm_cross.out"), cfg, normed)?;
             Ok(normed)
         }
     }
@@ -54,7 +54,7 @@ fn attend(
     c: &Cross,
     (x, memory, cache): (&Tensor, &Tensor, Option<&mut KvCache>),
     l: usize,
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
 ) -> Result<Tensor> {
     let (n, m, h) = (x.dim(0)?, memory.dim(0)?, cfg.heads);
     let split = |t: Tensor, rows: usize, d: usize| -> Result<Tensor> {
@@ -62,7 +62,7 @@ fn attend(
     };
     let id = |step: &str| format!("layers.{l}.cross_attn.{step}");
     let q = split(linear(x, &c.q_proj)?, n, cfg.d_k)?; // [head, pos, d_k]
-    rec.tensor(&id("q"), cfg, &q)?;
+    let q = hooks.at(&id("q"), cfg, q)?;
     let project = || -> Result<(Tensor, Tensor)> {
         let k = split(linear(memory, &c.k_proj)?, m, cfg.d_k)?; // [head, enc_pos, d_k]
         let v = split(linear(memory, &c.v_proj)?, m, cfg.d_v)?; // [head, enc_pos, d_v]
@@ -72,22 +72,22 @@ fn attend(
         Some(cache) => cache.cross(l, project)?,
         None => project()?,
     };
-    rec.tensor(&id("k"), cfg, &k)?;
-    rec.tensor(&id("v"), cfg, &v)?;
+    let k = hooks.at(&id("k"), cfg, k)?;
+    let v = hooks.at(&id("v"), cfg, v)?;
     let raw_scores = super::product::matmul(&q, &k.t()?)?; // [head, pos, enc_pos]
-    rec.tensor(&id("raw_scores"), cfg, &raw_scores)?;
+    let raw_scores = hooks.at(&id("raw_scores"), cfg, raw_scores)?;
     let scores = raw_scores.affine(cfg.scale, 0.0)?; // [head, pos, enc_pos]
-    rec.tensor(&id("scores"), cfg, &scores)?;
+    let scores = hooks.at(&id("scores"), cfg, scores)?;
     let weights = super::softmax::softmax_last_dim(&scores)?; // [head, pos, enc_pos]
-    rec.tensor(&id("weights"), cfg, &weights)?;
+    let weights = hooks.at(&id("weights"), cfg, weights)?;
     let context = super::product::matmul(&weights, &v)?; // [head, pos, d_v]
     let ablated: Vec<usize> =
         cfg.interventions.ablate_cross.iter().filter(|(at, _)| *at == l).map(|(_, h)| *h).collect();
     let context = super::intervene::drop_heads(cfg, &ablated, context)?; // [head, pos, d_v]: `--ablate cross.L.H`
-    rec.tensor(&id("context"), cfg, &context)?;
+    let context = hooks.at(&id("context"), cfg, context)?;
     let concat = context.transpose(0, 1)?.contiguous()?.reshape((n, h * cfg.d_v))?; // [pos, heads·d_v]
-    rec.tensor(&id("concat"), cfg, &concat)?;
+    let concat = hooks.at(&id("concat"), cfg, concat)?;
     let out = linear(&concat, &c.out_proj)?; // [pos, d_model]
-    rec.tensor(&id("out"), cfg, &out)?;
+    let out = hooks.at(&id("out"), cfg, out)?;
     Ok(out)
 }

@@ -3,30 +3,25 @@
 //! times √d_model; otherwise the sum itself).
 
 use crate::config::{ModelConfig, Positions};
+use crate::hook::Hooks;
 use crate::params::Input;
 use crate::params::Params;
-use crate::trace::{steps, Recorder, Values};
+use crate::trace::{steps, Values};
 use anyhow::{Context, Result};
 use candle_core::{Device, Tensor};
 
-pub fn embed(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Recorder) -> Result<Tensor> {
-    embed_at(cfg, params, input, 0, rec)
+pub fn embed(cfg: &ModelConfig, params: &Params, input: &Input, hooks: &mut Hooks) -> Result<Tensor> {
+    embed_at(cfg, params, input, 0, hooks)
 }
 
 /// [`embed`] for tokens standing at positions `offset..` (a generation's decode step).
-pub fn embed_at(
-    cfg: &ModelConfig,
-    params: &Params,
-    input: &Input,
-    offset: usize,
-    rec: &mut Recorder,
-) -> Result<Tensor> {
-    let tokens = rec.trace().tokens.clone();
+pub fn embed_at(cfg: &ModelConfig, params: &Params, input: &Input, offset: usize, hooks: &mut Hooks) -> Result<Tensor> {
+    let tokens = hooks.rec.trace().tokens.clone();
     let n = tokens.len();
-    rec.record("tokens", &steps::dims("tokens", cfg), &[n], Values::Str(tokens));
+    hooks.rec.record("tokens", &steps::dims("tokens", cfg), &[n], Values::Str(tokens));
     let rows = match input {
         Input::Ids { ids, .. } => {
-            rec.record(
+            hooks.rec.record(
                 "token_ids",
                 &steps::dims("token_ids", cfg),
                 &[n],
@@ -38,15 +33,16 @@ pub fn embed_at(
                 (None, None, Some(stored)) => stored.gather(ids)?, // read from the file's form
                 (None, None, None) => anyhow::bail!("internal: token embeddings are missing"),
             }; // [pos, d_model]
-            rec.tensor("embed.token", cfg, &token)?;
+            let token = hooks.at("embed.token", cfg, token)?;
             token
         }
         Input::Matrix(m) => m.clone(), // [pos, d_model], given by the user
     };
     let position = position_rows(cfg, params, (offset, n))?; // [pos, d_model], if the model adds positions
-    if let Some(position) = &position {
-        rec.tensor("embed.position", cfg, position)?;
-    }
+    let position = match position {
+        Some(position) => Some(hooks.at("embed.position", cfg, position)?), // [pos, d_model]
+        None => None,
+    };
     let token_type = match (&params.token_type, input) {
         (Some(table), Input::Ids { type_ids: Some(types), .. }) => {
             Some(table.index_select(&Tensor::new(types.as_slice(), &Device::Cpu)?, 0)?)
@@ -54,15 +50,16 @@ pub fn embed_at(
         }
         _ => None,
     };
-    if let Some(token_type) = &token_type {
-        rec.tensor("embed.token_type", cfg, token_type)?;
-    }
+    let token_type = match token_type {
+        Some(token_type) => Some(hooks.at("embed.token_type", cfg, token_type)?), // [pos, d_model]
+        None => None,
+    };
     // BART scales the token rows before adding positions (`scale_embedding`); Gemma, without
     // positions, scales the sum below (the same numbers, recorded as `embed.out`).
     let rows = match (&position, cfg.parts.embed_scale) {
         (Some(_), Some(scale)) => {
             let scaled = rows.affine(scale, 0.0)?; // [pos, d_model]
-            rec.tensor("embed.token_scaled", cfg, &scaled)?;
+            let scaled = hooks.at("embed.token_scaled", cfg, scaled)?;
             scaled
         }
         _ => rows,
@@ -75,23 +72,23 @@ pub fn embed_at(
         Some(token_type) => (&with_position + token_type)?,
         None => with_position,
     }; // [pos, d_model]
-    rec.tensor("embed.sum", cfg, &sum)?;
+    let sum = hooks.at("embed.sum", cfg, sum)?;
     let first = if matches!(input, Input::Ids { .. }) { "embed.token" } else { "embed.input" };
     let parts =
         [(first, Some(&rows)), ("embed.position", position.as_ref()), ("embed.token_type", token_type.as_ref())];
     let parts: Vec<(&'static str, &Tensor)> = parts.into_iter().filter_map(|(n, t)| t.map(|t| (n, t))).collect();
-    super::attribute::embeddings(cfg, &parts, rec)?;
+    super::attribute::embeddings(cfg, &parts, hooks)?;
     // BERT normalises the sum (its own eps); Gemma scales it by √d_model (an f32, as
     // transformers multiplies); the toy encoder passes it through.
     let out = match (&params.embed_norm, cfg.parts.embed_scale) {
         (Some(norm), _) => {
-            super::attribute::through_norm(cfg, norm, &sum, (None, "embed.norm.bias"), rec)?;
+            super::attribute::through_norm(cfg, norm, &sum, (None, "embed.norm.bias"), hooks)?;
             super::norm::layer_norm(&sum, norm, cfg.eps)?
         }
         (None, Some(scale)) if position.is_none() => sum.affine(scale, 0.0)?,
         (None, _) => sum,
     }; // [pos, d_model]
-    rec.tensor("embed.out", cfg, &out)?;
+    let out = hooks.at("embed.out", cfg, out)?;
     Ok(out)
 }
 

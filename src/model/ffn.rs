@@ -17,34 +17,35 @@
 use super::{intervene, linear, softmax};
 use crate::config::tiles::{even_tiles, WIDE_FFN_STEPS};
 use crate::config::{Activation, ModelConfig};
+use crate::hook::Hooks;
 use crate::params::{Block, Dense, Experts, Ffn, LayerNorm};
-use crate::trace::{steps, Recorder, Values};
+use crate::trace::{steps, Values};
 use anyhow::{anyhow, Result};
 use candle_core::{Device, Tensor};
 
-pub fn ffn(cfg: &ModelConfig, p: &Block, x: &Tensor, l: usize, rec: &mut Recorder) -> Result<Tensor> {
+pub fn ffn(cfg: &ModelConfig, p: &Block, x: &Tensor, l: usize, hooks: &mut Hooks) -> Result<Tensor> {
     match &p.ffn {
         Ffn::Dense(f) => {
-            let out = if wide_steps_wanted(l, rec) {
-                dense(cfg, f, x, |name, t| rec.tensor(&format!("layers.{l}.{name}"), cfg, t))?
+            let out = if wide_steps_wanted(l, hooks) {
+                dense(cfg, f, x, |name, t| hooks.at(&format!("layers.{l}.{name}"), cfg, t))?
             // [pos, d_model]
             } else {
                 let rows = cfg.ffn_rows(x.dim(0)?);
-                let out = in_tiles(x, rows, |x| dense(cfg, f, x, |_, _| Ok(())))?; // [pos, d_model]
-                rec.tensor(&format!("layers.{l}.ffn.out"), cfg, &out)?;
+                let out = in_tiles(x, rows, |x| dense(cfg, f, x, |_, t| Ok(t)))?; // [pos, d_model]
+                let out = hooks.at(&format!("layers.{l}.ffn.out"), cfg, out)?;
                 out
             };
-            super::attribute::ffn(cfg, p, l, &out, rec)?;
+            super::attribute::ffn(cfg, p, l, &out, hooks)?;
             Ok(out)
         }
-        Ffn::Experts(m) => moe(cfg, m, x, (l, p.post_ffn_norm.as_ref()), rec),
+        Ffn::Experts(m) => moe(cfg, m, x, (l, p.post_ffn_norm.as_ref()), hooks),
     }
 }
 
-/// Whether any of layer `l`'s `[pos, d_ff]` steps is recorded: then its FFN runs on every
-/// position at once, else in tiles of positions (`config::tiles`).
-fn wide_steps_wanted(l: usize, rec: &Recorder) -> bool {
-    WIDE_FFN_STEPS.iter().any(|s| rec.wants(&format!("layers.{l}.{s}")))
+/// Whether any of layer `l`'s `[pos, d_ff]` steps is recorded or hooked: then its FFN runs
+/// on every position at once, else in tiles of positions (`config::tiles`).
+fn wide_steps_wanted(l: usize, hooks: &Hooks) -> bool {
+    WIDE_FFN_STEPS.iter().map(|s| format!("layers.{l}.{s}")).any(|id| hooks.rec.wants(&id) || hooks.hooked(&id))
 }
 
 /// `f` ([rows, d_model] → [rows, d_model], row by row) on `x` in tiles of about `rows`
@@ -59,35 +60,35 @@ fn in_tiles(x: &Tensor, rows: usize, f: impl Fn(&Tensor) -> Result<Tensor>) -> R
     Ok(Tensor::cat(&tiles, 0)?)
 }
 
-/// A dense FFN's output, each intermediate handed to `record` by its step name; a mixture's
-/// experts pass a `record` that keeps nothing (their steps are the mixture's).
+/// A dense FFN's output, each intermediate handed to `at` by its step name (the hook port's
+/// `at`, which may change it); a mixture's experts pass an `at` that keeps nothing (their
+/// steps are the mixture's).
 pub fn dense(
     cfg: &ModelConfig,
     p: &Dense,
     x: &Tensor,
-    mut record: impl FnMut(&str, &Tensor) -> Result<()>,
+    mut at: impl FnMut(&str, Tensor) -> Result<Tensor>,
 ) -> Result<Tensor> {
     let act = match &p.gate {
         None => {
             let hidden = linear(x, &p.linear1)?; // [pos, d_ff]
-            record("ffn.hidden", &hidden)?;
+            let hidden = at("ffn.hidden", hidden)?;
             activated(cfg, &hidden)? // [pos, d_ff]
         }
         Some(gate_proj) => {
             let gate = linear(x, gate_proj)?; // [pos, d_ff]
-            record("ffn.gate", &gate)?;
+            let gate = at("ffn.gate", gate)?;
             let up = linear(x, &p.linear1)?; // [pos, d_ff]
-            record("ffn.up", &up)?;
+            let up = at("ffn.up", up)?;
             match (super::ggml::on(cfg), cfg.activation) {
                 (true, Activation::GeluTanh) => super::ggml::geglu(&gate, &up)?, // [pos, d_ff]: ggml_vec_geglu_f32
                 _ => (activated(cfg, &gate)? * up)?,                             // [pos, d_ff]
             }
         }
     };
-    record("ffn.act", &act)?;
+    let act = at("ffn.act", act)?;
     let out = linear(&act, &p.linear2)?; // [pos, d_model]
-    record("ffn.out", &out)?;
-    Ok(out)
+    at("ffn.out", out)
 }
 
 /// The FFN's activation as this pass computes it: under `--arithmetic ggml`, GELU's tanh form
@@ -119,38 +120,38 @@ pub fn moe(
     m: &Experts,
     x: &Tensor,
     (l, post): (usize, Option<&LayerNorm>),
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
 ) -> Result<Tensor> {
     let spec = cfg.parts.experts.as_ref().ok_or_else(|| anyhow!("internal: layer {l} has experts, the config none"))?;
     let (n, k) = (x.dim(0)?, spec.top_k);
     let logits = linear(x, &m.router)?; // [pos, expert]
     let logits = intervene::ablate_experts(cfg, l, logits)?; // [pos, expert]
-    rec.tensor(&format!("layers.{l}.ffn.router.logits"), cfg, &logits)?;
+    let logits = hooks.at(&format!("layers.{l}.ffn.router.logits"), cfg, logits)?;
     let probs = softmax::softmax_last_dim(&logits)?; // [pos, expert]
-    rec.tensor(&format!("layers.{l}.ffn.router.probs"), cfg, &probs)?;
+    let probs = hooks.at(&format!("layers.{l}.ffn.router.probs"), cfg, probs)?;
     let probs = probs.to_vec2::<f32>()?; // [pos][expert], read row by row for the top-k
     let chosen = top_k(&probs, k); // [pos][rank]: expert ids, most probable first
     let ids = Values::Int(chosen.iter().flatten().map(|&e| e as i64).collect());
-    rec.record(&format!("layers.{l}.ffn.router.chosen"), &steps::dims("ffn.router.chosen", cfg), &[n, k], ids);
+    hooks.rec.record(&format!("layers.{l}.ffn.router.chosen"), &steps::dims("ffn.router.chosen", cfg), &[n, k], ids);
     let weights = routing_weights(&probs, &chosen, spec.norm_topk_prob); // [pos][rank]
-    rec.tensor(&format!("layers.{l}.ffn.router.weights"), cfg, &Tensor::new(weights.clone(), &Device::Cpu)?)?;
+    hooks.rec.tensor(&format!("layers.{l}.ffn.router.weights"), cfg, &Tensor::new(weights.clone(), &Device::Cpu)?)?;
     let outs = experts_out(cfg, m, x, &chosen)?; // [pos, rank, d_model]
-    rec.tensor(&format!("layers.{l}.ffn.experts.out"), cfg, &outs)?;
+    let outs = hooks.at(&format!("layers.{l}.ffn.experts.out"), cfg, outs)?;
     let mixed = mix(&outs, &weights, &chosen)?; // [pos, d_model]
     let routed = super::attribute::Routed { outs: &outs, weights: &weights, chosen: &chosen }; // what an attribution reads
     let Some((shared, gate)) = &m.shared else {
-        rec.tensor(&format!("layers.{l}.ffn.out"), cfg, &mixed)?;
-        super::attribute::experts(cfg, (l, post), routed, None, &mixed, rec)?;
+        let mixed = hooks.at(&format!("layers.{l}.ffn.out"), cfg, mixed)?;
+        super::attribute::experts(cfg, (l, post), routed, None, &mixed, hooks)?;
         return Ok(mixed);
     };
-    rec.tensor(&format!("layers.{l}.ffn.experts.mixed"), cfg, &mixed)?;
-    let shared_out = dense(cfg, shared, x, |_, _| Ok(()))?; // [pos, d_model]
-    rec.tensor(&format!("layers.{l}.ffn.shared.out"), cfg, &shared_out)?;
+    let mixed = hooks.at(&format!("layers.{l}.ffn.experts.mixed"), cfg, mixed)?;
+    let shared_out = dense(cfg, shared, x, |_, t| Ok(t))?; // [pos, d_model]
+    let shared_out = hooks.at(&format!("layers.{l}.ffn.shared.out"), cfg, shared_out)?;
     let share = candle_nn::ops::sigmoid(&linear(x, gate)?)?; // [pos, 1]
-    rec.tensor(&format!("layers.{l}.ffn.shared.gate"), cfg, &share)?;
+    let share = hooks.at(&format!("layers.{l}.ffn.shared.gate"), cfg, share)?;
     let out = (mixed + share.broadcast_mul(&shared_out)?)?; // [pos, d_model]
-    rec.tensor(&format!("layers.{l}.ffn.out"), cfg, &out)?;
-    super::attribute::experts(cfg, (l, post), routed, Some((&share, &shared_out)), &out, rec)?;
+    let out = hooks.at(&format!("layers.{l}.ffn.out"), cfg, out)?;
+    super::attribute::experts(cfg, (l, post), routed, Some((&share, &shared_out)), &out, hooks)?;
     Ok(out)
 }
 
@@ -197,7 +198,7 @@ fn experts_out(cfg: &ModelConfig, m: &Experts, x: &Tensor, chosen: &[Vec<usize>]
         }
         let at = Tensor::from_vec(rows.iter().map(|&(t, _)| t as u32).collect::<Vec<_>>(), rows.len(), x.device())?;
         let picked = x.index_select(&at, 0)?; // [rows, d_model]
-        let y = dense(cfg, expert, &picked, |_, _| Ok(()))?.to_vec2::<f32>()?; // [rows, d_model]
+        let y = dense(cfg, expert, &picked, |_, t| Ok(t))?.to_vec2::<f32>()?; // [rows, d_model]
         for (&(t, r), row) in rows.iter().zip(y) {
             out[(t * k + r) * d..(t * k + r + 1) * d].copy_from_slice(&row);
         }
@@ -266,9 +267,9 @@ mod tests {
         let bits = |t: Tensor| {
             t.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>()
         };
-        let whole = bits(dense(&cfg, &f, &x, |_, _| Ok(())).unwrap());
+        let whole = bits(dense(&cfg, &f, &x, |_, t| Ok(t)).unwrap());
         for rows in [64, 16, 199] {
-            let tiled = in_tiles(&x, rows, |x| dense(&cfg, &f, x, |_, _| Ok(()))).unwrap();
+            let tiled = in_tiles(&x, rows, |x| dense(&cfg, &f, x, |_, t| Ok(t))).unwrap();
             assert_eq!(tiled.dims(), &[n, d]);
             assert!(bits(tiled) == whole, "tiles of {rows}");
         }

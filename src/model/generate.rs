@@ -10,6 +10,7 @@ use super::head::{self, Unembed};
 use super::pass::{KvCache, Pass};
 use super::sample::Sampler;
 use crate::config::{Generate, ModelConfig};
+use crate::hook::Hooks;
 use crate::params::{Input, Params};
 use crate::trace::{steps::Stack, Recorder, Trace};
 use anyhow::{Context, Result};
@@ -58,24 +59,24 @@ pub fn generate(
     cfg: &ModelConfig,
     params: &Params,
     (input, how): (&Input, &Generate),
-    (rec, step_rec): (&mut Recorder, &mut dyn FnMut(usize, u32) -> Recorder),
+    (hooks, step_rec): (&mut Hooks, &mut dyn FnMut(usize, u32) -> Recorder),
     watch: &[u32],
 ) -> Result<Generated> {
     if cfg.parts.seq2seq.is_none() {
-        return decode(cfg, params, (input, how), (rec, step_rec), (watch, None));
+        return decode(cfg, params, (input, how), (hooks, step_rec), (watch, None));
     }
     let (s, dec) = super::seq2seq::parts(cfg, params)?;
-    let memory = super::seq2seq::encode(cfg, params, input, rec)?; // [enc_pos, d_model]
-    rec.to_decoder(s.decoder_tokens.clone(), s.decoder_texts.clone(), s.decoder_ids.clone());
-    rec.set_stack(Stack::Decoder);
+    let memory = super::seq2seq::encode(cfg, params, input, hooks)?; // [enc_pos, d_model]
+    hooks.rec.to_decoder(s.decoder_tokens.clone(), s.decoder_texts.clone(), s.decoder_ids.clone());
+    hooks.rec.set_stack(Stack::Decoder);
     let ids = Input::Ids { ids: s.decoder_ids.clone(), type_ids: None };
     let mut step_rec = |t: usize, id: u32| {
         let mut r = step_rec(t, id);
         r.set_stack(Stack::Decoder);
         r
     };
-    let done = decode(&s.decoder, dec, (&ids, how), (rec, &mut step_rec), (watch, Some(&memory)));
-    rec.set_stack(Stack::Only);
+    let done = decode(&s.decoder, dec, (&ids, how), (hooks, &mut step_rec), (watch, Some(&memory)));
+    hooks.rec.set_stack(Stack::Only);
     done
 }
 
@@ -84,16 +85,16 @@ fn decode(
     cfg: &ModelConfig,
     params: &Params,
     (input, how): (&Input, &Generate),
-    (rec, step_rec): (&mut Recorder, &mut dyn FnMut(usize, u32) -> Recorder),
+    (hooks, step_rec): (&mut Hooks, &mut dyn FnMut(usize, u32) -> Recorder),
     (watch, memory): (&[u32], Option<&Tensor>),
 ) -> Result<Generated> {
     let head = Unembed::of(cfg, params).map(Unembed::dense).transpose()?;
     let head = head.as_ref();
     let mut cache = KvCache::new(params.layers.len());
     let mut sampler = Sampler::new(how.strategy);
-    let k = rec.top_k();
+    let k = hooks.rec.top_k();
     let mut pass = Pass { memory, ..Pass::cached(&mut cache) };
-    let (output, logits) = super::forward_pass(cfg, params, head, (input, &mut pass), rec, true)?;
+    let (output, logits) = super::forward_pass(cfg, params, head, (input, &mut pass), hooks, true)?;
     let n = output.dim(0)?;
     cache.advance(n);
     let logits = logits.context("internal: a generation needs the model's logits")?; // [pos, vocab]
@@ -118,7 +119,9 @@ fn decode(
         let mut rec_t = step_rec(t, last);
         let one = Input::Ids { ids: vec![last], type_ids: None };
         let mut pass = Pass { memory, ..Pass::cached(&mut cache) };
-        let (_, logits) = super::forward_pass(&step_cfg, params, head, (&one, &mut pass), &mut rec_t, true)?;
+        let mut hooks_t = hooks.to(&mut rec_t);
+        let (_, logits) = super::forward_pass(&step_cfg, params, head, (&one, &mut pass), &mut hooks_t, true)?;
+        drop(hooks_t);
         cache.advance(1);
         let logits = logits.context("internal: a decode step needs the model's logits")?; // [1, vocab]
         chosen.push(choose(&logits, &mut sampler, k, watch.get(t))?);

@@ -19,8 +19,8 @@ use super::norm::norm;
 use super::pass::Pass;
 use super::{attention::attention, attribute, cross, ffn::ffn, intervene};
 use crate::config::{ModelConfig, Norm};
+use crate::hook::Hooks;
 use crate::params::{Block, LayerNorm, LayerParams};
-use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;
 
@@ -32,48 +32,49 @@ pub fn layer(
     x: &Tensor,
     l: usize,
     pass: &mut Pass,
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
 ) -> Result<Tensor> {
     let at = (l, pass.offset()); // a steering vector's layer and the pass's first position
     let Some(b) = &p.block else {
         // An attention-only layer's output is its recorded attn.out, before any steering.
-        return intervene::steer(cfg, at, attention(cfg, p, x, l, pass, rec)?); // [pos, d_out]
+        return intervene::steer(cfg, at, attention(cfg, p, x, l, pass, hooks)?);
+        // [pos, d_out]
     };
     match cfg.norm {
         Norm::Post => {
-            let attn_out = attention(cfg, p, x, l, pass, rec)?; // [pos, d_model]
+            let attn_out = attention(cfg, p, x, l, pass, hooks)?; // [pos, d_model]
             let sum1 = (x + &attn_out)?; // [pos, d_model]
-            rec.tensor(&format!("layers.{l}.add_norm1.sum"), cfg, &sum1)?;
+            let sum1 = hooks.at(&format!("layers.{l}.add_norm1.sum"), cfg, sum1)?;
             let out1 = norm(&sum1, &b.norm1, cfg)?; // [pos, d_model]
-            rec.tensor(&format!("layers.{l}.add_norm1.out"), cfg, &out1)?;
-            attribute::through_norm(cfg, &b.norm1, &sum1, (Some(l), "add_norm1.bias"), rec)?;
-            let out1 = cross::sublayer(cfg, p, out1, (l, pass), rec)?; // [pos, d_model]
-            let ffn_out = ffn(cfg, b, &out1, l, rec)?; // [pos, d_model]
+            let out1 = hooks.at(&format!("layers.{l}.add_norm1.out"), cfg, out1)?;
+            attribute::through_norm(cfg, &b.norm1, &sum1, (Some(l), "add_norm1.bias"), hooks)?;
+            let out1 = cross::sublayer(cfg, p, out1, (l, pass), hooks)?; // [pos, d_model]
+            let ffn_out = ffn(cfg, b, &out1, l, hooks)?; // [pos, d_model]
             let sum2 = (&out1 + &ffn_out)?; // [pos, d_model]
-            rec.tensor(&format!("layers.{l}.add_norm2.sum"), cfg, &sum2)?;
+            let sum2 = hooks.at(&format!("layers.{l}.add_norm2.sum"), cfg, sum2)?;
             let out2 = intervene::steer(cfg, at, norm(&sum2, &b.norm2, cfg)?)?; // [pos, d_model]
-            rec.tensor(&format!("layers.{l}.add_norm2.out"), cfg, &out2)?;
-            attribute::through_norm(cfg, &b.norm2, &sum2, (Some(l), "add_norm2.bias"), rec)?;
+            let out2 = hooks.at(&format!("layers.{l}.add_norm2.out"), cfg, out2)?;
+            attribute::through_norm(cfg, &b.norm2, &sum2, (Some(l), "add_norm2.bias"), hooks)?;
             Ok(out2)
         }
-        Norm::Pre if cfg.parts.parallel => parallel(cfg, (p, b), x, (l, pass), rec),
+        Norm::Pre if cfg.parts.parallel => parallel(cfg, (p, b), x, (l, pass), hooks),
         Norm::Pre => {
             let normed1 = norm(x, &b.norm1, cfg)?; // [pos, d_model]
-            rec.tensor(&format!("layers.{l}.norm1.out"), cfg, &normed1)?;
+            let normed1 = hooks.at(&format!("layers.{l}.norm1.out"), cfg, normed1)?;
             receive(cfg, b, l, pass)?;
-            let attn_out = attention(cfg, p, &normed1, l, pass, rec)?; // [pos, d_model]
+            let attn_out = attention(cfg, p, &normed1, l, pass, hooks)?; // [pos, d_model]
             let attn_out =
-                post_norm(cfg, b.post_attn_norm.as_ref(), attn_out, &format!("layers.{l}.norm1_post.out"), rec)?; // [pos, d_model]
+                post_norm(cfg, b.post_attn_norm.as_ref(), attn_out, &format!("layers.{l}.norm1_post.out"), hooks)?; // [pos, d_model]
             let sum1 = (x + &attn_out)?; // [pos, d_model]
-            rec.tensor(&format!("layers.{l}.add_norm1.sum"), cfg, &sum1)?;
-            let sum1 = cross::sublayer(cfg, p, sum1, (l, pass), rec)?; // [pos, d_model]
+            let sum1 = hooks.at(&format!("layers.{l}.add_norm1.sum"), cfg, sum1)?;
+            let sum1 = cross::sublayer(cfg, p, sum1, (l, pass), hooks)?; // [pos, d_model]
             let normed2 = norm(&sum1, &b.norm2, cfg)?; // [pos, d_model]
-            rec.tensor(&format!("layers.{l}.norm2.out"), cfg, &normed2)?;
-            let ffn_out = ffn(cfg, b, &normed2, l, rec)?; // [pos, d_model]
+            let normed2 = hooks.at(&format!("layers.{l}.norm2.out"), cfg, normed2)?;
+            let ffn_out = ffn(cfg, b, &normed2, l, hooks)?; // [pos, d_model]
             let ffn_out =
-                post_norm(cfg, b.post_ffn_norm.as_ref(), ffn_out, &format!("layers.{l}.norm2_post.out"), rec)?; // [pos, d_model]
+                post_norm(cfg, b.post_ffn_norm.as_ref(), ffn_out, &format!("layers.{l}.norm2_post.out"), hooks)?; // [pos, d_model]
             let sum2 = intervene::steer(cfg, at, (&sum1 + &ffn_out)?)?; // [pos, d_model]: the layer's output
-            rec.tensor(&format!("layers.{l}.add_norm2.sum"), cfg, &sum2)?;
+            let sum2 = hooks.at(&format!("layers.{l}.add_norm2.sum"), cfg, sum2)?;
             Ok(sum2)
         }
     }
@@ -86,19 +87,19 @@ fn parallel(
     (p, b): (&LayerParams, &Block),
     x: &Tensor,
     (l, pass): (usize, &mut Pass),
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
 ) -> Result<Tensor> {
     let normed1 = norm(x, &b.norm1, cfg)?; // [pos, d_model]
-    rec.tensor(&format!("layers.{l}.norm1.out"), cfg, &normed1)?;
+    let normed1 = hooks.at(&format!("layers.{l}.norm1.out"), cfg, normed1)?;
     receive(cfg, b, l, pass)?;
-    let attn_out = attention(cfg, p, &normed1, l, pass, rec)?; // [pos, d_model]
+    let attn_out = attention(cfg, p, &normed1, l, pass, hooks)?; // [pos, d_model]
     let normed2 = norm(x, &b.norm2, cfg)?; // [pos, d_model]: the layer input's, not a sum's
-    rec.tensor(&format!("layers.{l}.norm2.out"), cfg, &normed2)?;
-    let ffn_out = ffn(cfg, b, &normed2, l, rec)?; // [pos, d_model]
-                                                  // (ffn + attn) + x, in transformers' order, so the sum is the same to the last bit.
+    let normed2 = hooks.at(&format!("layers.{l}.norm2.out"), cfg, normed2)?;
+    let ffn_out = ffn(cfg, b, &normed2, l, hooks)?; // [pos, d_model]
+                                                    // (ffn + attn) + x, in transformers' order, so the sum is the same to the last bit.
     let sum = ((&ffn_out + &attn_out)? + x)?; // [pos, d_model]: the layer's output
     let sum = intervene::steer(cfg, (l, pass.offset()), sum)?; // [pos, d_model]
-    rec.tensor(&format!("layers.{l}.add_norm2.sum"), cfg, &sum)?;
+    let sum = hooks.at(&format!("layers.{l}.add_norm2.sum"), cfg, sum)?;
     Ok(sum)
 }
 
@@ -112,9 +113,9 @@ fn receive(cfg: &ModelConfig, b: &Block, l: usize, pass: &mut Pass) -> Result<()
 
 /// A sandwich norm (Gemma): the norm of a sublayer's output before its residual sum,
 /// recorded as `id`; the output itself where the block has none.
-fn post_norm(cfg: &ModelConfig, p: Option<&LayerNorm>, out: Tensor, id: &str, rec: &mut Recorder) -> Result<Tensor> {
+fn post_norm(cfg: &ModelConfig, p: Option<&LayerNorm>, out: Tensor, id: &str, hooks: &mut Hooks) -> Result<Tensor> {
     let Some(p) = p else { return Ok(out) };
     let normed = norm(&out, p, cfg)?; // [pos, d_model]
-    rec.tensor(id, cfg, &normed)?;
+    let normed = hooks.at(id, cfg, normed)?;
     Ok(normed)
 }

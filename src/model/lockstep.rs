@@ -10,8 +10,8 @@
 
 use super::{embed, head, layer, unembed};
 use crate::config::ModelConfig;
+use crate::hook::Hooks;
 use crate::params::{Input, LayerParams, Layers, Params};
-use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;
 use std::borrow::Cow;
@@ -73,18 +73,18 @@ fn start<'s, 'a>(s: &'s Scope<'s, '_>, layers: &'a Layers, i: usize) -> Result<P
     }
 }
 
-/// Runs `a` and `b` part by part, each recording into its own recorder; `between(part,
+/// Runs `a` and `b` part by part, each through its own hook port; `between(part,
 /// [a's, b's])` sees the tensors each side handed to the next part. Both sides must have
 /// the same number of layers. Returns each side's last hidden state.
 pub fn lockstep(
     [a, b]: [Side<'_>; 2],
-    [rec_a, rec_b]: [&mut Recorder; 2],
+    [hooks_a, hooks_b]: [&mut Hooks; 2],
     mut between: impl FnMut(Part, [&Tensor; 2]) -> Result<()>,
 ) -> Result<[Tensor; 2]> {
     let count = a.params.layers.len();
     anyhow::ensure!(count == b.params.layers.len(), "internal: the two models' layer counts differ");
     let heads = [head::Unembed::of(a.cfg, a.params), head::Unembed::of(b.cfg, b.params)];
-    let mut x = [embed::embed(a.cfg, a.params, a.input, rec_a)?, embed::embed(b.cfg, b.params, b.input, rec_b)?];
+    let mut x = [embed::embed(a.cfg, a.params, a.input, hooks_a)?, embed::embed(b.cfg, b.params, b.input, hooks_b)?];
     between(Part::Embed, [&x[0], &x[1]])?;
     let sides = [&a, &b];
     std::thread::scope(|s| -> Result<()> {
@@ -104,10 +104,10 @@ pub fn lockstep(
                 Some(&(side, i)) => Some(start(s, &sides[side].params.layers, i)?),
                 None => None,
             };
-            let rec = if side == 0 { &mut *rec_a } else { &mut *rec_b };
+            let hooks = if side == 0 { &mut *hooks_a } else { &mut *hooks_b };
             let cfg = sides[side].cfg;
             // Unpatched passes: a patch is one run of a patching sweep's state, not a model's.
-            x[side] = layer::layer(cfg, &p, &x[side], i, &mut super::pass::Pass::default(), rec)?; // [pos, d_model]
+            x[side] = layer::layer(cfg, &p, &x[side], i, &mut super::pass::Pass::default(), hooks)?; // [pos, d_model]
             drop(p);
             if side == 1 {
                 between(Part::Layer(i), [&x[0], &x[1]])?;
@@ -117,8 +117,8 @@ pub fn lockstep(
     })?;
     let [xa, xb] = x;
     let out = [
-        unembed::unembed(a.cfg, a.params, heads[0].as_ref(), xa, rec_a)?,
-        unembed::unembed(b.cfg, b.params, heads[1].as_ref(), xb, rec_b)?,
+        unembed::unembed(a.cfg, a.params, heads[0].as_ref(), xa, hooks_a)?,
+        unembed::unembed(b.cfg, b.params, heads[1].as_ref(), xb, hooks_b)?,
     ];
     between(Part::Unembed, [&out[0], &out[1]])?;
     Ok(out)

@@ -4,7 +4,8 @@
 //! see `intervene`).
 
 use crate::config::ModelConfig;
-use crate::trace::{steps, Recorder, Values};
+use crate::hook::Hooks;
+use crate::trace::{steps, Values};
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 use std::collections::BTreeSet;
@@ -80,15 +81,15 @@ pub fn capped_and_masked(
     scaled: Tensor,
     hidden: Option<&[bool]>,
     l: usize,
-    mut rec: Option<&mut Recorder>,
+    mut hooks: Option<&mut Hooks>,
 ) -> Result<Tensor> {
     let (_, n, keys) = scaled.dims3()?;
     let bias = match hidden {
         Some(hidden) => {
             let bias: Vec<f32> = hidden.iter().map(|&m| if m { f32::NEG_INFINITY } else { 0.0 }).collect();
             let mask = Values::Bool(hidden.to_vec());
-            if let Some(rec) = rec.as_deref_mut() {
-                rec.record(&format!("layers.{l}.attn.mask"), &steps::dims("attn.mask", cfg), &[n, keys], mask);
+            if let Some(hooks) = hooks.as_deref_mut() {
+                hooks.rec.record(&format!("layers.{l}.attn.mask"), &steps::dims("attn.mask", cfg), &[n, keys], mask);
             }
             Some(Tensor::from_vec(bias, (n, keys), &Device::Cpu)?) // [query_pos, key_pos]
         }
@@ -103,8 +104,9 @@ pub fn capped_and_masked(
     Ok(match cfg.parts.attn_softcap {
         Some(cap) => {
             let uncapped = masked(scaled.clone())?; // [head, query_pos, key_pos]
-            if let Some(rec) = rec {
-                rec.tensor(&format!("layers.{l}.attn.scores_uncapped"), cfg, &uncapped)?;
+                                                    // Recorded, not hooked: the pass goes on from the capped scores.
+            if let Some(hooks) = hooks {
+                hooks.rec.tensor(&format!("layers.{l}.attn.scores_uncapped"), cfg, &uncapped)?;
             }
             masked(super::softcap(&scaled, cap)?)? // [head, query_pos, key_pos]
         }

@@ -36,20 +36,20 @@ pub mod tiled;
 pub mod unembed;
 
 use crate::config::ModelConfig;
+use crate::hook::Hooks;
 use crate::params::Input;
 use crate::params::{Linear, Params};
-use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;
 
 /// Runs the whole model in three parts, embed → stack → unembed, recording every step into
 /// `rec`; returns the last hidden state.
-pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, rec: &mut Recorder) -> Result<Tensor> {
+pub fn forward(cfg: &ModelConfig, params: &Params, input: &Input, hooks: &mut Hooks) -> Result<Tensor> {
     if cfg.parts.seq2seq.is_some() {
-        return seq2seq::forward(cfg, params, input, rec);
+        return seq2seq::forward(cfg, params, input, hooks);
     }
     let head = head::Unembed::of(cfg, params);
-    let done = forward_pass(cfg, params, head.as_ref(), (input, &mut pass::Pass::default()), rec, false)?;
+    let done = forward_pass(cfg, params, head.as_ref(), (input, &mut pass::Pass::default()), hooks, false)?;
     Ok(done.0)
 }
 
@@ -62,28 +62,28 @@ pub fn forward_pass(
     params: &Params,
     head: Option<&head::Unembed>,
     (input, pass): (&Input, &mut pass::Pass),
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
     logits: bool,
 ) -> Result<(Tensor, Option<Tensor>)> {
-    attribute::readout::open(cfg, params, head, rec)?;
-    let x = embed::embed_at(cfg, params, input, pass.offset(), rec)?; // [pos, d_model]
-    pass.bias = relative::position_bias(cfg, params, (pass.offset(), x.dim(0)?), rec)?; // [head, pos, key_pos]
-    let x = stack::stack(cfg, &params.layers, (0, pass), x, rec, |_, _, out, rec| {
-        if let (true, Some(head)) = (rec.lens(), head) {
+    attribute::readout::open(cfg, params, head, hooks)?;
+    let x = embed::embed_at(cfg, params, input, pass.offset(), hooks)?; // [pos, d_model]
+    pass.bias = relative::position_bias(cfg, params, (pass.offset(), x.dim(0)?), hooks)?; // [head, pos, key_pos]
+    let x = stack::stack(cfg, &params.layers, (0, pass), x, hooks, |_, _, out, hooks| {
+        if let (true, Some(head)) = (hooks.rec.lens(), head) {
             // The logit lens: this layer's residual stream read out as if it were the last.
             let normed = unembed::final_norm(cfg, params, out)?; // [pos, d_model]
             let logits = unembed::capped(cfg, head.logits(&normed)?)?; // [pos, vocab]
-            let top = head::top_k(&logits, rec.top_k().max(1))?;
-            rec.push_lens(top);
-            if !rec.lens_track().is_empty() {
+            let top = head::top_k(&logits, hooks.rec.top_k().max(1))?;
+            hooks.rec.push_lens(top);
+            if !hooks.rec.lens_track().is_empty() {
                 // `--lens-track`: the chosen tokens' exact ranks, from the same logits.
-                let ranks = head::ranks(&logits, &rec.lens_track())?; // [pos][tracked]
-                rec.push_lens_ranks(ranks);
+                let ranks = head::ranks(&logits, &hooks.rec.lens_track())?; // [pos][tracked]
+                hooks.rec.push_lens_ranks(ranks);
             }
         }
         Ok(())
     })?; // [pos, d_model]
-    unembed::unembed_with_logits(cfg, params, head, x, rec, logits)
+    unembed::unembed_with_logits(cfg, params, head, x, hooks, logits)
 }
 
 /// `x·Wᵀ + b` for `x` of shape [pos, in], PyTorch's `nn.Linear`.

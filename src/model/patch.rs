@@ -20,6 +20,7 @@ pub use super::intervene::Patch;
 use super::pass::Pass;
 use super::{embed, head, stack, unembed};
 use crate::config::ModelConfig;
+use crate::hook::Hooks;
 use crate::params::Input;
 use crate::params::{LayerParams, Layers, Params};
 use crate::trace::{Recorder, Selection};
@@ -110,7 +111,7 @@ pub(super) fn run_from(
 ) -> Result<Run> {
     let mut rec = quiet(cfg, x.dim(0)?, keep);
     let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
-    let last = stack::stack(cfg, layers, (from, &mut pass), x, &mut rec, |_, input, out, _| {
+    let last = stack::stack(cfg, layers, (from, &mut pass), x, &mut Hooks::new(&mut rec), |_, input, out, _| {
         inputs.push(input.clone());
         outputs.push(out.clone());
         Ok(())
@@ -156,9 +157,9 @@ pub(super) fn embedded(cfg: &ModelConfig, params: &Params, input: &Input, whole_
     };
     let mut rec = quiet(cfg, n, false);
     if whole_table {
-        return embed::embed(cfg, &Params { token_rows: None, ..params.clone() }, input, &mut rec);
+        return embed::embed(cfg, &Params { token_rows: None, ..params.clone() }, input, &mut Hooks::new(&mut rec));
     }
-    embed::embed(cfg, params, input, &mut rec)
+    embed::embed(cfg, params, input, &mut Hooks::new(&mut rec))
 }
 
 /// (patched − corrupted) / (clean − corrupted), or `None` where the denominator is 0 (the

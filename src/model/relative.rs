@@ -4,8 +4,8 @@
 //! added to every layer's scores, as transformers shares it.
 
 use crate::config::ModelConfig;
+use crate::hook::Hooks;
 use crate::params::Params;
-use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 
@@ -15,7 +15,7 @@ pub fn position_bias(
     cfg: &ModelConfig,
     params: &Params,
     (offset, n): (usize, usize),
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
 ) -> Result<Option<Tensor>> {
     let (Some(rb), Some(table)) = (&cfg.parts.relative_bias, &params.relative_bias) else { return Ok(None) };
     let keys = offset + n;
@@ -24,6 +24,6 @@ pub fn position_bias(
     let index = Tensor::from_vec(buckets, n * keys, &Device::Cpu)?;
     let rows = table.index_select(&index, 0)?; // [query_pos·key_pos, head]
     let bias = rows.t()?.reshape((cfg.heads, n, keys))?.contiguous()?; // [head, query_pos, key_pos]
-    rec.tensor("position_bias", cfg, &bias)?;
+    let bias = hooks.at("position_bias", cfg, bias)?;
     Ok(Some(bias))
 }

@@ -9,31 +9,31 @@
 use super::pass::Pass;
 use super::{intervene, layer};
 use crate::config::ModelConfig;
+use crate::hook::Hooks;
 use crate::params::Layers;
-use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;
 
 /// Layers `from..` on `x` (layer `from`'s input, [pos, d_model]); `pass` carries a patched
 /// run's one copied activation (a head's context or a position's layer output) or a
-/// generation's cache, if any. `after(i, input, output, rec)` sees every layer's input
+/// generation's cache, if any. `after(i, input, output, hooks)` sees every layer's input
 /// and output as they are made (the logit lens, a patching sweep's record).
 pub fn stack(
     cfg: &ModelConfig,
     layers: &Layers,
     (from, pass): (usize, &mut Pass),
     x: Tensor,
-    rec: &mut Recorder,
-    mut after: impl FnMut(usize, &Tensor, &Tensor, &mut Recorder) -> Result<()>,
+    hooks: &mut Hooks,
+    mut after: impl FnMut(usize, &Tensor, &Tensor, &mut Hooks) -> Result<()>,
 ) -> Result<Tensor> {
     let mut x = x; // [pos, d_model]
                    // A lazily read checkpoint's next layer is read while this one runs.
     layers.each_from(from, |i, p| {
         super::cancel::check()?;
-        let out = layer::layer(cfg, p, &x, i, pass, rec)?; // [pos, d_model]
+        let out = layer::layer(cfg, p, &x, i, pass, hooks)?; // [pos, d_model]
         let out = intervene::patch_resid(pass.patch, i, out)?; // [pos, d_model]
         let out = pass.tap(out, super::pass::Tap::Output)?; // [pos, d_model]
-        after(i, &x, &out, rec)?;
+        after(i, &x, &out, hooks)?;
         x = out;
         Ok(())
     })?;

@@ -3,6 +3,7 @@
 
 use super::{embed, pass::Pass, stack};
 use crate::config::ModelConfig;
+use crate::hook::Hooks;
 use crate::params::{Input, Params};
 use crate::trace::{Recorder, Selection};
 use anyhow::{anyhow, Result};
@@ -26,9 +27,9 @@ pub fn resid_after(cfg: &ModelConfig, params: &Params, input: &Input, layer: usi
         return Err(anyhow!("internal: --steer-from needs the whole token table"));
     }
     let table_only = Params { token_rows: None, ..params.clone() };
-    let x = embed::embed(cfg, &table_only, input, &mut quiet())?; // [pos, d_model]
+    let x = embed::embed(cfg, &table_only, input, &mut Hooks::new(&mut quiet()))?; // [pos, d_model]
     let mut got = None;
-    stack::stack(cfg, &params.layers, (0, &mut Pass::default()), x, &mut quiet(), |i, _, out, _| {
+    stack::stack(cfg, &params.layers, (0, &mut Pass::default()), x, &mut Hooks::new(&mut quiet()), |i, _, out, _| {
         if i == layer {
             got = Some(out.get(n - 1)?.to_vec1::<f32>()?);
         }

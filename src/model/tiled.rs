@@ -9,27 +9,30 @@
 use super::pass::Pass;
 use crate::config::tiles::SQUARE_STEPS;
 use crate::config::ModelConfig;
+use crate::hook::Hooks;
 use crate::trace::rows::WeightRows;
-use crate::trace::{steps, Recorder, Values};
+use crate::trace::{steps, Values};
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 
 /// Whether layer `l`'s attention runs in tiles: the model allows it, nothing reads the whole
-/// matrices (`--attribute`'s ledger, a T5 bias, an attribution-patching run's gradients), and
+/// matrices (`--attribute`'s ledger, a T5 bias, an attribution-patching run's gradients, a
+/// hook at one of the layer's square steps), and
 /// no square step of the layer is recorded, or only a few heads' (never a soft-capped
 /// model's uncapped scores, which `mask::capped_and_masked` keeps to itself).
-pub fn tiles(cfg: &ModelConfig, l: usize, pass: &Pass, rec: &Recorder) -> bool {
-    let whole_matrices = pass.bias.is_some() || pass.taps.is_some() || rec.attribution().is_some();
-    let recorded = wanted(rec, l);
-    let few_heads = rec.kept_heads().is_some_and(|hs| hs.len() < cfg.heads);
+pub fn tiles(cfg: &ModelConfig, l: usize, pass: &Pass, hooks: &Hooks) -> bool {
+    let hooked = SQUARE_STEPS.into_iter().any(|s| hooks.hooked(&format!("layers.{l}.{s}")));
+    let whole_matrices = pass.bias.is_some() || pass.taps.is_some() || hooks.rec.attribution().is_some() || hooked;
+    let recorded = wanted(hooks, l);
+    let few_heads = hooks.rec.kept_heads().is_some_and(|hs| hs.len() < cfg.heads);
     cfg.tiles_attention() && !whole_matrices && (recorded.is_empty() || few_heads && !recorded.contains(&UNCAPPED))
 }
 
 const UNCAPPED: &str = "attn.scores_uncapped";
 
 /// The square steps of layer `l` the recorder keeps.
-fn wanted(rec: &Recorder, l: usize) -> Vec<&'static str> {
-    SQUARE_STEPS.into_iter().filter(|s| rec.wants(&format!("layers.{l}.{s}"))).collect()
+fn wanted(hooks: &Hooks, l: usize) -> Vec<&'static str> {
+    SQUARE_STEPS.into_iter().filter(|s| hooks.rec.wants(&format!("layers.{l}.{s}"))).collect()
 }
 
 /// The context `[head, pos, d_v]` of queries `q` (`[head, pos, d_k]`, at positions from
@@ -38,11 +41,11 @@ pub fn context(
     cfg: &ModelConfig,
     (q, k, v): (&Tensor, &Tensor, &Tensor),
     (l, offset): (usize, usize),
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
 ) -> Result<Tensor> {
     let (h, n, _) = q.dims3()?;
     let keys = k.dim(1)?;
-    let mut gathered = Gathered::new(rec, l, (n, keys))?;
+    let mut gathered = Gathered::new(hooks, l, (n, keys))?;
     let tile = cfg.query_tile(n, keys);
     let mut contexts = Vec::with_capacity(n.div_ceil(tile));
     for first in (0..n).step_by(tile) {
@@ -65,10 +68,10 @@ pub fn context(
         if let Some(g) = gathered.as_mut() {
             g.tile(first, [&raw_scores, &scores, &weights], hidden.as_deref())?;
         }
-        read(rec, l, &weights, (first, n, keys))?;
+        read(hooks, l, &weights, (first, n, keys))?;
     }
     if let Some(g) = gathered {
-        g.record(cfg, l, rec);
+        g.record(cfg, l, hooks);
     }
     Ok(Tensor::cat(&contexts, 1)?) // [head, pos, d_v]
 }
@@ -77,15 +80,15 @@ pub fn context(
 /// of its `keys` keys; the rest are 0) to the recorder's readers, if it has any: a tile, or a
 /// whole layer (`attention.rs`).
 pub fn read(
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
     l: usize,
     weights: &Tensor,
     (first, queries, keys): (usize, usize, usize),
 ) -> Result<()> {
-    if rec.reads_rows(l) {
+    if hooks.rec.reads_rows(l) {
         let (heads, rows, width) = weights.dims3()?;
         let values = weights.flatten_all()?.to_vec1::<f32>()?;
-        rec.weight_rows(&WeightRows { layer: l, first, queries, heads, rows, keys, width, values: &values });
+        hooks.rec.weight_rows(&WeightRows { layer: l, first, queries, heads, rows, keys, width, values: &values });
     }
     Ok(())
 }
@@ -104,9 +107,9 @@ struct Gathered {
 
 impl Gathered {
     /// None when layer `l` records no square step.
-    fn new(rec: &Recorder, l: usize, (n, keys): (usize, usize)) -> Result<Option<Gathered>> {
-        let wanted = wanted(rec, l);
-        let Some(kept) = rec.kept_heads().filter(|_| !wanted.is_empty()) else { return Ok(None) };
+    fn new(hooks: &Hooks, l: usize, (n, keys): (usize, usize)) -> Result<Option<Gathered>> {
+        let wanted = wanted(hooks, l);
+        let Some(kept) = hooks.rec.kept_heads().filter(|_| !wanted.is_empty()) else { return Ok(None) };
         let s = kept.len();
         let per_head = ["attn.raw_scores", "attn.scores", "attn.weights"];
         let steps = per_head
@@ -139,24 +142,24 @@ impl Gathered {
     }
 
     /// Records the gathered steps in `attention.rs`' order (raw scores, mask, scores, weights).
-    fn record(self, cfg: &ModelConfig, l: usize, rec: &mut Recorder) {
+    fn record(self, cfg: &ModelConfig, l: usize, hooks: &mut Hooks) {
         let (s, n, keys) = self.size;
         let mut steps = self.steps.into_iter().filter(|(_, v)| !v.is_empty()).peekable();
-        let put = |rec: &mut Recorder, (name, values): (&str, Vec<f32>)| {
+        let put = |hooks: &mut Hooks, (name, values): (&str, Vec<f32>)| {
             let dims = steps::dims(name, cfg);
-            rec.record_kept_heads(&format!("layers.{l}.{name}"), &dims, &[s, n, keys], Values::F32(values));
+            hooks.rec.record_kept_heads(&format!("layers.{l}.{name}"), &dims, &[s, n, keys], Values::F32(values));
         };
         if let Some(raw) = steps.next_if(|(name, _)| *name == "attn.raw_scores") {
-            put(rec, raw);
+            put(hooks, raw);
         }
         if let Some(mask) = self.mask.filter(|m| !m.is_empty()) {
-            rec.record(
+            hooks.rec.record(
                 &format!("layers.{l}.attn.mask"),
                 &steps::dims("attn.mask", cfg),
                 &[n, keys],
                 Values::Bool(mask),
             );
         }
-        steps.for_each(|step| put(rec, step));
+        steps.for_each(|step| put(hooks, step));
     }
 }

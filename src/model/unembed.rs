@@ -4,6 +4,7 @@
 
 use super::{ffn, head::Unembed, linear, norm};
 use crate::config::ModelConfig;
+use crate::hook::Hooks;
 use crate::params::Params;
 use crate::trace::Recorder;
 use anyhow::Result;
@@ -62,9 +63,9 @@ pub fn unembed(
     params: &Params,
     head: Option<&Unembed>,
     x: Tensor,
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
 ) -> Result<Tensor> {
-    Ok(unembed_with_logits(cfg, params, head, x, rec, false)?.0)
+    Ok(unembed_with_logits(cfg, params, head, x, hooks, false)?.0)
 }
 
 /// [`unembed`], returning the logits too (as the model returns them: after any soft-cap),
@@ -75,19 +76,20 @@ pub fn unembed_with_logits(
     params: &Params,
     head: Option<&Unembed>,
     x: Tensor,
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
     logits: bool,
 ) -> Result<(Tensor, Option<Tensor>)> {
     let resid = x; // [pos, d_model]: the last layer's output
     let x = final_norm(cfg, params, &resid)?; // [pos, d_model]
-    if params.final_norm.is_some() {
-        rec.tensor("final_norm.out", cfg, &x)?;
-    }
-    rec.tensor("output", cfg, &x)?;
-    let wanted = logits || logits_wanted(params, rec);
-    if wanted && !logits && predictions_only(params, rec) {
-        if let Some(top) = predictions(cfg, params, head, &x, rec.top_k())? {
-            rec.set_predictions(top);
+    let x = match params.final_norm.is_some() {
+        true => hooks.at("final_norm.out", cfg, x)?, // [pos, d_model]
+        false => x,
+    };
+    let x = hooks.at("output", cfg, x)?;
+    let wanted = logits || logits_wanted(params, hooks.rec);
+    if wanted && !logits && predictions_only(params, hooks) {
+        if let Some(top) = predictions(cfg, params, head, &x, hooks.rec.top_k())? {
+            hooks.rec.set_predictions(top);
         }
         return Ok((x, None));
     }
@@ -96,17 +98,17 @@ pub fn unembed_with_logits(
     if let Some(raw) = &raw {
         let logits = match cfg.parts.final_softcap {
             Some(_) => {
-                rec.tensor("logits_uncapped", cfg, raw)?; // [pos, vocab]
+                hooks.rec.tensor("logits_uncapped", cfg, raw)?; // [pos, vocab]
                 capped(cfg, raw.clone())? // [pos, vocab]
             }
             None => raw.clone(),
         };
-        rec.tensor("logits", cfg, &logits)?; // [pos, vocab]
-        let k = rec.top_k();
-        rec.set_predictions(super::head::top_k(&logits, k)?);
+        let logits = hooks.at("logits", cfg, logits)?; // [pos, vocab]
+        let k = hooks.rec.top_k();
+        hooks.rec.set_predictions(super::head::top_k(&logits, k)?);
         returned = Some(logits);
     }
-    super::attribute::readout::close(cfg, params, head, (&resid, &x, raw.as_ref()), rec)?;
+    super::attribute::readout::close(cfg, params, head, (&resid, &x, raw.as_ref()), hooks)?;
     Ok((x, returned))
 }
 
@@ -115,8 +117,11 @@ type Top = Vec<Vec<(u32, f32)>>;
 
 /// Whether a language model's logits are computed for its predictions alone: not recorded,
 /// not returned, not read by `--attribute`.
-fn predictions_only(params: &Params, rec: &Recorder) -> bool {
-    params.mlm.is_none() && !rec.wants("logits") && !rec.wants("logits_uncapped") && rec.attribution().is_none()
+fn predictions_only(params: &Params, hooks: &Hooks) -> bool {
+    params.mlm.is_none()
+        && !hooks.rec.wants("logits")
+        && !hooks.rec.wants("logits_uncapped")
+        && hooks.rec.attribution().is_none()
 }
 
 /// The `k` most probable next tokens at each position (None without a head) of the final-normed `x` [pos,

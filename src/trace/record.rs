@@ -66,7 +66,7 @@ impl Recorder {
     }
 
     /// `id` with the current stack's prefix.
-    fn full<'a>(&self, id: &'a str) -> std::borrow::Cow<'a, str> {
+    pub fn full_id<'a>(&self, id: &'a str) -> std::borrow::Cow<'a, str> {
         match self.stack {
             steps::Stack::Only => std::borrow::Cow::Borrowed(id),
             s => std::borrow::Cow::Owned(format!("{}{id}", s.prefix())),
@@ -193,7 +193,7 @@ impl Recorder {
 
     /// Whether a step with this id would be kept; lets callers skip copying tensors out.
     pub fn wants(&self, id: &str) -> bool {
-        let id = &*self.full(id);
+        let id = &*self.full_id(id);
         // A stream whose reader left needs no more steps.
         if self.sink.failed.is_some() && !self.sink.keep {
             return false;
@@ -237,7 +237,7 @@ impl Recorder {
         if !self.wants(id) {
             return;
         }
-        let id = &*self.full(id);
+        let id = &*self.full_id(id);
         debug_assert_eq!(dims.len(), shape.len(), "{id}: dims and shape disagree");
         debug_assert_eq!(shape.iter().product::<usize>(), values.len(), "{id}: shape and values disagree");
         let (layer, name) = split_id(id);

@@ -19,9 +19,9 @@
 pub mod readout;
 
 use crate::config::{AblateMode, ModelConfig};
+use crate::hook::Hooks;
 use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams};
 use crate::trace::attribution::{Term, HEAD};
-use crate::trace::Recorder;
 use anyhow::{anyhow, Result};
 use candle_core::{DType, IndexOp, Tensor};
 
@@ -70,14 +70,14 @@ fn term(layer: Option<usize>, name: &'static str, index: Option<usize>) -> Term 
 }
 
 /// The attributed position, when the run attributes.
-fn position(rec: &mut Recorder) -> Option<usize> {
-    rec.ledger().map(|g| g.request.position)
+fn position(hooks: &mut Hooks) -> Option<usize> {
+    hooks.rec.ledger().map(|g| g.request.position)
 }
 
 /// Adds `terms`, whose vectors at the position are the rows of `v` ([m, d_model] f64), each
 /// first through the sublayer's frozen norm `post` where it has one.
-fn push(rec: &mut Recorder, terms: Vec<Term>, v: Tensor, post: Option<&Frozen>) -> Result<()> {
-    let Some(g) = rec.ledger() else { return Ok(()) };
+fn push(hooks: &mut Hooks, terms: Vec<Term>, v: Tensor, post: Option<&Frozen>) -> Result<()> {
+    let Some(g) = hooks.rec.ledger() else { return Ok(()) };
     match &g.direction {
         Some(d) => {
             let d = match post {
@@ -105,12 +105,12 @@ fn row(b: &Tensor) -> Result<Tensor> {
 
 /// The embeddings' terms: each named part's row at the position ([pos, d_model] each), times
 /// Gemma's √d_model where the model scales the sum.
-pub fn embeddings(cfg: &ModelConfig, parts: &[(&'static str, &Tensor)], rec: &mut Recorder) -> Result<()> {
-    let Some(q) = position(rec) else { return Ok(()) };
+pub fn embeddings(cfg: &ModelConfig, parts: &[(&'static str, &Tensor)], hooks: &mut Hooks) -> Result<()> {
+    let Some(q) = position(hooks) else { return Ok(()) };
     let scale = cfg.parts.embed_scale.unwrap_or(1.0);
     for (name, t) in parts {
         let v = (t.i(q)?.to_dtype(F64)? * scale)?.unsqueeze(0)?; // [1, d_model]
-        push(rec, vec![term(None, name, None)], v, None)?;
+        push(hooks, vec![term(None, name, None)], v, None)?;
     }
     Ok(())
 }
@@ -123,18 +123,18 @@ pub fn through_norm(
     p: &LayerNorm,
     x: &Tensor,
     (layer, bias): (Option<usize>, &'static str),
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
 ) -> Result<()> {
-    let Some(q) = position(rec) else { return Ok(()) };
+    let Some(q) = position(hooks) else { return Ok(()) };
     let f = Frozen::of(p, x, q, cfg.eps, true)?;
-    let Some(g) = rec.ledger() else { return Ok(()) };
+    let Some(g) = hooks.rec.ledger() else { return Ok(()) };
     if g.direction.is_some() {
         return Err(anyhow!("internal: a norm of the whole residual stream in a pre-norm attribution"));
     }
     g.kept = g.kept.iter().map(|t| f.apply(t)).collect::<Result<_>>()?;
     g.kept_sources = g.kept_sources.iter().map(|t| f.apply(t)).collect::<Result<_>>()?;
     match &p.bias {
-        Some(b) => push(rec, vec![term(layer, bias, None)], row(b)?, None),
+        Some(b) => push(hooks, vec![term(layer, bias, None)], row(b)?, None),
         None => Ok(()),
     }
 }
@@ -145,9 +145,9 @@ fn sandwich(cfg: &ModelConfig, p: Option<&LayerNorm>, out: &Tensor, q: usize) ->
 }
 
 /// The sandwich norm's own bias, as a term, where it has one.
-fn sandwich_bias(rec: &mut Recorder, p: Option<&LayerNorm>, (l, name): (usize, &'static str)) -> Result<()> {
+fn sandwich_bias(hooks: &mut Hooks, p: Option<&LayerNorm>, (l, name): (usize, &'static str)) -> Result<()> {
     match p.and_then(|n| n.bias.as_ref()) {
-        Some(b) => push(rec, vec![term(Some(l), name, None)], row(b)?, None),
+        Some(b) => push(hooks, vec![term(Some(l), name, None)], row(b)?, None),
         None => Ok(()),
     }
 }
@@ -162,9 +162,9 @@ pub fn attention(
     p: &LayerParams,
     l: usize,
     (weights, v, context, out): (&Tensor, &Tensor, &Tensor, &Tensor),
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
 ) -> Result<()> {
-    let Some(q) = position(rec) else { return Ok(()) };
+    let Some(q) = position(hooks) else { return Ok(()) };
     let o = p.out_proj.as_ref().ok_or_else(|| anyhow!("internal: attribution needs an output projection"))?;
     let post_norm = p.block.as_ref().and_then(|b| b.post_attn_norm.as_ref());
     let post = sandwich(cfg, post_norm, out, q)?;
@@ -175,15 +175,15 @@ pub fn attention(
         w: source_weights(cfg, l, weights, q)?,      // [head, key_pos]
         names: (0..v.dim(0)?).map(|i| term(Some(l), HEAD, Some(i))).collect(),
     };
-    let direction = rec.ledger().and_then(|g| g.direction.clone());
+    let direction = hooks.rec.ledger().and_then(|g| g.direction.clone());
     match direction {
-        Some(d) => heads.projected(rec, &post.as_ref().map_or(Ok(d.clone()), |f| f.transpose(&d))?)?,
-        None => heads.kept(rec, post.as_ref())?,
+        Some(d) => heads.projected(hooks, &post.as_ref().map_or(Ok(d.clone()), |f| f.transpose(&d))?)?,
+        None => heads.kept(hooks, post.as_ref())?,
     }
     if let Some(b) = &o.bias {
-        push(rec, vec![term(Some(l), "attn.bias", None)], row(b)?, post.as_ref())?;
+        push(hooks, vec![term(Some(l), "attn.bias", None)], row(b)?, post.as_ref())?;
     }
-    sandwich_bias(rec, post_norm, (l, "norm1_post.bias"))
+    sandwich_bias(hooks, post_norm, (l, "norm1_post.bias"))
 }
 
 /// One layer's heads at the position, in f64: what their terms and sources are made of.
@@ -199,13 +199,13 @@ struct Heads {
 impl Heads {
     /// Projected in each head's own space: z_h = W_O,hᵀ d once per head, then the head's term
     /// is ctx_h · z_h and its source k is w_k · (v_k · z_h).
-    fn projected(self, rec: &mut Recorder, d: &Tensor) -> Result<()> {
+    fn projected(self, hooks: &mut Hooks, d: &Tensor) -> Result<()> {
         let (h, d_v) = self.ctx.dims2()?;
         let z = crate::model::product::matmul(&d.unsqueeze(0)?, &self.w_o)?.reshape((h, d_v))?; // [head, d_v]
         let heads = (&self.ctx * &z)?.sum(1)?.to_vec1::<f64>()?; // [head]
         let by_key = crate::model::product::matmul(&self.v, &z.unsqueeze(2)?)?.squeeze(2)?; // [head, key_pos]
         let sources = (by_key * &self.w)?.flatten_all()?.to_vec1::<f64>()?;
-        let Some(g) = rec.ledger() else { return Ok(()) };
+        let Some(g) = hooks.rec.ledger() else { return Ok(()) };
         g.terms.extend(self.names.into_iter().zip(heads).map(|(t, value)| Term { value, ..t }));
         g.sources.extend(sources);
         Ok(())
@@ -213,12 +213,12 @@ impl Heads {
 
     /// Kept as vectors (a post-norm stack): each head's term W_O,h·ctx_h, and each source
     /// w_k · W_O,h·v_k ([head·key, d_model]), through the sandwich norm `post` if any.
-    fn kept(self, rec: &mut Recorder, post: Option<&Frozen>) -> Result<()> {
+    fn kept(self, hooks: &mut Hooks, post: Option<&Frozen>) -> Result<()> {
         let (h, n, d_v) = self.v.dims3()?;
         let d_model = self.w_o.dim(0)?;
         let per_head = self.w_o.reshape((d_model, h, d_v))?.transpose(0, 1)?.contiguous()?; // [head, d_model, d_v]
         let heads = crate::model::product::matmul(&per_head, &self.ctx.unsqueeze(2)?)?.squeeze(2)?; // [head, d_model]
-        push(rec, self.names, heads, post)?;
+        push(hooks, self.names, heads, post)?;
         let weighted = self.v.broadcast_mul(&self.w.unsqueeze(2)?)?.transpose(1, 2)?.contiguous()?; // [head, d_v, key_pos]
         let vectors = crate::model::product::matmul(&per_head, &weighted)?.transpose(1, 2)?.contiguous()?; // [head, key_pos, d_model]
         let vectors = vectors.reshape((h * n, d_model))?;
@@ -226,7 +226,7 @@ impl Heads {
             Some(f) => f.apply(&vectors)?,
             None => vectors,
         };
-        if let Some(g) = rec.ledger() {
+        if let Some(g) = hooks.rec.ledger() {
             g.kept_sources.push(vectors);
         }
         Ok(())
@@ -251,19 +251,19 @@ fn source_weights(cfg: &ModelConfig, l: usize, weights: &Tensor, q: usize) -> Re
 /// A dense FFN's terms at the position: its output less its output bias (`ffn`), and that
 /// bias (`ffn.bias`), through the block's sandwich norm where it has one. A mixture of experts
 /// gives its terms from `ffn.rs` ([`experts`]).
-pub fn ffn(cfg: &ModelConfig, b: &Block, l: usize, out: &Tensor, rec: &mut Recorder) -> Result<()> {
-    let (Some(q), Ffn::Dense(Dense { linear2, .. })) = (position(rec), &b.ffn) else { return Ok(()) };
+pub fn ffn(cfg: &ModelConfig, b: &Block, l: usize, out: &Tensor, hooks: &mut Hooks) -> Result<()> {
+    let (Some(q), Ffn::Dense(Dense { linear2, .. })) = (position(hooks), &b.ffn) else { return Ok(()) };
     let post = sandwich(cfg, b.post_ffn_norm.as_ref(), out, q)?;
     let total = out.i(q)?.to_dtype(F64)?; // [d_model]
     let body = match &linear2.bias {
         Some(bias) => (total - bias.to_dtype(F64)?)?,
         None => total,
     };
-    push(rec, vec![term(Some(l), "ffn", None)], body.unsqueeze(0)?, post.as_ref())?;
+    push(hooks, vec![term(Some(l), "ffn", None)], body.unsqueeze(0)?, post.as_ref())?;
     if let Some(bias) = &linear2.bias {
-        push(rec, vec![term(Some(l), "ffn.bias", None)], row(bias)?, post.as_ref())?;
+        push(hooks, vec![term(Some(l), "ffn.bias", None)], row(bias)?, post.as_ref())?;
     }
-    sandwich_bias(rec, b.post_ffn_norm.as_ref(), (l, "norm2_post.bias"))
+    sandwich_bias(hooks, b.post_ffn_norm.as_ref(), (l, "norm2_post.bias"))
 }
 
 /// What a mixture routed: each chosen expert's output [pos, rank, d_model], and the routing
@@ -284,21 +284,21 @@ pub fn experts(
     routed: Routed,
     shared: Option<(&Tensor, &Tensor)>,
     out: &Tensor,
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
 ) -> Result<()> {
-    let Some(q) = position(rec) else { return Ok(()) };
+    let Some(q) = position(hooks) else { return Ok(()) };
     let post = sandwich(cfg, post_norm, out, q)?;
     let Routed { outs, weights, chosen } = routed;
     let mut ranks: Vec<usize> = (0..chosen[q].len()).collect();
     ranks.sort_by_key(|&r| chosen[q][r]);
     for r in ranks {
         let v = (outs.i((q, r))?.to_dtype(F64)? * weights[q][r] as f64)?.unsqueeze(0)?; // [1, d_model]
-        push(rec, vec![term(Some(l), "ffn.expert", Some(chosen[q][r]))], v, post.as_ref())?;
+        push(hooks, vec![term(Some(l), "ffn.expert", Some(chosen[q][r]))], v, post.as_ref())?;
     }
     if let Some((gate, shared_out)) = shared {
         let share = gate.i((q, 0))?.to_dtype(F64)?.to_scalar::<f64>()?;
         let v = (shared_out.i(q)?.to_dtype(F64)? * share)?.unsqueeze(0)?; // [1, d_model]
-        push(rec, vec![term(Some(l), "ffn.shared", None)], v, post.as_ref())?;
+        push(hooks, vec![term(Some(l), "ffn.shared", None)], v, post.as_ref())?;
     }
-    sandwich_bias(rec, post_norm, (l, "norm2_post.bias"))
+    sandwich_bias(hooks, post_norm, (l, "norm2_post.bias"))
 }

@@ -7,18 +7,19 @@
 
 use super::{Frozen, F64};
 use crate::config::{ModelConfig, Norm};
+use crate::hook::Hooks;
 use crate::model::{ffn, head::Unembed, linear, unembed};
 use crate::params::{Linear, Params};
 use crate::trace::attribution::{Answer, Attribution, Ledger, Request, Term};
-use crate::trace::{steps, Recorder, Values};
+use crate::trace::{steps, Values};
 use anyhow::{anyhow, Result};
 use candle_core::{IndexOp, Tensor};
 
 /// Opens the ledger when the run attributes. A pre-norm stack read by a linear head has its
 /// direction now: the final norm's transpose (without its σ, applied at the end) of
 /// W_U[answer] − W_U[foil]; a post-norm stack or a masked-LM head keeps vectors instead.
-pub fn open(cfg: &ModelConfig, params: &Params, head: Option<&Unembed>, rec: &mut Recorder) -> Result<()> {
-    let Some(req) = rec.attribution().cloned() else { return Ok(()) };
+pub fn open(cfg: &ModelConfig, params: &Params, head: Option<&Unembed>, hooks: &mut Hooks) -> Result<()> {
+    let Some(req) = hooks.rec.attribution().cloned() else { return Ok(()) };
     let direction = if cfg.norm == Norm::Pre && params.mlm.is_none() {
         let (u, _) = unembedding(head_rows(params, head)?, &req)?;
         Some(match &params.final_norm {
@@ -28,8 +29,8 @@ pub fn open(cfg: &ModelConfig, params: &Params, head: Option<&Unembed>, rec: &mu
     } else {
         None
     };
-    let n = rec.trace().tokens.len();
-    rec.open_ledger(Ledger::new(req, direction, (cfg.layers, cfg.heads, n)));
+    let n = hooks.rec.trace().tokens.len();
+    hooks.rec.open_ledger(Ledger::new(req, direction, (cfg.layers, cfg.heads, n)));
     Ok(())
 }
 
@@ -153,9 +154,9 @@ pub fn close(
     params: &Params,
     head: Option<&Unembed>,
     (x, normed, raw): (&Tensor, &Tensor, Option<&Tensor>),
-    rec: &mut Recorder,
+    hooks: &mut Hooks,
 ) -> Result<()> {
-    let Some(g) = rec.take_ledger() else { return Ok(()) };
+    let Some(g) = hooks.rec.take_ledger() else { return Ok(()) };
     let req = g.request.clone();
     let r = match params.mlm {
         Some(_) => mlm_readout(cfg, params, &req, x)?,
@@ -176,7 +177,7 @@ pub fn close(
     };
     let logit = diff(&raw)?;
     let capped = cfg.parts.final_softcap.map(|_| diff(&unembed::capped(cfg, raw.clone())?)).transpose()?;
-    let shape = (cfg.layers, cfg.heads, rec.trace().tokens.len());
+    let shape = (cfg.layers, cfg.heads, hooks.rec.trace().tokens.len());
     let total = terms.iter().map(|t| t.value).sum();
     let answer = |id| Answer { id, token: None, text: None };
     let a = Attribution {
@@ -190,8 +191,8 @@ pub fn close(
         logit,
         capped,
     };
-    record(cfg, &a, rec);
-    rec.set_attribution(a);
+    record(cfg, &a, hooks);
+    hooks.rec.set_attribution(a);
     Ok(())
 }
 
@@ -218,10 +219,10 @@ fn project(g: Ledger, r: &Readout) -> Result<(Vec<Term>, Vec<f64>)> {
 }
 
 /// `attribution.heads` [layer, head] and `attribution.sources` [layer, head, key_pos].
-fn record(cfg: &ModelConfig, a: &Attribution, rec: &mut Recorder) {
+fn record(cfg: &ModelConfig, a: &Attribution, hooks: &mut Hooks) {
     let (layers, heads, keys) = a.shape;
     let f32s = |v: &[f64]| Values::F32(v.iter().map(|&x| x as f32).collect());
     let dims = |name| steps::dims(name, cfg);
-    rec.record("attribution.heads", &dims("attribution.heads"), &[layers, heads], f32s(&a.heads()));
-    rec.record("attribution.sources", &dims("attribution.sources"), &[layers, heads, keys], f32s(&a.sources));
+    hooks.rec.record("attribution.heads", &dims("attribution.heads"), &[layers, heads], f32s(&a.heads()));
+    hooks.rec.record("attribution.sources", &dims("attribution.sources"), &[layers, heads, keys], f32s(&a.sources));
 }

@@ -1,0 +1,132 @@
+//! The hook port: the one place the forward pass hands on every named step. Where the model
+//! has computed a step it calls `let t = hooks.at(id, cfg, t)?;`, and the port runs the hooks
+//! registered at that step id, in the order they were registered (each may replace the
+//! tensor, add to it, or keep a handle on it), then records what comes out: the recorded
+//! step is what the pass goes on with. TransformerLens puts a `HookPoint` at every named
+//! activation, and llama.cpp's graph calls `cb(cur, "attn_norm", il)`; attn-trace's names are
+//! the step catalogue's (`trace/steps.rs`).
+//!
+//! Analyses live outside the model (`analysis/`): each registers its hooks by step id in a
+//! [`Registry`] before the pass, and the model knows none of them.
+
+use crate::config::ModelConfig;
+use crate::trace::{split_id, Recorder};
+use anyhow::Result;
+use candle_core::Tensor;
+
+/// Where a hook is called: the step as the trace names it and the pass's place.
+pub struct Site<'s> {
+    /// The step id with its stack's prefix (`layers.3.attn.scores`, `decoder.layers.0.attn.q`).
+    pub id: &'s str,
+    /// The step's layer, for a per-layer step.
+    pub layer: Option<usize>,
+    /// The step's name without layer and prefix (`attn.scores`).
+    pub name: &'s str,
+    /// The absolute position of the tensor's first position: a decode step's is how many
+    /// positions the cache held before it, a whole pass's 0.
+    pub offset: usize,
+}
+
+/// Something that reads or changes a step as the pass computes it. Hooks are shared between
+/// the passes of a run (a generation's decode steps, a sweep's runs), so `at` takes `&self`:
+/// a hook that keeps what it sees holds it in a cell.
+pub trait Hook {
+    /// `t` at `site`, as the pass goes on with it.
+    fn at(&self, site: &Site, cfg: &ModelConfig, t: Tensor) -> Result<Tensor>;
+}
+
+/// The hooks of a run, each at a step id. Cheap to clone: it holds references.
+#[derive(Clone, Default)]
+pub struct Registry<'h> {
+    points: Vec<(String, &'h dyn Hook)>,
+}
+
+impl<'h> Registry<'h> {
+    /// Adds `hook` at the step `id` (with its stack's prefix), after the hooks already there.
+    pub fn add(&mut self, id: impl Into<String>, hook: &'h dyn Hook) {
+        self.points.push((id.into(), hook));
+    }
+
+    /// Whether a hook is registered at `id`.
+    pub fn has(&self, id: &str) -> bool {
+        self.points.iter().any(|(at, _)| at == id)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty()
+    }
+
+    fn at<'s>(&'s self, id: &'s str) -> impl Iterator<Item = &'h dyn Hook> + 's {
+        self.points.iter().filter(move |(at, _)| at == id).map(|(_, h)| *h)
+    }
+}
+
+/// The port a pass calls at every step: the run's recorder and hooks.
+pub struct Hooks<'a> {
+    /// Where kept steps go (the model also asks it what is recorded and reads its requests).
+    pub rec: &'a mut Recorder,
+    registry: Registry<'a>,
+    /// The position of this pass's first token (`Site::offset`).
+    offset: usize,
+}
+
+impl<'a> Hooks<'a> {
+    /// A port that only records.
+    pub fn new(rec: &'a mut Recorder) -> Self {
+        Hooks { rec, registry: Registry::default(), offset: 0 }
+    }
+
+    /// A port that runs `registry`'s hooks and records into `rec`.
+    pub fn with(rec: &'a mut Recorder, registry: Registry<'a>) -> Self {
+        Hooks { rec, registry, offset: 0 }
+    }
+
+    /// The same hooks recording into `rec`: another pass of the same run (a decode step, a
+    /// sweep's run) that records elsewhere.
+    pub fn to<'b>(&self, rec: &'b mut Recorder) -> Hooks<'b>
+    where
+        'a: 'b,
+    {
+        Hooks { rec, registry: self.registry.clone(), offset: 0 }
+    }
+
+    /// The run's hooks.
+    pub fn registry(&self) -> &Registry<'a> {
+        &self.registry
+    }
+
+    /// Starts a pass whose first position is `offset`.
+    pub fn start_pass(&mut self, offset: usize) {
+        self.offset = offset;
+    }
+
+    /// Whether a hook is registered at `id` (without its stack's prefix): such a step must be
+    /// computed whole, never in tiles.
+    pub fn hooked(&self, id: &str) -> bool {
+        !self.registry.is_empty() && self.registry.has(&self.rec.full_id(id))
+    }
+
+    /// Step `id` (without its stack's prefix) computed as `t`: the registered hooks run in
+    /// order, and the result is recorded if the selection keeps it and returned.
+    pub fn at(&mut self, id: &str, cfg: &ModelConfig, t: Tensor) -> Result<Tensor> {
+        let t = self.through(id, cfg, t)?;
+        self.rec.tensor(id, cfg, &t)?;
+        Ok(t)
+    }
+
+    /// [`Hooks::at`] for a place the trace does not record (the tensor is not a step of the
+    /// catalogue, or is recorded elsewhere): only the hooks run.
+    pub fn through(&mut self, id: &str, cfg: &ModelConfig, t: Tensor) -> Result<Tensor> {
+        if self.registry.is_empty() {
+            return Ok(t);
+        }
+        let full = self.rec.full_id(id).into_owned();
+        let (layer, name) = split_id(&full);
+        let site = Site { id: &full, layer, name, offset: self.offset };
+        let mut t = t;
+        for hook in self.registry.at(&full) {
+            t = hook.at(&site, cfg, t)?;
+        }
+        Ok(t)
+    }
+}
