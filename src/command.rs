@@ -91,7 +91,9 @@ pub fn main(args: Vec<OsString>) -> u8 {
         Err(e) => return clap_exit(e, "attn-trace --help"),
     };
     let env = crate::cli::Env::read();
-    crate::model::pool::on_a_worker(|| report(crate::run(cli, &env, &mut std::io::stdout().lock()).map(|()| true)))
+    crate::model::kernels::pool::on_a_worker(|| {
+        report(crate::run(cli, &env, &mut std::io::stdout().lock()).map(|()| true))
+    })
 }
 
 /// The main command's line parsed by [`main_command`], without the sub-commands: a sentence
@@ -205,7 +207,9 @@ fn compare(rest: &[OsString]) -> u8 {
         Err(e) => return clap_exit(e, "attn-trace compare --help"),
     };
     let env = crate::cli::Env::read();
-    crate::model::pool::on_a_worker(|| report(crate::compare::run(parsed, &env, &mut std::io::stdout().lock())))
+    crate::model::kernels::pool::on_a_worker(|| {
+        report(crate::compare::run(parsed, &env, &mut std::io::stdout().lock()))
+    })
 }
 
 /// `attn-trace schema`: the JSON Schema of the trace document.

@@ -25,6 +25,7 @@ pub mod config;
 pub mod diff;
 pub mod error;
 mod explaining;
+pub mod analysis;
 pub mod export;
 mod generating;
 pub mod hook;

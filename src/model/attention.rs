@@ -6,8 +6,8 @@
 //! their projections are the fused ones' row blocks, and `torch.cat` of their outputs is
 //! `attn.concat`.
 
+use super::kernels::{ggml, linear::linear};
 use super::pass::Pass;
-use super::{ggml, linear};
 use crate::config::ModelConfig;
 use crate::hook::Hooks;
 use crate::params::LayerParams;
@@ -72,7 +72,7 @@ fn whole(
     let (h, n) = (cfg.heads, q.dim(1)?);
     let raw_scores = match ggml::on(cfg) {
         true => ggml::exact::scores(q, k, cfg.parts.ggml_interleaved, ggml::q_scale(cfg))?, // [head, query_pos, key_pos]: llama.cpp's f16 kernel
-        false => super::product::matmul(q, &k.t()?)?, // [head, query_pos, key_pos]
+        false => super::kernels::product::matmul(q, &k.t()?)?, // [head, query_pos, key_pos]
     };
     let raw_scores = hooks.at(&format!("layers.{l}.attn.raw_scores"), cfg, raw_scores)?;
     let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, query_pos, key_pos]
@@ -85,8 +85,8 @@ fn whole(
     let scores = super::intervene::knockout(cfg, (l, offset), scores)?; // [head, query_pos, key_pos]
     let scores = hooks.at(&format!("layers.{l}.attn.scores"), cfg, scores)?;
     let weights = match ggml::on(cfg) {
-        true => ggml::exact::softmax(&scores)?,              // [head, query_pos, key_pos]
-        false => super::softmax::softmax_last_dim(&scores)?, // [head, query_pos, key_pos]
+        true => ggml::exact::softmax(&scores)?, // [head, query_pos, key_pos]
+        false => super::kernels::softmax::softmax_last_dim(&scores)?, // [head, query_pos, key_pos]
     };
     let weights = match super::mask::blind_rows(cfg, l, hidden.as_deref(), (h, offset, n), offset + n) {
         Some(rows) => super::mask::zero_rows(&weights, &rows)?, // [head, query_pos, key_pos]
@@ -95,7 +95,7 @@ fn whole(
     let weights = hooks.at(&format!("layers.{l}.attn.weights"), cfg, weights)?;
     let context = match ggml::on(cfg) {
         true => ggml::exact::context(&weights, v)?, // [head, pos, d_v]: in f16, as llama.cpp's cache holds v
-        false => super::product::matmul(&weights, v)?, // [head, pos, d_v]
+        false => super::kernels::product::matmul(&weights, v)?, // [head, pos, d_v]
     };
     super::tiled::read(hooks, l, &weights, (0, n, offset + n))?;
     Ok((Some(weights), context))
@@ -181,10 +181,10 @@ fn normed_and_rotated(
     };
     Ok(match cfg.parts.rope_at(l) {
         // llama.cpp's own rotation, where its angles are this rope's.
-        Some(rope) if super::ggml::on(cfg) && super::ggml::exact::plain(rope, cfg.d_k) => {
-            let q_rot = super::ggml::exact::rotate(&q, rope, offset)?; // [head, pos, d_k]
+        Some(rope) if super::kernels::ggml::on(cfg) && super::kernels::ggml::exact::plain(rope, cfg.d_k) => {
+            let q_rot = super::kernels::ggml::exact::rotate(&q, rope, offset)?; // [head, pos, d_k]
             let q_rot = hooks.at(&format!("layers.{l}.attn.q_rot"), cfg, q_rot)?;
-            let k_rot = super::ggml::exact::rotate(&k, rope, offset)?; // [kv_head, pos, d_k]
+            let k_rot = super::kernels::ggml::exact::rotate(&k, rope, offset)?; // [kv_head, pos, d_k]
             let k_rot = hooks.at(&format!("layers.{l}.attn.k_rot"), cfg, k_rot)?;
             (q_rot, k_rot)
         }
@@ -270,8 +270,8 @@ mod tests {
             parts: Default::default(),
         };
         let mut rec = Recorder::new(vec!["a".into(), "b".into()], cfg.clone(), Default::default());
-        let out = attention(&cfg, &p, &x, 0, &mut Pass::default(), &mut hooks).unwrap();
-        let (trace, _) = hooks.rec.finish();
+        let out = attention(&cfg, &p, &x, 0, &mut Pass::default(), &mut Hooks::new(&mut rec)).unwrap();
+        let (trace, _) = rec.finish();
         let w = trace.get("layers.0.attn.weights").unwrap().f32s().unwrap().to_vec();
         let close = |a: f32, b: f32| (a - b).abs() < 1e-6;
         assert!(close(w[0], 0.5) && close(w[1], 0.5), "{w:?}");

@@ -7,8 +7,9 @@
 //! cross-attention none). A generation makes the keys and values once, in its cache: the
 //! encoder's output is the same at every decode step.
 
+use super::kernels::linear::linear;
+use super::norm::norm;
 use super::pass::{KvCache, Pass};
-use super::{linear, norm::norm};
 use crate::config::{ModelConfig, Norm};
 use crate::hook::Hooks;
 use crate::params::{Cross, LayerParams};
@@ -74,13 +75,13 @@ fn attend(
     };
     let k = hooks.at(&id("k"), cfg, k)?;
     let v = hooks.at(&id("v"), cfg, v)?;
-    let raw_scores = super::product::matmul(&q, &k.t()?)?; // [head, pos, enc_pos]
+    let raw_scores = super::kernels::product::matmul(&q, &k.t()?)?; // [head, pos, enc_pos]
     let raw_scores = hooks.at(&id("raw_scores"), cfg, raw_scores)?;
     let scores = raw_scores.affine(cfg.scale, 0.0)?; // [head, pos, enc_pos]
     let scores = hooks.at(&id("scores"), cfg, scores)?;
-    let weights = super::softmax::softmax_last_dim(&scores)?; // [head, pos, enc_pos]
+    let weights = super::kernels::softmax::softmax_last_dim(&scores)?; // [head, pos, enc_pos]
     let weights = hooks.at(&id("weights"), cfg, weights)?;
-    let context = super::product::matmul(&weights, &v)?; // [head, pos, d_v]
+    let context = super::kernels::product::matmul(&weights, &v)?; // [head, pos, d_v]
     let ablated: Vec<usize> =
         cfg.interventions.ablate_cross.iter().filter(|(at, _)| *at == l).map(|(_, h)| *h).collect();
     let context = super::intervene::drop_heads(cfg, &ablated, context)?; // [head, pos, d_v]: `--ablate cross.L.H`

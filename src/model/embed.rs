@@ -33,8 +33,7 @@ pub fn embed_at(cfg: &ModelConfig, params: &Params, input: &Input, offset: usize
                 (None, None, Some(stored)) => stored.gather(ids)?, // read from the file's form
                 (None, None, None) => anyhow::bail!("internal: token embeddings are missing"),
             }; // [pos, d_model]
-            let token = hooks.at("embed.token", cfg, token)?;
-            token
+            hooks.at("embed.token", cfg, token)?
         }
         Input::Matrix(m) => m.clone(), // [pos, d_model], given by the user
     };
@@ -59,8 +58,7 @@ pub fn embed_at(cfg: &ModelConfig, params: &Params, input: &Input, offset: usize
     let rows = match (&position, cfg.parts.embed_scale) {
         (Some(_), Some(scale)) => {
             let scaled = rows.affine(scale, 0.0)?; // [pos, d_model]
-            let scaled = hooks.at("embed.token_scaled", cfg, scaled)?;
-            scaled
+            hooks.at("embed.token_scaled", cfg, scaled)?
         }
         _ => rows,
     };

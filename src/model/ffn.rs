@@ -14,7 +14,8 @@
 //! the order of its experts' indices, not its ranks (with three experts the two orders differ
 //! in the last bits). Each expert runs only on the rows routed to it.
 
-use super::{intervene, linear, softmax};
+use super::intervene;
+use super::kernels::{linear::linear, softmax};
 use crate::config::tiles::{even_tiles, WIDE_FFN_STEPS};
 use crate::config::{Activation, ModelConfig};
 use crate::hook::Hooks;
@@ -32,8 +33,7 @@ pub fn ffn(cfg: &ModelConfig, p: &Block, x: &Tensor, l: usize, hooks: &mut Hooks
             } else {
                 let rows = cfg.ffn_rows(x.dim(0)?);
                 let out = in_tiles(x, rows, |x| dense(cfg, f, x, |_, t| Ok(t)))?; // [pos, d_model]
-                let out = hooks.at(&format!("layers.{l}.ffn.out"), cfg, out)?;
-                out
+                hooks.at(&format!("layers.{l}.ffn.out"), cfg, out)?
             };
             super::attribute::ffn(cfg, p, l, &out, hooks)?;
             Ok(out)
@@ -80,9 +80,9 @@ pub fn dense(
             let gate = at("ffn.gate", gate)?;
             let up = linear(x, &p.linear1)?; // [pos, d_ff]
             let up = at("ffn.up", up)?;
-            match (super::ggml::on(cfg), cfg.activation) {
-                (true, Activation::GeluTanh) => super::ggml::geglu(&gate, &up)?, // [pos, d_ff]: ggml_vec_geglu_f32
-                _ => (activated(cfg, &gate)? * up)?,                             // [pos, d_ff]
+            match (super::kernels::ggml::on(cfg), cfg.activation) {
+                (true, Activation::GeluTanh) => super::kernels::ggml::geglu(&gate, &up)?, // [pos, d_ff]: ggml_vec_geglu_f32
+                _ => (activated(cfg, &gate)? * up)?,                                      // [pos, d_ff]
             }
         }
     };
@@ -95,9 +95,9 @@ pub fn dense(
 /// from ggml's f16 table (`ggml.rs`); the others in f32 (ggml's SiLU differs from it by an
 /// f32 rounding at most).
 fn activated(cfg: &ModelConfig, x: &Tensor) -> Result<Tensor> {
-    match (super::ggml::on(cfg), cfg.activation) {
-        (true, Activation::GeluTanh) => return super::ggml::gelu_table(x),
-        (true, Activation::Silu) => return super::ggml::exact::silu_rows(x),
+    match (super::kernels::ggml::on(cfg), cfg.activation) {
+        (true, Activation::GeluTanh) => return super::kernels::ggml::gelu_table(x),
+        (true, Activation::Silu) => return super::kernels::ggml::exact::silu_rows(x),
         _ => {}
     }
     activation(cfg.activation, x)

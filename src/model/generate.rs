@@ -94,7 +94,7 @@ fn decode(
     let mut sampler = Sampler::new(how.strategy);
     let k = hooks.rec.top_k();
     let mut pass = Pass { memory, ..Pass::cached(&mut cache) };
-    let (output, logits) = super::forward_pass(cfg, params, head, (input, &mut pass), hooks, true)?;
+    let (output, logits) = super::forward::forward_pass(cfg, params, head, (input, &mut pass), hooks, true)?;
     let n = output.dim(0)?;
     cache.advance(n);
     let logits = logits.context("internal: a generation needs the model's logits")?; // [pos, vocab]
@@ -120,7 +120,7 @@ fn decode(
         let one = Input::Ids { ids: vec![last], type_ids: None };
         let mut pass = Pass { memory, ..Pass::cached(&mut cache) };
         let mut hooks_t = hooks.to(&mut rec_t);
-        let (_, logits) = super::forward_pass(&step_cfg, params, head, (&one, &mut pass), &mut hooks_t, true)?;
+        let (_, logits) = super::forward::forward_pass(&step_cfg, params, head, (&one, &mut pass), &mut hooks_t, true)?;
         drop(hooks_t);
         cache.advance(1);
         let logits = logits.context("internal: a decode step needs the model's logits")?; // [1, vocab]
@@ -138,7 +138,7 @@ fn decode(
 fn choose(logits: &Tensor, sampler: &mut Sampler, k: usize, watch: Option<&u32>) -> Result<Chosen> {
     let row = logits.flatten_all()?.to_vec1::<f32>()?; // [vocab]
     let id = sampler.choose(&row);
-    let probs = super::softmax::softmax_last_dim(logits)?.flatten_all()?.to_vec1::<f32>()?; // [vocab]
+    let probs = super::kernels::softmax::softmax_last_dim(logits)?.flatten_all()?.to_vec1::<f32>()?; // [vocab]
     let candidates = head::top_k(logits, k)?.pop().unwrap_or_default();
     let at = |i: u32| probs.get(i as usize).copied().unwrap_or(0.0);
     Ok(Chosen { id, prob: at(id), candidates, watched: watch.map(|&w| at(w)) })

@@ -71,13 +71,14 @@ impl<'a> Unembed<'a> {
     /// one slice of the vocabulary at a time.
     pub fn logits(&self, x: &Tensor) -> Result<Tensor> {
         match self {
-            Unembed::Dense(head) => super::linear(x, head),
+            Unembed::Dense(head) => super::kernels::linear::linear(x, head),
             Unembed::Stored(rows) => {
                 let parts = slices(rows.dims().0)
                     .map(|(start, len)| {
                         let weight = rows.rows(start, len)?; // [len, d_model]
                         let ggml = rows.ggml().map(|g| g.rows(start, len)).transpose()?.map(std::sync::Arc::new);
-                        super::linear(x, &Linear { weight, bias: None, ggml }) // [pos, len]
+                        super::kernels::linear::linear(x, &Linear { weight, bias: None, ggml })
+                        // [pos, len]
                     })
                     .collect::<Result<Vec<_>>>()?;
                 Ok(Tensor::cat(&parts, 1)?) // [pos, vocab]
@@ -98,7 +99,7 @@ pub fn top_k(logits: &Tensor, k: usize) -> Result<Vec<Vec<(u32, f32)>>> {
     let mut top = Vec::with_capacity(positions);
     for start in (0..positions).step_by(ROWS) {
         let rows = logits.narrow(0, start, ROWS.min(positions - start))?;
-        let probs = super::softmax::softmax_last_dim(&rows)?.to_vec2::<f32>()?; // [rows, vocab]
+        let probs = super::kernels::softmax::softmax_last_dim(&rows)?.to_vec2::<f32>()?; // [rows, vocab]
         top.extend(probs.iter().map(|row| most_probable(row, k)));
     }
     Ok(top)
@@ -112,7 +113,7 @@ pub fn ranks(logits: &Tensor, tracked: &[u32]) -> Result<Vec<Vec<(usize, f32)>>>
     let mut out = Vec::with_capacity(positions);
     for start in (0..positions).step_by(ROWS) {
         let rows = logits.narrow(0, start, ROWS.min(positions - start))?;
-        let probs = super::softmax::softmax_last_dim(&rows)?.to_vec2::<f32>()?; // [rows, vocab]
+        let probs = super::kernels::softmax::softmax_last_dim(&rows)?.to_vec2::<f32>()?; // [rows, vocab]
         out.extend(probs.iter().map(|row| tracked.iter().map(|&id| rank_of(row, id as usize)).collect()));
     }
     Ok(out)

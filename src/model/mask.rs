@@ -108,7 +108,7 @@ pub fn capped_and_masked(
             if let Some(hooks) = hooks {
                 hooks.rec.tensor(&format!("layers.{l}.attn.scores_uncapped"), cfg, &uncapped)?;
             }
-            masked(super::softcap(&scaled, cap)?)? // [head, query_pos, key_pos]
+            masked(super::kernels::softcap::softcap(&scaled, cap)?)? // [head, query_pos, key_pos]
         }
         None => masked(scaled)?,
     })

@@ -13,8 +13,8 @@ use candle_core::{Tensor, D};
 
 /// The block's norm: RMSNorm or LayerNorm, as the config says, with its eps.
 pub fn norm(x: &Tensor, p: &LayerNorm, cfg: &ModelConfig) -> Result<Tensor> {
-    if cfg.parts.rms_norm && super::ggml::on(cfg) {
-        super::ggml::exact::rms_norm(x, &p.weight, cfg.eps) // llama.cpp's kernel
+    if cfg.parts.rms_norm && super::kernels::ggml::on(cfg) {
+        super::kernels::ggml::exact::rms_norm(x, &p.weight, cfg.eps) // llama.cpp's kernel
     } else if cfg.parts.rms_norm {
         rms_norm(x, p, cfg.eps)
     } else {

@@ -25,9 +25,10 @@
 //! What has no direct residual path is refused: post-norm blocks, sandwich norms (Gemma),
 //! attention-only layers, heads without an output projection, and encoder–decoders.
 
+use super::kernels::linear::linear;
 use super::pass::{Pass, Receive};
 use super::patch::{self, Method, Metric, Row, Sweep, What};
-use super::{head, linear, unembed};
+use super::{head, unembed};
 use crate::config::{ModelConfig, Norm};
 use crate::error::usage;
 use crate::params::receivers::{Receiver, Receivers};

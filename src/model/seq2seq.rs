@@ -5,7 +5,7 @@
 //! (`encoder.layers.0.attn.weights`, `decoder.layers.0.cross_attn.weights`,
 //! `decoder.logits`).
 
-use super::{forward_pass, head::Unembed, pass::Pass};
+use super::{forward::forward_pass, head::Unembed, pass::Pass};
 use crate::config::{ModelConfig, Seq2Seq};
 use crate::hook::Hooks;
 use crate::params::{Input, Params};

@@ -55,16 +55,16 @@ pub fn context(
         // unless a recorded step holds them.
         let seen = if cfg.causal && gathered.is_none() { (offset + first + rows).min(keys) } else { keys };
         let q_tile = q.narrow(1, first, rows)?; // [head, rows, d_k]
-        let raw_scores = super::product::matmul(&q_tile, &k.narrow(1, 0, seen)?.t()?)?; // [head, rows, seen]
+        let raw_scores = super::kernels::product::matmul(&q_tile, &k.narrow(1, 0, seen)?.t()?)?; // [head, rows, seen]
         let scaled = raw_scores.affine(cfg.scale, 0.0)?; // [head, rows, seen]
         let hidden = super::mask::hidden_rows(cfg, l, (offset + first, rows), seen); // [rows, seen]
         let scores = super::mask::capped_and_masked(cfg, scaled, hidden.as_deref(), l, None)?; // [head, rows, seen]
-        let weights = super::softmax::softmax_last_dim(&scores)?; // [head, rows, seen]
+        let weights = super::kernels::softmax::softmax_last_dim(&scores)?; // [head, rows, seen]
         let weights = match super::mask::blind_rows(cfg, l, hidden.as_deref(), (h, offset + first, rows), seen) {
             Some(flags) => super::mask::zero_rows(&weights, &flags)?, // [head, rows, seen]
             None => weights,
         };
-        contexts.push(super::product::matmul(&weights, &v.narrow(1, 0, seen)?)?); // [head, rows, d_v]
+        contexts.push(super::kernels::product::matmul(&weights, &v.narrow(1, 0, seen)?)?); // [head, rows, d_v]
         if let Some(g) = gathered.as_mut() {
             g.tile(first, [&raw_scores, &scores, &weights], hidden.as_deref())?;
         }

@@ -2,7 +2,8 @@
 //! logits of whichever head the model has, with the predictions they give. The logit lens
 //! and a patching sweep's metric read hidden states through the same two functions.
 
-use super::{ffn, head::Unembed, linear, norm};
+use super::kernels::linear::linear;
+use super::{ffn, head::Unembed, norm};
 use crate::config::ModelConfig;
 use crate::hook::Hooks;
 use crate::params::Params;
@@ -48,7 +49,7 @@ pub(crate) fn uncapped_logits(
 /// Logits as the model returns them: `cap · tanh(logits / cap)` where it caps them (Gemma 2).
 pub fn capped(cfg: &ModelConfig, logits: Tensor) -> Result<Tensor> {
     match cfg.parts.final_softcap {
-        Some(cap) => super::softcap(&logits, cap), // [pos, vocab]
+        Some(cap) => super::kernels::softcap::softcap(&logits, cap), // [pos, vocab]
         None => Ok(logits),
     }
 }

@@ -27,7 +27,7 @@ pub const MAX_ANSWER: usize = 256 << 20;
 pub fn start(warm: Settings, queue: Arc<Queue>, error_line: fn(&anyhow::Error) -> String) -> Result<()> {
     let (ready_tx, ready) = mpsc::channel::<std::result::Result<(), anyhow::Error>>();
     std::thread::Builder::new().name("attn-trace model".into()).spawn(move || {
-        crate::model::pool::on_a_worker_of_its_own(move || {
+        crate::model::kernels::pool::on_a_worker_of_its_own(move || {
             let _once = sources::memo::Scope::making_layers();
             let warmed = caught(|| trace(&warm, Kind::Json)).map(|_| ());
             let ok = warmed.is_ok();

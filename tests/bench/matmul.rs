@@ -1,6 +1,6 @@
-//! `cargo bench --bench matmul`: the two ways `model::linear` can compute `x·Wᵀ` with candle
+//! `cargo bench --bench matmul`: the two ways `model::kernels::linear` can compute `x·Wᵀ` with candle
 //! (`x·Wᵀ`, and `(W·xᵀ)ᵀ` made contiguous), in GFLOP/s, on the decoder benchmarks' shapes
-//! and a few others; which one `model::weight_first` picks; and whether they agree bit for
+//! and a few others; which one `model::kernels::linear::weight_first` picks; and whether they agree bit for
 //! bit. Best of five runs each, on both cores, with the command's process settings
 //! (`command::tune_process`).
 //! Then whether a product's bits depend on how gemm blocks its inner dimension, which gemm
@@ -9,7 +9,7 @@
 //! L1 give an inner dimension of 1,536 with gemm's AVX2 kernel).
 //! A plain program, not criterion: the point is the side-by-side table.
 
-use attn_trace::model::weight_first;
+use attn_trace::model::kernels::linear::weight_first;
 use candle_core::{Device, Tensor};
 use std::time::Instant;
 

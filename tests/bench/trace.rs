@@ -43,7 +43,7 @@ fn params(r: &Run) -> Params {
 
 fn traced(r: &Run, p: &Params) -> Trace {
     let mut rec = Recorder::new(r.loaded.tokens.clone(), r.loaded.cfg.clone(), r.plan.record.clone());
-    model::forward(&r.loaded.cfg, p, &r.loaded.input, &mut rec).unwrap();
+    model::forward(&r.loaded.cfg, p, &r.loaded.input, &mut attn_trace::hook::Hooks::new(&mut rec)).unwrap();
     rec.finish().0
 }
 

@@ -105,7 +105,13 @@ fn a_broken_weight_fails_the_check() {
         let run = |params: &attn_trace::params::Params| {
             let mut rec =
                 attn_trace::trace::Recorder::new(loaded.tokens.clone(), loaded.cfg.clone(), plan.record.clone());
-            let output = attn_trace::model::forward(&loaded.cfg, params, &loaded.input, &mut rec).unwrap();
+            let output = attn_trace::model::forward(
+                &loaded.cfg,
+                params,
+                &loaded.input,
+                &mut attn_trace::hook::Hooks::new(&mut rec),
+            )
+            .unwrap();
             let head = attn_trace::model::head::Unembed::of(&loaded.cfg, params).unwrap();
             let n = output.dim(0).unwrap();
             let logits = attn_trace::model::unembed::logits(

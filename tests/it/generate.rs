@@ -31,7 +31,14 @@ fn cache_equals_full_pass(args: &[&str], new: usize) -> Gap {
     let all = Selection::default();
     let mut rec = Recorder::new(loaded.tokens.clone(), cfg.clone(), all.clone());
     let mut step_rec = |_: usize, _: u32| Recorder::new(vec!["x".into()], cfg.clone(), all.clone());
-    let done = generate(cfg, &params, (&loaded.input, &how), (&mut rec, &mut step_rec), &[]).unwrap();
+    let done = generate(
+        cfg,
+        &params,
+        (&loaded.input, &how),
+        (&mut attn_trace::hook::Hooks::new(&mut rec), &mut step_rec),
+        &[],
+    )
+    .unwrap();
     assert_eq!(done.chosen.len(), new, "{args:?}: stopped early ({:?})", done.stop);
     let Input::Ids { ids, .. } = &loaded.input else { panic!("ids") };
     let n = ids.len();
@@ -39,7 +46,7 @@ fn cache_equals_full_pass(args: &[&str], new: usize) -> Gap {
     full_ids.extend(done.chosen[..new - 1].iter().map(|c| c.id));
     let full_input = Input::Ids { ids: full_ids.clone(), type_ids: None };
     let mut full_rec = Recorder::new(vec!["x".into(); full_ids.len()], cfg.clone(), all);
-    attn_trace::model::forward(cfg, &params, &full_input, &mut full_rec).unwrap();
+    attn_trace::model::forward(cfg, &params, &full_input, &mut attn_trace::hook::Hooks::new(&mut full_rec)).unwrap();
     let (full, _) = full_rec.finish();
     let mut gap = Gap::default();
     for (i, step_trace) in done.steps.iter().enumerate() {

@@ -84,7 +84,8 @@ fn push(hooks: &mut Hooks, terms: Vec<Term>, v: Tensor, post: Option<&Frozen>) -
                 Some(f) => f.transpose(d)?,
                 None => d.clone(),
             };
-            let values = crate::model::product::matmul(&v, &d.unsqueeze(1)?)?.flatten_all()?.to_vec1::<f64>()?;
+            let values =
+                crate::model::kernels::product::matmul(&v, &d.unsqueeze(1)?)?.flatten_all()?.to_vec1::<f64>()?;
             g.terms.extend(terms.into_iter().zip(values).map(|(t, value)| Term { value, ..t }));
         }
         None => {
@@ -201,9 +202,9 @@ impl Heads {
     /// is ctx_h · z_h and its source k is w_k · (v_k · z_h).
     fn projected(self, hooks: &mut Hooks, d: &Tensor) -> Result<()> {
         let (h, d_v) = self.ctx.dims2()?;
-        let z = crate::model::product::matmul(&d.unsqueeze(0)?, &self.w_o)?.reshape((h, d_v))?; // [head, d_v]
+        let z = crate::model::kernels::product::matmul(&d.unsqueeze(0)?, &self.w_o)?.reshape((h, d_v))?; // [head, d_v]
         let heads = (&self.ctx * &z)?.sum(1)?.to_vec1::<f64>()?; // [head]
-        let by_key = crate::model::product::matmul(&self.v, &z.unsqueeze(2)?)?.squeeze(2)?; // [head, key_pos]
+        let by_key = crate::model::kernels::product::matmul(&self.v, &z.unsqueeze(2)?)?.squeeze(2)?; // [head, key_pos]
         let sources = (by_key * &self.w)?.flatten_all()?.to_vec1::<f64>()?;
         let Some(g) = hooks.rec.ledger() else { return Ok(()) };
         g.terms.extend(self.names.into_iter().zip(heads).map(|(t, value)| Term { value, ..t }));
@@ -217,10 +218,10 @@ impl Heads {
         let (h, n, d_v) = self.v.dims3()?;
         let d_model = self.w_o.dim(0)?;
         let per_head = self.w_o.reshape((d_model, h, d_v))?.transpose(0, 1)?.contiguous()?; // [head, d_model, d_v]
-        let heads = crate::model::product::matmul(&per_head, &self.ctx.unsqueeze(2)?)?.squeeze(2)?; // [head, d_model]
+        let heads = crate::model::kernels::product::matmul(&per_head, &self.ctx.unsqueeze(2)?)?.squeeze(2)?; // [head, d_model]
         push(hooks, self.names, heads, post)?;
         let weighted = self.v.broadcast_mul(&self.w.unsqueeze(2)?)?.transpose(1, 2)?.contiguous()?; // [head, d_v, key_pos]
-        let vectors = crate::model::product::matmul(&per_head, &weighted)?.transpose(1, 2)?.contiguous()?; // [head, key_pos, d_model]
+        let vectors = crate::model::kernels::product::matmul(&per_head, &weighted)?.transpose(1, 2)?.contiguous()?; // [head, key_pos, d_model]
         let vectors = vectors.reshape((h * n, d_model))?;
         let vectors = match post {
             Some(f) => f.apply(&vectors)?,

@@ -8,7 +8,8 @@
 use super::{Frozen, F64};
 use crate::config::{ModelConfig, Norm};
 use crate::hook::Hooks;
-use crate::model::{ffn, head::Unembed, linear, unembed};
+use crate::model::kernels::linear::linear;
+use crate::model::{ffn, head::Unembed, unembed};
 use crate::params::{Linear, Params};
 use crate::trace::attribution::{Answer, Attribution, Ledger, Request, Term};
 use crate::trace::{steps, Values};
@@ -140,8 +141,8 @@ fn mlm_readout(cfg: &ModelConfig, params: &Params, req: &Request, x: &Tensor) ->
     if let Some(b) = dec_bias {
         terms.push(bias_term("mlm.decoder.bias", b));
     }
-    let direction =
-        crate::model::product::matmul(&mlm.dense.weight.to_dtype(F64)?.t()?, &at_h.unsqueeze(1)?)?.squeeze(1)?; // [d_model]
+    let direction = crate::model::kernels::product::matmul(&mlm.dense.weight.to_dtype(F64)?.t()?, &at_h.unsqueeze(1)?)?
+        .squeeze(1)?; // [d_model]
     Ok(Readout { direction, inv: 1.0, terms })
 }
 
@@ -204,7 +205,7 @@ fn project(g: Ledger, r: &Readout) -> Result<(Vec<Term>, Vec<f64>)> {
         return Ok((terms, g.sources.iter().map(|s| s * r.inv).collect()));
     }
     let along = |v: &Tensor| -> Result<Vec<f64>> {
-        Ok(crate::model::product::matmul(v, &r.direction.unsqueeze(1)?)?.flatten_all()?.to_vec1::<f64>()?)
+        Ok(crate::model::kernels::product::matmul(v, &r.direction.unsqueeze(1)?)?.flatten_all()?.to_vec1::<f64>()?)
     };
     let mut values = Vec::with_capacity(g.terms.len());
     for v in &g.kept {

@@ -54,7 +54,7 @@ impl CustomOp1 for InputOnly {
     fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad: &Tensor) -> candle_core::Result<Option<Tensor>> {
         match grad.rank() {
             // In blocks of at most 512 (`model::product`), as the forward's products are.
-            2 => crate::model::product::matmul(grad, &self.lin.weight)
+            2 => crate::model::kernels::product::matmul(grad, &self.lin.weight)
                 .map(Some)
                 .map_err(|e| candle_core::Error::Msg(format!("{e:#}"))),
             _ => Ok(Some(grad.broadcast_matmul(&self.lin.weight)?)),

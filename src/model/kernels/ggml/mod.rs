@@ -99,7 +99,7 @@ fn nearest(v: f32) -> f32 {
 /// `[pos, blocks]`) in the offsets' term (`mins`, `[out, blocks]`).
 pub fn corrected(y: Tensor, correction: Option<Tensor>, g: &GgmlInput) -> Result<Tensor> {
     match (correction, &g.mins) {
-        (Some(c), Some(m)) => Ok((y + crate::model::product::matmul(&c, &m.t()?)?)?), // [pos, out]
+        (Some(c), Some(m)) => Ok((y + crate::model::kernels::product::matmul(&c, &m.t()?)?)?), // [pos, out]
         _ => Ok(y),
     }
 }
