@@ -1,6 +1,10 @@
 //! Integration tests, one binary with a module per area (linking candle once, not per file).
 
 mod architecture;
+mod architecture_docs;
+mod architecture_imports;
+mod architecture_sizes;
+mod architecture_walk;
 mod arithmetic_note;
 mod attribution;
 mod attrpatch;
