@@ -15,6 +15,7 @@
 //! built on the same trace and export modules. [`command`] is the whole command as a
 //! function of its arguments, shared by the binary and the Python wheel.
 
+pub mod analysis;
 mod arithmetic;
 mod batch;
 mod checking;
@@ -25,7 +26,6 @@ pub mod config;
 pub mod diff;
 pub mod error;
 mod explaining;
-pub mod analysis;
 pub mod export;
 mod generating;
 pub mod hook;

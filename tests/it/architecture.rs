@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// whose folder does not exist yet (`run`, `analysis`) is simply empty; a top module missing
 /// from this table fails the test until it is given a stage.
 pub const STAGES: &[(&str, &[&str])] = &[
-    ("vocabulary", &["error", "torch_rng", "strict_json", "config", "trace", "params"]),
+    ("vocabulary", &["error", "torch_rng", "strict_json", "config", "trace", "params", "hook"]),
     ("cli", &["cli"]),
     ("settings", &["settings"]),
     ("sources", &["sources"]),
@@ -25,9 +25,10 @@ pub const STAGES: &[(&str, &[&str])] = &[
     ("render", &["render", "export"]),
     ("output", &["output"]),
     ("diff", &["diff"]),
+    // Until the `run/` wing takes them in, the run's parts beside lib.rs are its stage.
+    ("run", &["run", "batch", "generating", "explaining", "steering", "checking", "arithmetic"]),
     ("compare", &["compare"]),
-    ("tools", &["batch", "generating", "explaining", "steering", "checking", "arithmetic", "serve"]),
-    ("run", &["run"]),
+    ("serve", &["serve"]),
     ("lib", &["lib"]),
     ("command", &["command"]),
     ("main", &["main"]),
@@ -68,22 +69,8 @@ pub const ALLOWLIST: &[(&str, &str)] = &[
     ("src/export/npy_read.rs", "src/export/mod.rs"),
     ("src/export/npz.rs", "src/export/mod.rs"),
     ("src/export/safetensors.rs", "src/export/mod.rs"),
-    // Arrows back up in src/model/: a child importing its parent's file (9).
-    ("src/model/attention.rs", "src/model/mod.rs"),
-    ("src/model/cross.rs", "src/model/mod.rs"),
-    ("src/model/ffn.rs", "src/model/mod.rs"),
-    ("src/model/generate.rs", "src/model/mod.rs"),
-    ("src/model/head.rs", "src/model/mod.rs"),
-    ("src/model/mask.rs", "src/model/mod.rs"),
-    ("src/model/pathpatch.rs", "src/model/mod.rs"),
-    ("src/model/seq2seq.rs", "src/model/mod.rs"),
-    ("src/model/unembed.rs", "src/model/mod.rs"),
-    // Arrows back up in src/model/attribute/: a child importing its parent's file (2).
+    // Arrows back up in src/model/attribute/: a child importing its parent's file (1).
     ("src/model/attribute/readout.rs", "src/model/attribute/mod.rs"),
-    ("src/model/attribute/readout.rs", "src/model/mod.rs"),
-    // Arrows back up in src/model/ggml/: a child importing its parent's file (2).
-    ("src/model/ggml/blocks.rs", "src/model/ggml/mod.rs"),
-    ("src/model/ggml/kquants.rs", "src/model/ggml/mod.rs"),
     // Arrows back up in src/params/: a child importing its parent's file (1).
     ("src/params/layers.rs", "src/params/mod.rs"),
     // Arrows back up in src/serve/: a child importing its parent's file (2).

@@ -30,7 +30,7 @@ pub(super) fn quantize(x: &[f32]) -> Quantized {
         let id = if max != 0.0 { 127.0 / max } else { 0.0 };
         let mut sum = 0i32;
         for (i, &v) in chunk.iter().enumerate() {
-            let q = super::nearest(v * id);
+            let q = super::kernels::nearest(v * id);
             out.q[b * 32 + i] = q as i8;
             sum += q as i32;
         }

@@ -310,6 +310,14 @@ with_fma! {
     }
 }
 
+/// `v` rounded to the nearest integer, halves to even (for |v| < 2²², as every value here
+/// is): ggml's `nearest_int`, and what `_mm256_round_ps` gives, without a call to `rintf`.
+#[inline]
+pub fn nearest(v: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0; // 1.5 · 2²³
+    (v + MAGIC) - MAGIC
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,7 +38,7 @@ pub(super) fn quantize(x: &[f32]) -> Q8K {
         }
         let iscale = -127.0 / max;
         for (i, &v) in block.iter().enumerate() {
-            let q = super::nearest(iscale * v).min(127.0);
+            let q = super::kernels::nearest(iscale * v).min(127.0);
             out.q[b * 256 + i] = q as i8;
         }
         out.d.push(1.0 / iscale);

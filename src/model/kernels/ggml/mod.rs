@@ -87,14 +87,6 @@ pub fn rounded_input(x: &Tensor, g: &GgmlInput) -> Result<(Tensor, Option<Tensor
     Ok((rounded, correction))
 }
 
-/// `v` rounded to the nearest integer, halves to even (for |v| < 2²², as every value here
-/// is): ggml's `nearest_int`, and what `_mm256_round_ps` gives, without a call to `rintf`.
-#[inline]
-fn nearest(v: f32) -> f32 {
-    const MAGIC: f32 = 12_582_912.0; // 1.5 · 2²³
-    (v + MAGIC) - MAGIC
-}
-
 /// `y` (`[pos, out]`) with Q8_1's sums in place of the rounded inputs' (`correction`,
 /// `[pos, blocks]`) in the offsets' term (`mins`, `[out, blocks]`).
 pub fn corrected(y: Tensor, correction: Option<Tensor>, g: &GgmlInput) -> Result<Tensor> {
@@ -182,7 +174,7 @@ mod tests {
     #[test]
     fn nearest_rounds_halves_to_even_as_rint_does() {
         for v in [0.5f32, 1.5, 2.5, -0.5, -1.5, -2.5, 126.49, -126.51, 3.0000002, 0.0, -0.0] {
-            assert_eq!(nearest(v), v.round_ties_even(), "{v}");
+            assert_eq!(kernels::nearest(v), v.round_ties_even(), "{v}");
         }
     }
 
