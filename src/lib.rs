@@ -162,7 +162,7 @@ fn patching(
     loaded: &Loaded,
     params: &crate::params::Params,
     corrupted: &str,
-) -> Result<(model::patch::Sweep, Vec<String>)> {
+) -> Result<(analysis::patch::Sweep, Vec<String>)> {
     use settings::plan::{PatchTexts, Tokenized};
     let special = matches!(settings.model, settings::ModelChoice::Pretrained { special: true, .. });
     let split = |tok: &tokenizers::Tokenizer, text: &str, special: bool| -> Tokenized {
@@ -179,13 +179,19 @@ fn patching(
     };
     let checked = settings::plan::patching(settings, &loaded.cfg, (&loaded.tokens, clean), texts)?;
     let metric = match checked.logit_diff {
-        Some((a, b, position)) => model::patch::Metric::LogitDiff { a, b, position },
-        None => model::patch::Metric::OutputDistance,
+        Some((a, b, position)) => analysis::patch::Metric::LogitDiff { a, b, position },
+        None => analysis::patch::Metric::OutputDistance,
     };
-    let what = if settings.analysis.patch_resid { model::patch::What::Resid } else { model::patch::What::Heads };
+    let what = match settings.analysis.patch_step {
+        Some(step) => analysis::patch::What::Step(step),
+        None if settings.analysis.patch_resid => analysis::patch::What::Resid,
+        None => analysis::patch::What::Heads,
+    };
     let corrupted_input = params::Input::Ids { ids: checked.ids, type_ids };
     let how = (what, settings.analysis.patch_attribution, settings.analysis.patch_path.as_ref());
-    let sweep = model::pathpatch::any(&loaded.cfg, params, (&loaded.input, &corrupted_input), how, &metric)?;
+    // The run's interventions apply inside every run of the sweep (none are hooks yet).
+    let hooks = hook::Registry::default();
+    let sweep = analysis::patch::any(&loaded.cfg, params, (&loaded.input, &corrupted_input), how, &metric, &hooks)?;
     Ok((sweep, checked.tokens))
 }
 
@@ -354,7 +360,7 @@ pub(crate) fn computed(
         notes_now(&note);
         notes.extend(note);
         let labels = sources::tracked::labels(loaded.tokenizer.as_ref(), &corrupted);
-        if let model::patch::Metric::LogitDiff { a, b, .. } = sweep.metric {
+        if let analysis::patch::Metric::LogitDiff { a, b, .. } = sweep.metric {
             views.metric_labels = Some(sources::tracked::names(&loaded, sources::naming::own_vocab(settings), [a, b]));
         }
         views.attach_patching(sweep, (corrupted, labels), &trace.labels());

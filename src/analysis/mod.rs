@@ -5,3 +5,5 @@
 //!
 //! One file or folder per analysis; adding one is docs/ARCHITECTURE.md's "Adding an
 //! analysis".
+
+pub mod patch;

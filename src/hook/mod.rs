@@ -6,6 +6,16 @@
 //! activation, and llama.cpp's graph calls `cb(cur, "attn_norm", il)`; attn-trace's names are
 //! the step catalogue's (`trace/steps.rs`).
 //!
+//! Besides the recorded steps, the pass calls [`Hooks::through`] at a few sites the trace does
+//! not record, where an analysis needs a handle:
+//! - `layers.L.output`: layer L's output, `[pos, d_model]`, as the next layer reads it (after
+//!   the layer's last recorded step; activation patching of the residual stream, attribution
+//!   patching's taps);
+//! - `layers.L.attn.q_heads`, `layers.L.attn.k_heads`, `layers.L.attn.v_heads`: the queries,
+//!   keys and values as the scores read them, one row per query head, `[head, pos, d]` (after
+//!   the rotation, the cache and grouped-query attention's repeat; path patching's receivers
+//!   replace one query head's copy of a shared key or value there).
+//!
 //! Analyses live outside the model (`analysis/`): each registers its hooks by step id in a
 //! [`Registry`] before the pass, and the model knows none of them.
 
@@ -45,6 +55,11 @@ impl<'h> Registry<'h> {
     /// Adds `hook` at the step `id` (with its stack's prefix), after the hooks already there.
     pub fn add(&mut self, id: impl Into<String>, hook: &'h dyn Hook) {
         self.points.push((id.into(), hook));
+    }
+
+    /// Adds `other`'s hooks after the hooks already here, in their order.
+    pub fn extend(&mut self, other: &Registry<'h>) {
+        self.points.extend(other.points.iter().map(|(id, h)| (id.clone(), *h)));
     }
 
     /// Whether a hook is registered at `id`.

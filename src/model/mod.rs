@@ -6,7 +6,6 @@
 
 pub mod attention;
 pub mod attribute;
-pub mod attrpatch;
 pub mod cancel;
 pub mod cross;
 pub mod embed;
@@ -21,8 +20,6 @@ pub mod lockstep;
 pub mod mask;
 pub mod norm;
 pub mod pass;
-pub mod patch;
-pub mod pathpatch;
 pub mod relative;
 pub mod rope;
 pub mod sample;
