@@ -28,7 +28,7 @@ pub fn text(method: Option<Method>) -> super::grid::GridText<'static> {
 }
 
 /// What a path-patching grid shows: each cell's effect is the share of the corruption's
-/// change in the metric that the sender's path carries (`model/pathpatch.rs`).
+/// change in the metric that the sender's path carries (`analysis/patch/path.rs`).
 pub const PATH_TEXT: super::grid::GridText<'static> = super::grid::GridText {
     title: "path patching",
     scale: "0 = clean, 1 = corrupted",
