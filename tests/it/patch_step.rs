@@ -1,7 +1,9 @@
 //! `--patch STEP` of any step (`--patch-step`): the clean run's step copied into the corrupted
-//! run per layer × position, and per head where the step has heads. No PyTorch oracle covers
-//! it yet (fixtures/oracle has no venv on this machine): the tests hold it to identities that
-//! hold to the bit.
+//! run per layer × position, and per head where the step has heads. Against PyTorch forward
+//! hooks on transformers' own modules (fixtures/oracle/patch_step, made by
+//! fixtures/oracle/patch_step_oracle.py: GPT-2's `attn.q` per head, the grouped-query Llama's
+//! `attn.v` per key/value head, GPT-2's `ffn.out` per position), and to identities that hold
+//! to the bit:
 //! - A pre-norm layer's last step, `add_norm2.sum`, is its output: `--patch-step add_norm2.sum`
 //!   gives `--patch-what resid`'s sweep, metric for metric.
 //! - One token: a head's context at its one position is the head's whole context, so
@@ -11,7 +13,7 @@
 //!   exactly (effect 0).
 
 use crate::common::*;
-use crate::patching::patching;
+use crate::patching::{oracle_cases, patching};
 use serde_json::Value;
 
 const GPT2: [&str; 8] = [
@@ -36,6 +38,28 @@ fn cells(p: &Value) -> Vec<(u64, Option<u64>, Option<u64>, f64)> {
 
 fn with(base: &[&str], more: &[&str]) -> Value {
     patching(&[base, more].concat())
+}
+
+#[test]
+fn patching_a_step_matches_pytorch_hooks() {
+    let mut n = 0;
+    for (name, case, p) in oracle_cases("patch_step") {
+        assert_eq!(p["corrupted_tokens"], case["corrupted_tokens"], "{name}");
+        for key in ["clean_metric", "corrupted_metric"] {
+            let (x, y) = (p[key].as_f64().unwrap(), case[key].as_f64().unwrap());
+            assert!((x - y).abs() <= 1e-4, "{name} {key}: {x} vs {y}");
+        }
+        let (ours, want) = (cells(&p), cells(&case));
+        assert_eq!(ours.len(), want.len(), "{name}: row count");
+        let effects =
+            |v: &Value| v["rows"].as_array().unwrap().iter().map(|r| r["effect"].as_f64().unwrap()).collect::<Vec<_>>();
+        for ((a, b), (ea, eb)) in ours.iter().zip(&want).zip(effects(&p).into_iter().zip(effects(&case))) {
+            assert_eq!((a.0, a.1, a.2), (b.0, b.1, b.2), "{name}");
+            assert!((a.3 - b.3).abs() <= 1e-4 && (ea - eb).abs() <= 1e-4, "{name} {a:?} vs {b:?}");
+        }
+        n += 1;
+    }
+    assert!(n >= 3, "only {n} step-patching fixtures");
 }
 
 #[test]
