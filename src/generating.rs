@@ -41,14 +41,20 @@ pub(crate) fn run(
     // Each decode step runs every layer: read and convert them once, not once per token, when
     // the whole model fits --max-memory (else a 7 B model still generates in 3 GiB, slowly).
     let n = positions(settings, loaded)?;
-    let params =
-        match settings::limits::whole_model_fits(&loaded.cfg, n, (&plan.record, plan.streamed), settings).is_some() {
-            true => {
-                made = params.made()?;
-                &made
-            }
-            false => params,
-        };
+    let params = match settings::limits::whole_model_fits(
+        (&loaded.cfg, &loaded.run),
+        n,
+        (&plan.record, plan.streamed),
+        settings,
+    )
+    .is_some()
+    {
+        true => {
+            made = params.made()?;
+            &made
+        }
+        false => params,
+    };
     let mut step_rec = |_t: usize, id: u32| {
         let (token, text) = name.name(id);
         let mut r = Recorder::new(vec![token.unwrap_or_else(|| format!("#{id}"))], cfg.clone(), plan.record.clone())
@@ -58,8 +64,14 @@ pub(crate) fn run(
         r.set_texts(text.map(|t| vec![t]));
         r
     };
-    let done = generate::generate(cfg, params, (&loaded.input, &how), (&mut Hooks::new(rec), &mut step_rec), &watch)
-        .context("generating")?;
+    let done = generate::generate(
+        cfg,
+        params,
+        (&loaded.input, &how),
+        (&mut Hooks::running(rec, loaded.run.clone()), &mut step_rec),
+        &watch,
+    )
+    .context("generating")?;
     let n = prompt_len(loaded);
     let record = assemble(&done, (n, &how), &name);
     let baseline = baseline.map(|b| compare(&b, &done, &name));
@@ -142,8 +154,14 @@ fn quiet_baseline(loaded: &Loaded, params: &Params, how: &Generate) -> Result<Ge
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
     let mut rec = Recorder::new(loaded.tokens.clone(), cfg.clone(), nothing.clone());
     let mut step_rec = |_: usize, _: u32| Recorder::new(vec![String::new()], cfg.clone(), nothing.clone());
-    generate::generate(&cfg, params, (&loaded.input, how), (&mut Hooks::new(&mut rec), &mut step_rec), &[])
-        .context("generating the baseline without the interventions")
+    generate::generate(
+        &cfg,
+        params,
+        (&loaded.input, how),
+        (&mut Hooks::running(&mut rec, loaded.run.clone()), &mut step_rec),
+        &[],
+    )
+    .context("generating the baseline without the interventions")
 }
 
 /// The record of a generation: its tokens named, its decode steps' steps renamed.

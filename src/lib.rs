@@ -68,7 +68,7 @@ pub fn prepare(settings: &Settings) -> Result<(Loaded, Source, Plan)> {
 /// in a server's answer; not the Python API's trace, which prints nothing unless asked).
 fn prepare_printing(settings: &Settings, printed: bool) -> Result<(Loaded, Source, Plan)> {
     let (mut loaded, source) = sources::open(settings)?;
-    loaded.cfg.parts.query_tile = settings.query_tile;
+    loaded.run.query_tile = settings.query_tile;
     let mut plan = Plan::new(settings, &loaded.cfg, &loaded.tokens, loaded.texts().as_deref())?;
     plan.attribution = explaining::request(settings, &loaded)?;
     sources::tracked::lens_track(settings, &loaded)?;
@@ -79,7 +79,8 @@ fn prepare_printing(settings: &Settings, printed: bool) -> Result<(Loaded, Sourc
     // Before any parameter or activation exists: the estimate follows what the plan records.
     // A generation's decode steps record at most what a pass over the whole sequence would.
     let n = generating::positions(settings, &loaded)?;
-    plan.estimate = settings::limits::check_run(&loaded.cfg, n, (&plan.record, plan.streamed), settings)?;
+    plan.estimate =
+        settings::limits::check_run((&loaded.cfg, &loaded.run), n, (&plan.record, plan.streamed), settings)?;
     // What the forward pass changes is part of the configuration the trace records.
     loaded.cfg.interventions = plan.interventions.clone();
     settings::stacks::apply_decoder(&settings.analysis, &mut loaded.cfg)?;
@@ -143,7 +144,7 @@ fn run_model(
             (last, Some(generation))
         }
         None => (
-            model::forward(&loaded.cfg, params, &loaded.input, &mut hook::Hooks::new(rec))
+            model::forward(&loaded.cfg, params, &loaded.input, &mut hook::Hooks::running(rec, loaded.run.clone()))
                 .context("computing the trace")?,
             None,
         ),
@@ -239,7 +240,8 @@ fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut output::Clock) -
     let rec = recorder(&loaded, plan.record.clone(), settings);
     let flops = forward_flops(&loaded, &params, &rec);
     let forward = |rec: &mut Recorder| {
-        model::forward(&loaded.cfg, &params, &loaded.input, &mut hook::Hooks::new(rec)).context("computing the trace")
+        model::forward(&loaded.cfg, &params, &loaded.input, &mut hook::Hooks::running(rec, loaded.run.clone()))
+            .context("computing the trace")
     };
     let keep = settings.outputs.save_trace.is_some();
     let (mut trace, last) = output::stream(rec, (keep, &plan.view_record), forward, out)?;
@@ -310,8 +312,8 @@ pub(crate) fn computed(
     clock.lap("open");
     // A server converts a model's layers once for all its requests, when they fit.
     let (n, record) = (loaded.tokens.len(), (&plan.record, plan.streamed));
-    let whole =
-        sources::memo::makes_layers().then(|| settings::limits::whole_model_fits(&loaded.cfg, n, record, settings));
+    let whole = sources::memo::makes_layers()
+        .then(|| settings::limits::whole_model_fits((&loaded.cfg, &loaded.run), n, record, settings));
     let made = whole.flatten().is_some();
     clock.estimated(plan.estimate.max(whole.flatten().unwrap_or_default()));
     let params = steering::params(settings, &mut loaded, |l| source.params_once(l, made))?;
@@ -381,5 +383,6 @@ fn file_trace(plan: &Plan, trace: &mut Trace) -> Option<Trace> {
 fn keep_for_maps(settings: &Settings, loaded: &Loaded, plan: &mut Plan) -> Result<()> {
     plan.for_maps();
     let n = loaded.tokens.len();
-    settings::limits::check_run(&loaded.cfg, n, (&plan.record, plan.streamed), settings).map(|e| plan.estimate = e)
+    settings::limits::check_run((&loaded.cfg, &loaded.run), n, (&plan.record, plan.streamed), settings)
+        .map(|e| plan.estimate = e)
 }

@@ -53,7 +53,8 @@ pub fn compare(sides: [Side; 2], threshold: f64, from: Option<&'static str>) -> 
         Run { cfg: &a.loaded.cfg, params: &pa, input: &a.loaded.input },
         Run { cfg: &b.loaded.cfg, params: &pb, input: &b.loaded.input },
     ];
-    lockstep(runs, [&mut Hooks::new(&mut rec_a), &mut Hooks::new(&mut rec_b)], |part, outs| {
+    let [run_a, run_b] = [a.loaded.run.clone(), b.loaded.run.clone()];
+    lockstep(runs, [&mut Hooks::running(&mut rec_a, run_a), &mut Hooks::running(&mut rec_b, run_b)], |part, outs| {
         let (sa, sb): (Vec<Step>, Vec<Step>) = (rx_a.try_iter().collect(), rx_b.try_iter().collect());
         c.part(part, sa, sb, outs)
     })

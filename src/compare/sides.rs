@@ -179,7 +179,8 @@ fn fits(sides: &[Side; 2]) -> Result<()> {
         ..Default::default()
     };
     let n = sides[0].loaded.tokens.len();
-    let need: f64 = sides.iter().map(|s| crate::settings::limits::estimate(&s.loaded.cfg, n, &every, true)).sum();
+    let need: f64 =
+        sides.iter().map(|s| crate::settings::limits::estimate((&s.loaded.cfg, &s.loaded.run), n, &every, true)).sum();
     let s = &sides[0].settings;
     crate::settings::limits::check_bytes(need, "of tensors for the two models", s.max_memory, s.memory_available)
 }
