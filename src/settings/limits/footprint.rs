@@ -33,7 +33,7 @@ pub fn need(cfg: &ModelConfig, n: usize, record: (&Selection, bool), s: &Setting
         .map_or(0.0, |d| estimate(&d.decoder, n.max(d.decoder_ids.len()), record.0, record.1));
     // A generation reads the prompt's logits whole, where `estimate` counts a few positions'.
     let prompt_logits = if s.generate.is_some() { 8.0 * n as f64 * cfg.vocab_size as f64 } else { 0.0 };
-    // A generation converts every layer once when the whole model fits (`generating.rs`).
+    // A generation converts every layer once when the whole model fits (`run/generate.rs`).
     let whole = whole(cfg);
     let generating = s.generate.is_some() && cfg.parts.layer_at_a_time;
     let pass = |cfg: &ModelConfig| {
@@ -91,7 +91,7 @@ fn patching(whole: &ModelConfig, n: usize, s: &Settings) -> f64 {
 }
 
 /// The pass in llama.cpp's arithmetic that checks a GGUF model's predictions shown as tables
-/// (`crate::arithmetic`): the prompt once more, recording nothing, its attention and FFN
+/// (`run/arithmetic.rs`): the prompt once more, recording nothing, its attention and FFN
 /// untiled, with the token table and head as blocks.
 fn ggml_note(cfg: &ModelConfig, n: usize, s: &Settings) -> f64 {
     let ModelChoice::Pretrained { arithmetic: Arithmetic::F32, .. } = &s.model else { return 0.0 };

@@ -4,9 +4,10 @@
 //! With `--baseline` the same generation runs first without the interventions, quietly, and
 //! the intervened one reports the probability it gave each of the baseline's tokens.
 
+use super::pass;
 use crate::config::{Generate, ModelConfig};
 use crate::error::usage;
-use crate::model::generate::{self, Chosen, Generated, Stop};
+use crate::model::generate::{Chosen, Generated, Stop};
 use crate::params::{Input, Params};
 use crate::settings::{self, plan::Plan, Settings};
 use crate::sources::namer::Namer;
@@ -58,7 +59,7 @@ pub(crate) fn run(
         r
     };
     let done =
-        generate::generate(cfg, params, (&loaded.input, &how), (rec, &mut step_rec), &watch).context("generating")?;
+        pass::generation(cfg, params, (&loaded.input, &how), (rec, &mut step_rec), &watch).context("generating")?;
     let n = prompt_len(loaded);
     let record = assemble(&done, (n, &how), &name);
     let baseline = baseline.map(|b| compare(&b, &done, &name));
@@ -141,7 +142,7 @@ fn quiet_baseline(loaded: &Loaded, params: &Params, how: &Generate) -> Result<Ge
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
     let mut rec = Recorder::new(loaded.tokens.clone(), cfg.clone(), nothing.clone());
     let mut step_rec = |_: usize, _: u32| Recorder::new(vec![String::new()], cfg.clone(), nothing.clone());
-    generate::generate(&cfg, params, (&loaded.input, how), (&mut rec, &mut step_rec), &[])
+    pass::generation(&cfg, params, (&loaded.input, how), (&mut rec, &mut step_rec), &[])
         .context("generating the baseline without the interventions")
 }
 
