@@ -12,8 +12,8 @@
 //! [`render`] (one file per format) and [`export`] (trace files) → [`output`] (the only
 //! place that writes). [`config`] (the model description) and [`trace`] (the data, the step
 //! catalogue, the schema) are the vocabulary every stage shares. [`diff`] is a sub-command
-//! built on the same trace and export modules. [`run`] is a run's home: one staged
-//! [`run::Run`] (open → params → record → derive → finish) that every entry calls. [`command`]
+//! built on the same trace and export modules. `run` is a run's home: one staged
+//! `Run` (open → params → record → derive → finish) that every entry calls. [`command`]
 //! is the whole command as a function of its arguments, shared by the binary and the Python
 //! wheel.
 
@@ -28,7 +28,7 @@ pub mod model;
 pub mod output;
 pub mod params;
 pub mod render;
-pub mod run;
+mod run;
 mod serve;
 pub mod settings;
 pub mod sources;

@@ -29,12 +29,9 @@ mod staged;
 mod steer;
 mod stream;
 
-pub use check::Last;
 pub use command::command;
 pub(crate) use entry::computed;
 pub use entry::{compute, finish, trace, Traced};
 pub use finish::Finished;
 pub use open::prepare;
-pub use params::Making;
 pub(crate) use pass::{lockstep, recorder};
-pub use staged::Run;
