@@ -38,7 +38,7 @@ pub fn open(parsed: &Parsed, env: &Env) -> Result<([Side; 2], Option<&'static st
     };
     (a.text, b.text) = (text.clone(), text);
     let open = |i: usize, s: Settings| -> Result<Side> {
-        let (loaded, source, _plan) = crate::prepare(&s).with_context(|| tag(i))?;
+        let (loaded, source, _plan) = crate::run::prepare(&s).with_context(|| tag(i))?;
         let info = info(&parsed.models[i], &loaded.cfg);
         Ok(Side { settings: s, loaded, source, info })
     };

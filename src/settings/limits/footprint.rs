@@ -33,7 +33,7 @@ pub fn need((cfg, run): (&ModelConfig, &RunConfig), n: usize, record: (&Selectio
         .map_or(0.0, |d| estimate((&d.decoder, run), n.max(d.decoder_ids.len()), record.0, record.1));
     // A generation reads the prompt's logits whole, where `estimate` counts a few positions'.
     let prompt_logits = if s.generate.is_some() { 8.0 * n as f64 * cfg.vocab_size as f64 } else { 0.0 };
-    // A generation converts every layer once when the whole model fits (`generating.rs`).
+    // A generation converts every layer once when the whole model fits (`run/generate.rs`).
     let whole = run.whole();
     let generating = s.generate.is_some() && run.layer_at_a_time;
     let pass = |run: &RunConfig| {

@@ -4,10 +4,10 @@
 //! With `--baseline` the same generation runs first without the interventions, quietly, and
 //! the intervened one reports the probability it gave each of the baseline's tokens.
 
+use super::pass;
 use crate::config::{Generate, ModelConfig};
 use crate::error::usage;
-use crate::hook::Hooks;
-use crate::model::generate::{self, Chosen, Generated, Stop};
+use crate::model::generate::{Chosen, Generated, Stop};
 use crate::params::{Input, Params};
 use crate::settings::{self, plan::Plan, Settings};
 use crate::sources::namer::Namer;
@@ -64,14 +64,8 @@ pub(crate) fn run(
         r.set_texts(text.map(|t| vec![t]));
         r
     };
-    let done = generate::generate(
-        cfg,
-        params,
-        (&loaded.input, &how),
-        (&mut Hooks::running(rec, loaded.run.clone()), &mut step_rec),
-        &watch,
-    )
-    .context("generating")?;
+    let done = pass::generation(cfg, params, (&loaded.input, &how), (rec, &mut step_rec, &pass::hooks(loaded)), &watch)
+        .context("generating")?;
     let n = prompt_len(loaded);
     let record = assemble(&done, (n, &how), &name);
     let baseline = baseline.map(|b| compare(&b, &done, &name));
@@ -154,14 +148,8 @@ fn quiet_baseline(loaded: &Loaded, params: &Params, how: &Generate) -> Result<Ge
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
     let mut rec = Recorder::new(loaded.tokens.clone(), cfg.clone(), nothing.clone());
     let mut step_rec = |_: usize, _: u32| Recorder::new(vec![String::new()], cfg.clone(), nothing.clone());
-    generate::generate(
-        &cfg,
-        params,
-        (&loaded.input, how),
-        (&mut Hooks::running(&mut rec, loaded.run.clone()), &mut step_rec),
-        &[],
-    )
-    .context("generating the baseline without the interventions")
+    pass::generation(&cfg, params, (&loaded.input, how), (&mut rec, &mut step_rec, &pass::hooks(loaded)), &[])
+        .context("generating the baseline without the interventions")
 }
 
 /// The record of a generation: its tokens named, its decode steps' steps renamed.
