@@ -101,7 +101,7 @@ pub fn sweep(
         let from = Arc::new(kept);
         for (h, position) in cells(what, cfg.heads, shape) {
             let patch = Copied { head: h, position, from: from.clone() };
-            let mut patched = Registry::default();
+            let mut patched = Registry::running(hooks.run.clone());
             patched.add(format!("layers.{l}.{step}"), &patch);
             patched.extend(hooks);
             let run = run_from(cfg, &layers, (l, base.inputs[l].clone()), None, &patched)?;

@@ -127,7 +127,7 @@ pub fn sweep(
                 Receivers::Logits => (&c.last + &delta)?, // [pos, d_model]
                 Receivers::Heads(heads) => {
                     let receive = receiving(cfg, &layers, heads, (&c.inputs, &delta))?;
-                    let mut registry = Registry::default();
+                    let mut registry = Registry::running(hooks.run.clone());
                     for r in &receive {
                         for step in ["q_heads", "k_heads", "v_heads"] {
                             registry.add(format!("layers.{}.attn.{step}", r.layer), r);

@@ -7,7 +7,6 @@
 //! answer a quiet pass over the same ids first reads the model's two most probable tokens there.
 
 use crate::error::usage;
-use crate::hook::Hooks;
 use crate::params::{Input, Params};
 use crate::settings::attribution::{Asked, At};
 use crate::settings::Settings;
@@ -70,7 +69,8 @@ pub(crate) fn explain(settings: &Settings, (loaded, params): (&Loaded, &Params),
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
     let mut rec = Recorder::new(tokens, loaded.cfg.clone(), nothing).with_attribution(Some(request));
     rec.set_input(None, Some(ids), None);
-    crate::model::forward(&loaded.cfg, params, &input, &mut Hooks::new(&mut rec)).context("attributing")?;
+    super::pass::forward(&loaded.cfg, params, &input, (&mut rec, &super::pass::hooks(loaded)))
+        .context("attributing")?;
     trace.attribution = rec.finish().0.attribution;
     Ok(())
 }
@@ -114,7 +114,7 @@ fn choice(
 ) -> Result<(u32, Option<u32>)> {
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
     let mut rec = Recorder::new(tokens.to_vec(), loaded.cfg.clone(), nothing).with_top_k(2);
-    crate::model::forward(&loaded.cfg, params, input, &mut Hooks::new(&mut rec))
+    super::pass::forward(&loaded.cfg, params, input, (&mut rec, &super::pass::hooks(loaded)))
         .context("reading the model's choice")?;
     let top = rec.finish().0.predictions.and_then(|p| p.into_iter().nth(position)).unwrap_or_default();
     let Some(first) = top.first() else {
