@@ -96,7 +96,9 @@ fn ggml_top(settings: &Settings, trace: &Trace, written: &[&Prediction]) -> Resu
         loaded.tokens.iter().cloned().chain(written.iter().map(|p| format!("#{}", p.id))).collect();
     let mut rec = Recorder::new(tokens, loaded.cfg.clone(), plan.record).with_top_k(1);
     let input = Input::Ids { ids, type_ids: type_ids.clone() };
-    crate::model::forward(&loaded.cfg, &params, &input, &mut Hooks::new(&mut rec)).context("llama.cpp's arithmetic")?;
+    let hooks = crate::analysis::interventions::Interventions::of(&loaded.cfg);
+    crate::model::forward(&loaded.cfg, &params, &input, &mut Hooks::with(&mut rec, hooks.registry()))
+        .context("llama.cpp's arithmetic")?;
     let (mut t, _) = rec.finish();
     crate::sources::naming::name_predictions(&mut t, &loaded, false);
     Ok(t.predictions.unwrap_or_default().into_iter().map(|top| top.into_iter().next()).collect())

@@ -70,7 +70,9 @@ pub(crate) fn explain(settings: &Settings, (loaded, params): (&Loaded, &Params),
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
     let mut rec = Recorder::new(tokens, loaded.cfg.clone(), nothing).with_attribution(Some(request));
     rec.set_input(None, Some(ids), None);
-    crate::model::forward(&loaded.cfg, params, &input, &mut Hooks::new(&mut rec)).context("attributing")?;
+    let hooks = crate::analysis::interventions::Interventions::of(&loaded.cfg);
+    crate::model::forward(&loaded.cfg, params, &input, &mut Hooks::with(&mut rec, hooks.registry()))
+        .context("attributing")?;
     trace.attribution = rec.finish().0.attribution;
     Ok(())
 }
@@ -114,7 +116,8 @@ fn choice(
 ) -> Result<(u32, Option<u32>)> {
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
     let mut rec = Recorder::new(tokens.to_vec(), loaded.cfg.clone(), nothing).with_top_k(2);
-    crate::model::forward(&loaded.cfg, params, input, &mut Hooks::new(&mut rec))
+    let hooks = crate::analysis::interventions::Interventions::of(&loaded.cfg);
+    crate::model::forward(&loaded.cfg, params, input, &mut Hooks::with(&mut rec, hooks.registry()))
         .context("reading the model's choice")?;
     let top = rec.finish().0.predictions.and_then(|p| p.into_iter().nth(position)).unwrap_or_default();
     let Some(first) = top.first() else {

@@ -58,7 +58,9 @@ pub(crate) fn run(
         r.set_texts(text.map(|t| vec![t]));
         r
     };
-    let done = generate::generate(cfg, params, (&loaded.input, &how), (&mut Hooks::new(rec), &mut step_rec), &watch)
+    let hooks = crate::analysis::interventions::Interventions::of(cfg);
+    let mut hooks = Hooks::with(rec, hooks.registry());
+    let done = generate::generate(cfg, params, (&loaded.input, &how), (&mut hooks, &mut step_rec), &watch)
         .context("generating")?;
     let n = prompt_len(loaded);
     let record = assemble(&done, (n, &how), &name);

@@ -83,7 +83,10 @@ fn prepare_printing(settings: &Settings, printed: bool) -> Result<(Loaded, Sourc
     // What the forward pass changes is part of the configuration the trace records.
     loaded.cfg.interventions = plan.interventions.clone();
     settings::stacks::apply_decoder(&settings.analysis, &mut loaded.cfg)?;
-    loaded.notes.extend(model::intervene::blind_note(&loaded.cfg, &loaded.tokens));
+    // The configuration the trace records says what the hooks do: written from them.
+    let hooks = analysis::interventions::Interventions::of(&loaded.cfg);
+    hooks.describe(&mut loaded.cfg);
+    loaded.notes.extend(hooks.note(&loaded.cfg, &loaded.tokens));
     checking::refuse_early(settings, &loaded)?;
     Ok((loaded, source, plan))
 }
@@ -142,11 +145,11 @@ fn run_model(
             let (last, generation) = generating::run(settings, (loaded, params, plan), rec, asked)?;
             (last, Some(generation))
         }
-        None => (
-            model::forward(&loaded.cfg, params, &loaded.input, &mut hook::Hooks::new(rec))
-                .context("computing the trace")?,
-            None,
-        ),
+        None => {
+            let hooks = analysis::interventions::Interventions::of(&loaded.cfg);
+            let mut hooks = hook::Hooks::with(rec, hooks.registry());
+            (model::forward(&loaded.cfg, params, &loaded.input, &mut hooks).context("computing the trace")?, None)
+        }
     })
 }
 
@@ -185,7 +188,9 @@ fn patching(
     let what = if settings.analysis.patch_resid { model::patch::What::Resid } else { model::patch::What::Heads };
     let corrupted_input = params::Input::Ids { ids: checked.ids, type_ids };
     let how = (what, settings.analysis.patch_attribution, settings.analysis.patch_path.as_ref());
-    let sweep = model::pathpatch::any(&loaded.cfg, params, (&loaded.input, &corrupted_input), how, &metric)?;
+    let hooks = analysis::interventions::Interventions::of(&loaded.cfg);
+    let inputs = (&loaded.input, &corrupted_input);
+    let sweep = model::pathpatch::any(&loaded.cfg, params, inputs, how, (&metric, &hooks.registry()))?;
     Ok((sweep, checked.tokens))
 }
 
@@ -238,8 +243,10 @@ fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut output::Clock) -
     clock.lap("parameters");
     let rec = recorder(&loaded, plan.record.clone(), settings);
     let flops = forward_flops(&loaded, &params, &rec);
+    let hooks = analysis::interventions::Interventions::of(&loaded.cfg);
     let forward = |rec: &mut Recorder| {
-        model::forward(&loaded.cfg, &params, &loaded.input, &mut hook::Hooks::new(rec)).context("computing the trace")
+        let mut hooks = hook::Hooks::with(rec, hooks.registry());
+        model::forward(&loaded.cfg, &params, &loaded.input, &mut hooks).context("computing the trace")
     };
     let keep = settings.outputs.save_trace.is_some();
     let (mut trace, last) = output::stream(rec, (keep, &plan.view_record), forward, out)?;

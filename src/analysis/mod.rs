@@ -5,3 +5,9 @@
 //!
 //! One file or folder per analysis; adding one is docs/ARCHITECTURE.md's "Adding an
 //! analysis".
+
+pub mod ablate;
+pub mod experts;
+pub mod interventions;
+pub mod knockout;
+pub mod steer;

@@ -6,6 +6,7 @@
 use super::found::{Comparison, LayerDiff, Outcome, Position, StepDiff};
 use super::measure::{self, HeadJs};
 use super::sides::Side;
+use crate::analysis::interventions::Interventions;
 use crate::hook::Hooks;
 use crate::model::lockstep::{lockstep, Part, Side as Run};
 use crate::trace::{Recorder, Selection, Step, Trace, Values};
@@ -53,11 +54,15 @@ pub fn compare(sides: [Side; 2], threshold: f64, from: Option<&'static str>) -> 
         Run { cfg: &a.loaded.cfg, params: &pa, input: &a.loaded.input },
         Run { cfg: &b.loaded.cfg, params: &pb, input: &b.loaded.input },
     ];
-    lockstep(runs, [&mut Hooks::new(&mut rec_a), &mut Hooks::new(&mut rec_b)], |part, outs| {
+    // Each side its own interventions.
+    let (ia, ib) = (Interventions::of(&a.loaded.cfg), Interventions::of(&b.loaded.cfg));
+    let (mut ha, mut hb) = (Hooks::with(&mut rec_a, ia.registry()), Hooks::with(&mut rec_b, ib.registry()));
+    lockstep(runs, [&mut ha, &mut hb], |part, outs| {
         let (sa, sb): (Vec<Step>, Vec<Step>) = (rx_a.try_iter().collect(), rx_b.try_iter().collect());
         c.part(part, sa, sb, outs)
     })
     .context("computing the two traces")?;
+    drop((ha, hb));
     let (mut ta, _) = rec_a.finish();
     let (mut tb, _) = rec_b.finish();
     crate::sources::naming::name_predictions(&mut ta, &a.loaded, crate::sources::naming::own_vocab(&a.settings));

@@ -43,9 +43,11 @@ pub fn attention(
         true => (None, super::tiled::context(cfg, (&q, &k, &v), (l, offset), hooks)?), // [head, pos, d_v]
         false => whole(cfg, (&q, &k, &v), (l, offset), pass, hooks)?,
     };
-    let context = super::intervene::ablate(cfg, (l, pass.patch), context)?; // [head, pos, d_v]
-    let context = pass.tap(context, super::pass::Tap::Context)?; // [head, pos, d_v]
+    let context = super::intervene::patch_head(l, pass.patch, context)?; // [head, pos, d_v]
     let context = hooks.at(&format!("layers.{l}.attn.context"), cfg, context)?;
+    // Tapped after the hooks (an ablation), as the pass goes on: t + 0 is t, so the recorded
+    // context is the same either side of the tap.
+    let context = pass.tap(context, super::pass::Tap::Context)?; // [head, pos, d_v]
     let concat = context.transpose(0, 1)?.contiguous()?.reshape((n, h * d_v))?; // [pos, heads·d_v]
     let concat = hooks.at(&format!("layers.{l}.attn.concat"), cfg, concat)?;
     let out = match &p.out_proj {
@@ -82,13 +84,18 @@ fn whole(
     };
     let hidden = super::mask::hidden_keys(cfg, l, (offset, n));
     let scores = super::mask::capped_and_masked(cfg, scaled, hidden.as_deref(), l, Some(hooks))?; // [head, query_pos, key_pos]
-    let scores = super::intervene::knockout(cfg, (l, offset), scores)?; // [head, query_pos, key_pos]
-    let scores = hooks.at(&format!("layers.{l}.attn.scores"), cfg, scores)?;
+    let scores_id = format!("layers.{l}.attn.scores");
+    let hooked = hooks.hooked(&scores_id); // a knockout's −inf, say: the scores tell which rows see no key
+    let scores = hooks.at(&scores_id, cfg, scores)?;
     let weights = match ggml::on(cfg) {
         true => ggml::exact::softmax(&scores)?, // [head, query_pos, key_pos]
         false => super::kernels::softmax::softmax_last_dim(&scores)?, // [head, query_pos, key_pos]
     };
-    let weights = match super::mask::blind_rows(cfg, l, hidden.as_deref(), (h, offset, n), offset + n) {
+    let blind = match hooked {
+        true => super::mask::blind_in(&scores)?,
+        false => super::mask::blind_rows(hidden.as_deref(), (h, offset, n), (offset + n, &Default::default())),
+    };
+    let weights = match blind {
         Some(rows) => super::mask::zero_rows(&weights, &rows)?, // [head, query_pos, key_pos]
         None => weights,
     };

@@ -40,7 +40,7 @@ use super::pass::{Pass, Taps};
 use super::patch::{self, Method, Metric, Row, Sweep, What};
 use super::{head, stack, unembed};
 use crate::config::ModelConfig;
-use crate::hook::Hooks;
+use crate::hook::{Hooks, Registry};
 use crate::params::{Input, LayerParams, Layers, Params};
 use anyhow::{anyhow, Result};
 use candle_core::{Tensor, Var};
@@ -53,10 +53,11 @@ struct Run {
     last: Tensor,
 }
 
-fn run(cfg: &ModelConfig, layers: &Layers, x: Tensor) -> Result<Run> {
+fn run(cfg: &ModelConfig, layers: &Layers, x: Tensor, hooks: &Registry) -> Result<Run> {
     let mut rec = patch::quiet(cfg, x.dim(0)?, false);
     let mut pass = Pass::tapped();
-    let last = stack::stack(cfg, layers, (0, &mut pass), x, &mut Hooks::new(&mut rec), |_, _, _, _| Ok(()))?; // [pos, d_model]
+    let mut hooks = Hooks::with(&mut rec, hooks.clone());
+    let last = stack::stack(cfg, layers, (0, &mut pass), x, &mut hooks, |_, _, _, _| Ok(()))?; // [pos, d_model]
     Ok(Run { taps: pass.taps.unwrap_or_default(), last })
 }
 
@@ -101,7 +102,7 @@ pub fn sweep(
     clean: &Input,
     corrupted: &Input,
     what: What,
-    metric: &Metric,
+    (metric, hooks): (&Metric, &Registry),
 ) -> Result<Sweep> {
     if cfg.parts.experts.is_some() {
         // The router's top-k is chosen from numbers read out of the graph (`ffn.rs`): no
@@ -121,10 +122,10 @@ pub fn sweep(
     if params.token.is_none() && params.stored.is_none() {
         return Err(anyhow!("internal: patching needs the whole token table"));
     }
-    let c = run(cfg, &layers, patch::embedded(cfg, params, clean, false)?)?;
+    let c = run(cfg, &layers, patch::embedded(cfg, params, clean, (false, hooks))?, hooks)?;
     // The corrupted run's embeddings are the graph's leaf: everything after them tracks ops.
-    let leaf = Var::from_tensor(&patch::embedded(cfg, params, corrupted, true)?)?;
-    let base = run(cfg, &layers, leaf.as_tensor().clone())?;
+    let leaf = Var::from_tensor(&patch::embedded(cfg, params, corrupted, (true, hooks))?)?;
+    let base = run(cfg, &layers, leaf.as_tensor().clone(), hooks)?;
     let final_clean = unembed::final_norm(cfg, params, &c.last)?; // [pos, d_model]
     let clean_m = patch::score(params, cfg, head.as_ref(), metric, &c.last, Some(&final_clean))?;
     let corrupted_m = patch::score(params, cfg, head.as_ref(), metric, &base.last, Some(&final_clean))?;

@@ -20,7 +20,7 @@ pub use super::intervene::Patch;
 use super::pass::Pass;
 use super::{embed, head, stack, unembed};
 use crate::config::ModelConfig;
-use crate::hook::Hooks;
+use crate::hook::{Hooks, Registry};
 use crate::params::Input;
 use crate::params::{LayerParams, Layers, Params};
 use crate::trace::{Recorder, Selection};
@@ -107,15 +107,17 @@ pub(super) fn run_from(
     layers: &Layers,
     (from, mut pass): (usize, super::pass::Pass),
     x: Tensor,
-    keep: bool,
+    (keep, hooks): (bool, &Registry),
 ) -> Result<Run> {
     let mut rec = quiet(cfg, x.dim(0)?, keep);
     let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
-    let last = stack::stack(cfg, layers, (from, &mut pass), x, &mut Hooks::new(&mut rec), |_, input, out, _| {
+    let mut hooks = Hooks::with(&mut rec, hooks.clone());
+    let last = stack::stack(cfg, layers, (from, &mut pass), x, &mut hooks, |_, input, out, _| {
         inputs.push(input.clone());
         outputs.push(out.clone());
         Ok(())
     })?; // [pos, d_model]
+    drop(hooks);
     let (trace, _) = rec.finish();
     let contexts = trace.steps.iter().filter_map(|s| s.f32s().map(<[f32]>::to_vec)).collect();
     Ok(Run { inputs, contexts, outputs, last })
@@ -150,16 +152,22 @@ pub(super) fn score(
 
 /// The embeddings of `input`. An encoder's `token_rows` are the clean sentence's: the
 /// corrupted one (`whole_table`) looks its rows up in the whole table (kept for `--patch`).
-pub(super) fn embedded(cfg: &ModelConfig, params: &Params, input: &Input, whole_table: bool) -> Result<Tensor> {
+pub(super) fn embedded(
+    cfg: &ModelConfig,
+    params: &Params,
+    input: &Input,
+    (whole_table, hooks): (bool, &Registry),
+) -> Result<Tensor> {
     let n = match input {
         Input::Ids { ids, .. } => ids.len(),
         Input::Matrix(m) => m.dim(0)?,
     };
     let mut rec = quiet(cfg, n, false);
+    let mut hooks = Hooks::with(&mut rec, hooks.clone());
     if whole_table {
-        return embed::embed(cfg, &Params { token_rows: None, ..params.clone() }, input, &mut Hooks::new(&mut rec));
+        return embed::embed(cfg, &Params { token_rows: None, ..params.clone() }, input, &mut hooks);
     }
-    embed::embed(cfg, params, input, &mut Hooks::new(&mut rec))
+    embed::embed(cfg, params, input, &mut hooks)
 }
 
 /// (patched − corrupted) / (clean − corrupted), or `None` where the denominator is 0 (the
@@ -177,7 +185,7 @@ pub fn sweep(
     clean: &Input,
     corrupted: &Input,
     what: What,
-    metric: &Metric,
+    (metric, hooks): (&Metric, &Registry),
 ) -> Result<Sweep> {
     // Every layer is needed many times: read a lazily loaded checkpoint once.
     let layers: Vec<LayerParams> =
@@ -188,8 +196,9 @@ pub fn sweep(
     if params.token.is_none() && params.stored.is_none() {
         return Err(anyhow!("internal: patching needs the whole token table"));
     }
-    let c = run_from(cfg, &layers, (0, Pass::default()), embedded(cfg, params, clean, false)?, true)?;
-    let base = run_from(cfg, &layers, (0, Pass::default()), embedded(cfg, params, corrupted, true)?, false)?;
+    let c = run_from(cfg, &layers, (0, Pass::default()), embedded(cfg, params, clean, (false, hooks))?, (true, hooks))?;
+    let x = embedded(cfg, params, corrupted, (true, hooks))?; // [pos, d_model]
+    let base = run_from(cfg, &layers, (0, Pass::default()), x, (false, hooks))?;
     let final_clean = unembed::final_norm(cfg, params, &c.last)?; // [pos, d_model]
     let clean_m = score(params, cfg, head.as_ref(), metric, &c.last, Some(&final_clean))?;
     let corrupted_m = score(params, cfg, head.as_ref(), metric, &base.last, Some(&final_clean))?;
@@ -212,7 +221,7 @@ pub fn sweep(
             };
             let head_of = (what == What::Heads).then_some(index);
             let patch = Patch { layer: l, head: head_of, position: index, values: Arc::new(values) };
-            let run = run_from(cfg, &layers, (l, Pass::patched(Some(&patch))), base.inputs[l].clone(), false)?;
+            let run = run_from(cfg, &layers, (l, Pass::patched(Some(&patch))), base.inputs[l].clone(), (false, hooks))?;
             layer_runs += l_count - l;
             let m = score(params, cfg, head.as_ref(), metric, &run.last, Some(&final_clean))?;
             let effect = effect(m, clean_m, corrupted_m);

@@ -31,6 +31,7 @@ use super::patch::{self, Method, Metric, Row, Sweep, What};
 use super::{head, unembed};
 use crate::config::{ModelConfig, Norm};
 use crate::error::usage;
+use crate::hook::Registry;
 use crate::params::receivers::{Receiver, Receivers};
 use crate::params::{Input, LayerParams, Layers, Linear, Params};
 use anyhow::{anyhow, Result};
@@ -101,7 +102,7 @@ pub fn sweep(
     params: &Params,
     (clean, corrupted): (&Input, &Input),
     receivers: &Receivers,
-    metric: &Metric,
+    (metric, hooks): (&Metric, &Registry),
 ) -> Result<Sweep> {
     let first = check(cfg, receivers)?;
     let layers: Vec<LayerParams> =
@@ -111,8 +112,10 @@ pub fn sweep(
     if params.token.is_none() && params.stored.is_none() {
         return Err(anyhow!("internal: patching needs the whole token table"));
     }
-    let c = patch::run_from(cfg, &layers, (0, Pass::default()), patch::embedded(cfg, params, clean, false)?, true)?;
-    let x = patch::run_from(cfg, &layers, (0, Pass::default()), patch::embedded(cfg, params, corrupted, true)?, true)?;
+    let c = patch::embedded(cfg, params, clean, (false, hooks))?; // [pos, d_model]
+    let c = patch::run_from(cfg, &layers, (0, Pass::default()), c, (true, hooks))?;
+    let x = patch::embedded(cfg, params, corrupted, (true, hooks))?; // [pos, d_model]
+    let x = patch::run_from(cfg, &layers, (0, Pass::default()), x, (true, hooks))?;
     let final_clean = unembed::final_norm(cfg, params, &c.last)?; // [pos, d_model]
     let score = |last: &Tensor| patch::score(params, cfg, head.as_ref(), metric, last, Some(&final_clean));
     let (clean_m, corrupted_m) = (score(&c.last)?, score(&x.last)?);
@@ -132,7 +135,7 @@ pub fn sweep(
                         &layers,
                         (first, Pass::receiving(&receive)),
                         c.inputs[first].clone(),
-                        false,
+                        (false, hooks),
                     )?;
                     run.last
                 }
@@ -162,12 +165,12 @@ pub fn any(
     params: &Params,
     (clean, corrupted): (&Input, &Input),
     (what, attribution, path): (What, bool, Option<&Receivers>),
-    metric: &Metric,
+    (metric, hooks): (&Metric, &Registry),
 ) -> Result<Sweep> {
     match path {
-        Some(receivers) => sweep(cfg, params, (clean, corrupted), receivers, metric),
-        None if attribution => super::attrpatch::sweep(cfg, params, clean, corrupted, what, metric),
-        None => patch::sweep(cfg, params, clean, corrupted, what, metric),
+        Some(receivers) => sweep(cfg, params, (clean, corrupted), receivers, (metric, hooks)),
+        None if attribution => super::attrpatch::sweep(cfg, params, clean, corrupted, what, (metric, hooks)),
+        None => patch::sweep(cfg, params, clean, corrupted, what, (metric, hooks)),
     }
 }
 
