@@ -33,6 +33,7 @@ pub mod model;
 pub mod output;
 pub mod params;
 pub mod render;
+mod run;
 mod serve;
 pub mod settings;
 pub mod sources;
@@ -82,6 +83,7 @@ fn prepare_printing(settings: &Settings, printed: bool) -> Result<(Loaded, Sourc
     plan.estimate = settings::limits::check_run(&loaded.cfg, n, (&plan.record, plan.streamed), settings)?;
     // What the forward pass changes is part of the configuration the trace records.
     loaded.cfg.interventions = plan.interventions.clone();
+    loaded.cfg.interventions.set = run::set::read(settings, &loaded.cfg)?;
     settings::stacks::apply_decoder(&settings.analysis, &mut loaded.cfg)?;
     // The configuration the trace records says what the hooks do: written from them.
     let hooks = analysis::interventions::Interventions::of(&loaded.cfg);

@@ -5,7 +5,7 @@
 //! encoder–decoder has one set per stack: the encoder's in the model's configuration, the
 //! decoder's in its own.
 
-use super::{ablate::Heads, experts::Experts, knockout::Knockout, steer::Steer};
+use super::{ablate::Heads, experts::Experts, knockout::Knockout, set::Set, steer::Steer};
 use crate::config::{self, ModelConfig};
 use crate::hook::Registry;
 use crate::trace::steps::{stack_layer_id, Stack};
@@ -61,13 +61,16 @@ impl Stacked {
             ablate_expert: self.experts.gone.clone(),
             induction: self.induction,
             steer: self.steer.vectors.clone(),
+            set: Vec::new(),
         }
     }
 }
 
-/// The interventions of a run, one set per stack.
+/// The interventions of a run, one set per stack, and the steps `--set` replaces (by their
+/// full ids, in either stack).
 pub struct Interventions {
     stacks: Vec<Stacked>,
+    set: Vec<Set>,
 }
 
 impl Interventions {
@@ -77,18 +80,20 @@ impl Interventions {
             Some(s) => vec![Stacked::of(Stack::Encoder, cfg), Stacked::of(Stack::Decoder, &s.decoder)],
             None => vec![Stacked::of(Stack::Only, cfg)],
         };
-        Interventions { stacks }
+        let set = cfg.interventions.set.iter().map(|s| Set { step: s.clone() }).collect();
+        Interventions { stacks, set }
     }
 
     /// No intervention (`--steer-from`'s measuring pass, `--baseline`'s generation).
     pub fn none() -> Interventions {
-        Interventions { stacks: Vec::new() }
+        Interventions { stacks: Vec::new(), set: Vec::new() }
     }
 
     /// The hooks, each at its steps.
     pub fn registry(&self) -> Registry<'_> {
         let mut r = Registry::default();
         self.stacks.iter().for_each(|s| s.register(&mut r));
+        self.set.iter().for_each(|s| r.add(s.step.step.clone(), s));
         r
     }
 
@@ -101,6 +106,7 @@ impl Interventions {
                 _ => cfg.interventions = s.describe(),
             }
         }
+        cfg.interventions.set = self.set.iter().map(|s| s.step.clone()).collect();
     }
 
     /// The run's note when knockouts leave a query of `tokens` without any key.

@@ -10,4 +10,5 @@ pub mod ablate;
 pub mod experts;
 pub mod interventions;
 pub mod knockout;
+pub mod set;
 pub mod steer;

@@ -44,6 +44,8 @@ pub struct Analysis {
     pub at: Option<String>,
     /// `--steer`, `--steer-from`: steering vectors, read and checked once the model is open.
     pub steer: steer::Steering,
+    /// `--set STEP=FILE` as (step id, file): read by the run before the pass.
+    pub set: Vec<(String, String)>,
 }
 
 /// Which of an encoder–decoder's attentions an `--ablate` item names.
@@ -177,6 +179,7 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
         attribute: cli.attribute.as_ref().map(|a| (a.first().cloned(), a.get(1).cloned())),
         at: cli.at.clone(),
         steer: steer::options(cli)?,
+        set: cli.set.iter().map(|s| set_item(s)).collect::<Result<_>>()?,
     })
 }
 
@@ -279,4 +282,18 @@ fn attribution(cli: &Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// One `--set STEP=FILE`, split at its first `=` (a step id has none).
+fn set_item(item: &str) -> Result<(String, String)> {
+    match item.split_once('=') {
+        Some((step, file)) if !step.trim().is_empty() && !file.is_empty() => {
+            Ok((step.trim().to_string(), file.to_string()))
+        }
+        _ => Err(usage(
+            "--set",
+            format!("{} is not STEP=FILE", crate::error::quote(item)),
+            "write e.g. --set layers.1.attn.out=other.npz",
+        )),
+    }
 }
