@@ -39,3 +39,22 @@ pub fn drop_heads(heads: &[usize], mode: Option<AblateMode>, context: Tensor) ->
     let dropped = keep.affine(-1.0, 1.0)?; // 1 where ablated
     Ok((kept + mean.broadcast_mul(&dropped)?)?)
 }
+
+/// `--ablate STEP`: steps (full ids) zeroed, or replaced by their mean over positions (the
+/// first `pos` axis the catalogue gives the step: `query_pos` for the scores), as a head's
+/// context is. A step without positions has no mean: it is zeroed in either mode.
+#[derive(Debug, Clone, Default)]
+pub struct Steps {
+    pub steps: Vec<String>,
+    pub mode: Option<AblateMode>,
+}
+
+impl Hook for Steps {
+    fn at(&self, site: &Site, cfg: &ModelConfig, t: Tensor) -> Result<Tensor> {
+        let axis = crate::trace::steps::dims(site.name, cfg).iter().position(|d| d.ends_with("pos"));
+        match (self.mode, axis) {
+            (Some(AblateMode::Mean), Some(axis)) => Ok(t.mean_keepdim(axis)?.broadcast_as(t.shape())?.contiguous()?),
+            _ => Ok(t.zeros_like()?),
+        }
+    }
+}

@@ -5,7 +5,13 @@
 //! encoder–decoder has one set per stack: the encoder's in the model's configuration, the
 //! decoder's in its own.
 
-use super::{ablate::Heads, experts::Experts, knockout::Knockout, set::Set, steer::Steer};
+use super::{
+    ablate::{Heads, Steps},
+    experts::Experts,
+    knockout::Knockout,
+    set::Set,
+    steer::Steer,
+};
 use crate::config::{self, ModelConfig};
 use crate::hook::Registry;
 use crate::trace::steps::{stack_layer_id, Stack};
@@ -61,15 +67,16 @@ impl Stacked {
             ablate_expert: self.experts.gone.clone(),
             induction: self.induction,
             steer: self.steer.vectors.clone(),
-            set: Vec::new(),
+            ..Default::default()
         }
     }
 }
 
-/// The interventions of a run, one set per stack, and the steps `--set` replaces (by their
-/// full ids, in either stack).
+/// The interventions of a run, one set per stack, and the steps `--ablate STEP` ablates and
+/// `--set` replaces (by their full ids, in either stack).
 pub struct Interventions {
     stacks: Vec<Stacked>,
+    steps: Steps,
     set: Vec<Set>,
 }
 
@@ -81,18 +88,21 @@ impl Interventions {
             None => vec![Stacked::of(Stack::Only, cfg)],
         };
         let set = cfg.interventions.set.iter().map(|s| Set { step: s.clone() }).collect();
-        Interventions { stacks, set }
+        let iv = &cfg.interventions;
+        let steps = Steps { steps: iv.ablate_steps.clone(), mode: iv.ablate_mode };
+        Interventions { stacks, steps, set }
     }
 
     /// No intervention (`--steer-from`'s measuring pass, `--baseline`'s generation).
     pub fn none() -> Interventions {
-        Interventions { stacks: Vec::new(), set: Vec::new() }
+        Interventions { stacks: Vec::new(), steps: Steps::default(), set: Vec::new() }
     }
 
     /// The hooks, each at its steps.
     pub fn registry(&self) -> Registry<'_> {
         let mut r = Registry::default();
         self.stacks.iter().for_each(|s| s.register(&mut r));
+        self.steps.steps.iter().for_each(|id| r.add(id.clone(), &self.steps));
         self.set.iter().for_each(|s| r.add(s.step.step.clone(), s));
         r
     }
@@ -106,6 +116,7 @@ impl Interventions {
                 _ => cfg.interventions = s.describe(),
             }
         }
+        cfg.interventions.ablate_steps = self.steps.steps.clone();
         cfg.interventions.set = self.set.iter().map(|s| s.step.clone()).collect();
     }
 

@@ -201,6 +201,9 @@ pub struct Interventions {
     /// `--steer`, `--steer-from`: vectors added to the residual stream after a layer.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub steer: Vec<Steer>,
+    /// `--ablate STEP`: steps zeroed, or replaced by their mean over positions (`ablate_mode`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ablate_steps: Vec<String>,
     /// `--set STEP=FILE`: steps replaced by saved tensors.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub set: Vec<SetStep>,
@@ -271,6 +274,7 @@ impl Interventions {
             && self.ablate_expert.is_empty()
             && self.steer.is_empty()
             && self.set.is_empty()
+            && self.ablate_steps.is_empty()
     }
 }
 

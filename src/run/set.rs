@@ -27,11 +27,15 @@ const NOT_HOOKED: [&str; 9] = [
     "attribution.sources",
 ];
 
-/// The steps `--set` replaces, read and checked.
+/// The steps `--set` replaces, read and checked (and `--ablate`'s step ids checked, against
+/// the same list of steps a hook can change).
 pub fn read(settings: &Settings, cfg: &ModelConfig) -> Result<Vec<SetStep>> {
+    for step in &settings.analysis.ablate_steps {
+        check_step(cfg, "--ablate", step)?;
+    }
     let mut out = Vec::new();
     for (step, file) in &settings.analysis.set {
-        check_step(cfg, step)?;
+        check_step(cfg, "--set", step)?;
         let (shape, values) = tensor(step, file)?;
         out.push(SetStep { step: step.clone(), file: file.clone(), shape, values: std::sync::Arc::new(values) });
     }
@@ -39,7 +43,7 @@ pub fn read(settings: &Settings, cfg: &ModelConfig) -> Result<Vec<SetStep>> {
 }
 
 /// Refuses a step id this model does not compute through its port.
-fn check_step(cfg: &ModelConfig, step: &str) -> Result<()> {
+fn check_step(cfg: &ModelConfig, flag: &str, step: &str) -> Result<()> {
     let stack = crate::trace::stack_of(step);
     let own = match (stack, cfg.parts.seq2seq.as_ref()) {
         (Stack::Only, None) | (Stack::Encoder, Some(_)) => Some(cfg),
@@ -58,7 +62,7 @@ fn check_step(cfg: &ModelConfig, step: &str) -> Result<()> {
         return Ok(());
     }
     Err(usage(
-        format!("--set {}", quote(step)),
+        format!("{flag} {}", quote(step)),
         "this model computes no such step",
         "name a step id as the trace lists them: attn-trace --format json … | jq '.steps[].id'",
     ))

@@ -53,8 +53,8 @@ pub const ALLOWLIST: &[(&str, &str)] = &[
     ("src/compare/engine.rs", "src/lib.rs"),
     ("src/compare/sides.rs", "src/lib.rs"),
     ("src/serve/worker.rs", "src/lib.rs"),
-    // Cycles: each pair of files that import each other, directly or round a circle (4).
-    ("src/command.rs", "src/lib.rs"),
+    // Cycles: each pair of files that import each other, directly or round a circle (3).
+    // (command.rs's `crate::run(…)`, lib.rs's function, reads as the run wing's module now.)
     ("src/lib.rs", "src/command.rs"),
     ("src/model/attribute/readout.rs", "src/model/unembed.rs"),
     ("src/model/unembed.rs", "src/model/attribute/readout.rs"),
