@@ -273,8 +273,8 @@ mod tests {
             raw_input: true,
             model: None,
             init: InitConfig::File { path: String::new(), stored_dtype: None },
-            interventions: Default::default(),
             parts: Default::default(),
+            ..Default::default()
         };
         let mut rec = Recorder::new(vec!["a".into(), "b".into()], cfg.clone(), Default::default());
         let out = attention(&cfg, &p, &x, 0, &mut Pass::default(), &mut Hooks::new(&mut rec)).unwrap();

@@ -1,7 +1,7 @@
 //! Activation patching's copied activations in the forward pass (`patch.rs`): a patched
-//! head's context, or one position's layer output, replaced by another run's. The
-//! interventions that were here (knockout, ablation, expert ablation, steering) are hooks in
-//! `analysis/`; these stay until patching is one too.
+//! head's context, or one position's layer output, replaced by another run's. Knockout,
+//! ablation, expert ablation and steering, once here, are hooks in `analysis/`; these stay
+//! until patching is one too.
 
 use anyhow::Result;
 use candle_core::{Device, Tensor};
