@@ -98,13 +98,11 @@ impl Interventions {
         Interventions { stacks: Vec::new(), steps: Steps::default(), set: Vec::new() }
     }
 
-    /// The hooks, each at its steps.
-    pub fn registry(&self) -> Registry<'_> {
-        let mut r = Registry::default();
-        self.stacks.iter().for_each(|s| s.register(&mut r));
+    /// Registers the hooks in `r`, each at its steps, after those already there.
+    pub fn register<'h>(&'h self, r: &mut Registry<'h>) {
+        self.stacks.iter().for_each(|s| s.register(r));
         self.steps.steps.iter().for_each(|id| r.add(id.clone(), &self.steps));
         self.set.iter().for_each(|s| r.add(s.step.step.clone(), s));
-        r
     }
 
     /// Writes the interventions into `cfg` (its decoder's into the decoder's configuration):

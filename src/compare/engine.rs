@@ -7,8 +7,9 @@ use super::found::{Comparison, LayerDiff, Outcome, Position, StepDiff};
 use super::measure::{self, HeadJs};
 use super::sides::Side;
 use crate::analysis::interventions::Interventions;
-use crate::hook::Hooks;
-use crate::model::lockstep::{lockstep, Part, Side as Run};
+use crate::hook::Registry;
+use crate::model::lockstep::{Part, Side as Pass};
+use crate::run::lockstep;
 use crate::trace::{Recorder, Selection, Step, Trace, Values};
 use anyhow::{Context, Result};
 use candle_core::Tensor;
@@ -35,7 +36,7 @@ fn everything() -> Selection {
 
 /// A recorder for `side` whose steps go to the returned channel as they are made.
 fn recorder(loaded: &crate::sources::Loaded, settings: &crate::settings::Settings) -> (Recorder, Receiver<Step>) {
-    let mut rec = crate::recorder(loaded, everything(), settings);
+    let mut rec = crate::run::recorder(loaded, everything(), settings);
     let (tx, rx) = channel();
     rec.stream(Box::new(move |s: Step| tx.send(s).map_err(|_| std::io::Error::other("the comparison stopped"))), false);
     (rec, rx)
@@ -51,18 +52,19 @@ pub fn compare(sides: [Side; 2], threshold: f64, from: Option<&'static str>) -> 
     let ((mut rec_a, rx_a), (mut rec_b, rx_b)) = (recorder(&a.loaded, &a.settings), recorder(&b.loaded, &b.settings));
     let mut c = Collector::default();
     let runs = [
-        Run { cfg: &a.loaded.cfg, params: &pa, input: &a.loaded.input },
-        Run { cfg: &b.loaded.cfg, params: &pb, input: &b.loaded.input },
+        Pass { cfg: &a.loaded.cfg, params: &pa, input: &a.loaded.input },
+        Pass { cfg: &b.loaded.cfg, params: &pb, input: &b.loaded.input },
     ];
-    // Each side its own interventions.
+    // Each side its own knobs and interventions.
     let (ia, ib) = (Interventions::of(&a.loaded.cfg), Interventions::of(&b.loaded.cfg));
-    let (mut ha, mut hb) = (Hooks::with(&mut rec_a, ia.registry()), Hooks::with(&mut rec_b, ib.registry()));
-    lockstep(runs, [&mut ha, &mut hb], |part, outs| {
+    let mut hooks = [Registry::running(a.loaded.run.clone()), Registry::running(b.loaded.run.clone())];
+    ia.register(&mut hooks[0]);
+    ib.register(&mut hooks[1]);
+    lockstep(runs, [(&mut rec_a, &hooks[0]), (&mut rec_b, &hooks[1])], |part, outs| {
         let (sa, sb): (Vec<Step>, Vec<Step>) = (rx_a.try_iter().collect(), rx_b.try_iter().collect());
         c.part(part, sa, sb, outs)
     })
     .context("computing the two traces")?;
-    drop((ha, hb));
     let (mut ta, _) = rec_a.finish();
     let (mut tb, _) = rec_b.finish();
     crate::sources::naming::name_predictions(&mut ta, &a.loaded, crate::sources::naming::own_vocab(&a.settings));

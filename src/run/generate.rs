@@ -4,10 +4,11 @@
 //! With `--baseline` the same generation runs first without the interventions, quietly, and
 //! the intervened one reports the probability it gave each of the baseline's tokens.
 
+use super::pass;
+use crate::analysis::interventions::Interventions;
 use crate::config::{Generate, ModelConfig};
 use crate::error::usage;
-use crate::hook::Hooks;
-use crate::model::generate::{self, Chosen, Generated, Stop};
+use crate::model::generate::{Chosen, Generated, Stop};
 use crate::params::{Input, Params};
 use crate::settings::{self, plan::Plan, Settings};
 use crate::sources::namer::Namer;
@@ -41,14 +42,20 @@ pub(crate) fn run(
     // Each decode step runs every layer: read and convert them once, not once per token, when
     // the whole model fits --max-memory (else a 7 B model still generates in 3 GiB, slowly).
     let n = positions(settings, loaded)?;
-    let params =
-        match settings::limits::whole_model_fits(&loaded.cfg, n, (&plan.record, plan.streamed), settings).is_some() {
-            true => {
-                made = params.made()?;
-                &made
-            }
-            false => params,
-        };
+    let params = match settings::limits::whole_model_fits(
+        (&loaded.cfg, &loaded.run),
+        n,
+        (&plan.record, plan.streamed),
+        settings,
+    )
+    .is_some()
+    {
+        true => {
+            made = params.made()?;
+            &made
+        }
+        false => params,
+    };
     let mut step_rec = |_t: usize, id: u32| {
         let (token, text) = name.name(id);
         let mut r = Recorder::new(vec![token.unwrap_or_else(|| format!("#{id}"))], cfg.clone(), plan.record.clone())
@@ -58,10 +65,14 @@ pub(crate) fn run(
         r.set_texts(text.map(|t| vec![t]));
         r
     };
-    let hooks = crate::analysis::interventions::Interventions::of(cfg);
-    let mut hooks = Hooks::with(rec, hooks.registry());
-    let done = generate::generate(cfg, params, (&loaded.input, &how), (&mut hooks, &mut step_rec), &watch)
-        .context("generating")?;
+    let done = pass::generation(
+        cfg,
+        params,
+        (&loaded.input, &how),
+        (rec, &mut step_rec, &pass::hooks(loaded, &Interventions::of(cfg))),
+        &watch,
+    )
+    .context("generating")?;
     let n = prompt_len(loaded);
     let record = assemble(&done, (n, &how), &name);
     let baseline = baseline.map(|b| compare(&b, &done, &name));
@@ -144,8 +155,14 @@ fn quiet_baseline(loaded: &Loaded, params: &Params, how: &Generate) -> Result<Ge
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
     let mut rec = Recorder::new(loaded.tokens.clone(), cfg.clone(), nothing.clone());
     let mut step_rec = |_: usize, _: u32| Recorder::new(vec![String::new()], cfg.clone(), nothing.clone());
-    generate::generate(&cfg, params, (&loaded.input, how), (&mut Hooks::new(&mut rec), &mut step_rec), &[])
-        .context("generating the baseline without the interventions")
+    pass::generation(
+        &cfg,
+        params,
+        (&loaded.input, how),
+        (&mut rec, &mut step_rec, &pass::hooks(loaded, &Interventions::none())),
+        &[],
+    )
+    .context("generating the baseline without the interventions")
 }
 
 /// The record of a generation: its tokens named, its decode steps' steps renamed.
