@@ -491,6 +491,11 @@ pub struct Cli {
     /// --steer-from "Love" "Hate" --at-layer 6 --alpha 5. Put the sentence first.
     #[arg(long, num_args = 2, value_names = ["A", "B"], requires = "at_layer", help_heading = "Interventions")]
     pub steer_from: Option<Vec<String>>,
+    /// Replace a step with a saved tensor: STEP=FILE, FILE a .npy of the step's shape or a
+    /// saved trace (.json, .jsonl, .safetensors, .npz) holding STEP, e.g.
+    /// --set layers.1.attn.out=other.npz. Repeatable.
+    #[arg(long = "set", value_name = "STEP=FILE", help_heading = "Interventions")]
+    pub set: Vec<String>,
     /// With --steer-from: the layer after which the vector is read and added.
     #[arg(long, value_name = "L", requires = "steer_from", help_heading = "Interventions")]
     pub at_layer: Option<usize>,

@@ -6,4 +6,10 @@
 //! One file or folder per analysis; adding one is docs/ARCHITECTURE.md's "Adding an
 //! analysis".
 
+pub mod ablate;
+pub mod experts;
+pub mod interventions;
+pub mod knockout;
 pub mod patch;
+pub mod set;
+pub mod steer;

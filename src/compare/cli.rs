@@ -78,6 +78,7 @@ pub const REFUSED: &[&str] = &[
     "knockout",
     "steer",
     "steer_from",
+    "set",
     "at_layer",
     "alpha",
     "lens",

@@ -203,6 +203,24 @@ pub struct Interventions {
     /// `--steer`, `--steer-from`: vectors added to the residual stream after a layer.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub steer: Vec<Steer>,
+    /// `--ablate STEP`: steps zeroed, or replaced by their mean over positions (`ablate_mode`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ablate_steps: Vec<String>,
+    /// `--set STEP=FILE`: steps replaced by saved tensors.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub set: Vec<SetStep>,
+}
+
+/// One step replaced by a saved tensor (`--set STEP=FILE`): its id and file; the values stay
+/// out of the JSON (the file holds them).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SetStep {
+    pub step: String,
+    pub file: String,
+    #[serde(skip)]
+    pub shape: Vec<usize>,
+    #[serde(skip)]
+    pub values: std::sync::Arc<Vec<f32>>,
 }
 
 /// One steering vector (activation addition, Turner et al. 2023): `alpha × vector` is added
@@ -257,6 +275,8 @@ impl Interventions {
             && self.induction.is_none()
             && self.ablate_expert.is_empty()
             && self.steer.is_empty()
+            && self.set.is_empty()
+            && self.ablate_steps.is_empty()
     }
 }
 

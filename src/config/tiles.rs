@@ -31,11 +31,10 @@ pub const SQUARE_STEPS: [&str; 5] =
 impl ModelConfig {
     /// Whether this model's attention may run in tiles (given that no square step is
     /// recorded): not with llama.cpp's kernels (whose f16 sums are written for whole
-    /// matrices), knocked-out edges or T5's position bias (each a whole `[query, key]` map).
+    /// matrices) or T5's position bias (a whole `[query, key]` map). A hook at a square step
+    /// (a knockout) asks for whole matrices too (`model/tiled.rs`).
     pub fn tiles_attention(&self) -> bool {
-        self.parts.arithmetic == Arithmetic::F32
-            && self.interventions.knockout.is_empty()
-            && self.parts.relative_bias.is_none()
+        self.parts.arithmetic == Arithmetic::F32 && self.parts.relative_bias.is_none()
     }
 
     /// Queries per tile for `queries` queries against `keys` keys: `asked` (`--query-tile`,

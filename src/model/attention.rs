@@ -35,8 +35,9 @@ pub fn attention(
     // Grouped-query attention: query head g reads key/value head g / (heads / kv_heads).
     let k = repeat_kv(&k, h / kvh)?; // [head, key_pos, d_k]
     let v = repeat_kv(&v, h / kvh)?; // [head, key_pos, d_v]
-                                     // One row per query head, as the scores read them (unrecorded sites: path patching's
-                                     // receivers replace one query head's q, k or v there).
+
+    // One row per query head, as the scores read them (unrecorded sites: path patching's
+    // receivers replace one query head's q, k or v there).
     let q = hooks.through(&format!("layers.{l}.attn.q_heads"), cfg, q)?; // [head, pos, d_k]
     let k = hooks.through(&format!("layers.{l}.attn.k_heads"), cfg, k)?; // [head, key_pos, d_k]
     let v = hooks.through(&format!("layers.{l}.attn.v_heads"), cfg, v)?; // [head, key_pos, d_v]
@@ -45,7 +46,6 @@ pub fn attention(
         true => (None, super::tiled::context(cfg, (&q, &k, &v), (l, offset), hooks)?), // [head, pos, d_v]
         false => whole(cfg, (&q, &k, &v), (l, offset), pass, hooks)?,
     };
-    let context = super::intervene::ablate(cfg, l, context)?; // [head, pos, d_v]
     let context = hooks.at(&format!("layers.{l}.attn.context"), cfg, context)?;
     let concat = context.transpose(0, 1)?.contiguous()?.reshape((n, h * d_v))?; // [pos, heads·d_v]
     let concat = hooks.at(&format!("layers.{l}.attn.concat"), cfg, concat)?;
@@ -83,13 +83,18 @@ fn whole(
     };
     let hidden = super::mask::hidden_keys(cfg, l, (offset, n));
     let scores = super::mask::capped_and_masked(cfg, scaled, hidden.as_deref(), l, Some(hooks))?; // [head, query_pos, key_pos]
-    let scores = super::intervene::knockout(cfg, (l, offset), scores)?; // [head, query_pos, key_pos]
-    let scores = hooks.at(&format!("layers.{l}.attn.scores"), cfg, scores)?;
+    let scores_id = format!("layers.{l}.attn.scores");
+    let hooked = hooks.hooked(&scores_id); // a knockout's −inf, say: the scores tell which rows see no key
+    let scores = hooks.at(&scores_id, cfg, scores)?;
     let weights = match ggml::on(cfg) {
         true => ggml::exact::softmax(&scores)?, // [head, query_pos, key_pos]
         false => super::kernels::softmax::softmax_last_dim(&scores)?, // [head, query_pos, key_pos]
     };
-    let weights = match super::mask::blind_rows(cfg, l, hidden.as_deref(), (h, offset, n), offset + n) {
+    let blind = match hooked {
+        true => super::mask::blind_in(&scores)?,
+        false => super::mask::blind_rows(hidden.as_deref(), (h, offset, n), (offset + n, &Default::default())),
+    };
+    let weights = match blind {
         Some(rows) => super::mask::zero_rows(&weights, &rows)?, // [head, query_pos, key_pos]
         None => weights,
     };
@@ -237,8 +242,8 @@ mod tests {
             raw_input: true,
             model: None,
             init: InitConfig::File { path: String::new(), stored_dtype: None },
-            interventions: Default::default(),
             parts: Default::default(),
+            ..Default::default()
         };
         let mut rec = Recorder::new(vec!["a".into(), "b".into()], cfg.clone(), Default::default());
         let out = attention(&cfg, &p, &x, 0, &mut Pass::default(), &mut Hooks::new(&mut rec)).unwrap();

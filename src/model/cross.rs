@@ -82,9 +82,6 @@ fn attend(
     let weights = super::kernels::softmax::softmax_last_dim(&scores)?; // [head, pos, enc_pos]
     let weights = hooks.at(&id("weights"), cfg, weights)?;
     let context = super::kernels::product::matmul(&weights, &v)?; // [head, pos, d_v]
-    let ablated: Vec<usize> =
-        cfg.interventions.ablate_cross.iter().filter(|(at, _)| *at == l).map(|(_, h)| *h).collect();
-    let context = super::intervene::drop_heads(cfg, &ablated, context)?; // [head, pos, d_v]: `--ablate cross.L.H`
     let context = hooks.at(&id("context"), cfg, context)?;
     let concat = context.transpose(0, 1)?.contiguous()?.reshape((n, h * cfg.d_v))?; // [pos, heads·d_v]
     let concat = hooks.at(&id("concat"), cfg, concat)?;

@@ -14,7 +14,6 @@
 //! the order of its experts' indices, not its ranks (with three experts the two orders differ
 //! in the last bits). Each expert runs only on the rows routed to it.
 
-use super::intervene;
 use super::kernels::{linear::linear, softmax};
 use crate::config::tiles::{even_tiles, WIDE_FFN_STEPS};
 use crate::config::{Activation, ModelConfig};
@@ -125,7 +124,6 @@ pub fn moe(
     let spec = cfg.parts.experts.as_ref().ok_or_else(|| anyhow!("internal: layer {l} has experts, the config none"))?;
     let (n, k) = (x.dim(0)?, spec.top_k);
     let logits = linear(x, &m.router)?; // [pos, expert]
-    let logits = intervene::ablate_experts(cfg, l, logits)?; // [pos, expert]
     let logits = hooks.at(&format!("layers.{l}.ffn.router.logits"), cfg, logits)?;
     let probs = softmax::softmax_last_dim(&logits)?; // [pos, expert]
     let probs = hooks.at(&format!("layers.{l}.ffn.router.probs"), cfg, probs)?;

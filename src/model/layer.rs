@@ -17,7 +17,7 @@
 
 use super::norm::norm;
 use super::pass::Pass;
-use super::{attention::attention, attribute, cross, ffn::ffn, intervene};
+use super::{attention::attention, attribute, cross, ffn::ffn};
 use crate::config::{ModelConfig, Norm};
 use crate::hook::Hooks;
 use crate::params::{Block, LayerNorm, LayerParams};
@@ -34,11 +34,11 @@ pub fn layer(
     pass: &mut Pass,
     hooks: &mut Hooks,
 ) -> Result<Tensor> {
-    let at = (l, pass.offset()); // a steering vector's layer and the pass's first position
     let Some(b) = &p.block else {
-        // An attention-only layer's output is its recorded attn.out, before any steering.
-        return intervene::steer(cfg, at, attention(cfg, p, x, l, pass, hooks)?);
-        // [pos, d_out]
+        // An attention-only layer's output is its recorded attn.out: a hook (steering) there
+        // changes what the next layer reads, not the recorded attn.out.
+        let out = attention(cfg, p, x, l, pass, hooks)?; // [pos, d_out]
+        return hooks.through(&format!("layers.{l}.output"), cfg, out);
     };
     match cfg.norm {
         Norm::Post => {
@@ -52,7 +52,7 @@ pub fn layer(
             let ffn_out = ffn(cfg, b, &out1, l, hooks)?; // [pos, d_model]
             let sum2 = (&out1 + &ffn_out)?; // [pos, d_model]
             let sum2 = hooks.at(&format!("layers.{l}.add_norm2.sum"), cfg, sum2)?;
-            let out2 = intervene::steer(cfg, at, norm(&sum2, &b.norm2, cfg)?)?; // [pos, d_model]
+            let out2 = norm(&sum2, &b.norm2, cfg)?; // [pos, d_model]: the layer's output
             let out2 = hooks.at(&format!("layers.{l}.add_norm2.out"), cfg, out2)?;
             attribute::through_norm(cfg, &b.norm2, &sum2, (Some(l), "add_norm2.bias"), hooks)?;
             Ok(out2)
@@ -72,7 +72,7 @@ pub fn layer(
             let ffn_out = ffn(cfg, b, &normed2, l, hooks)?; // [pos, d_model]
             let ffn_out =
                 post_norm(cfg, b.post_ffn_norm.as_ref(), ffn_out, &format!("layers.{l}.norm2_post.out"), hooks)?; // [pos, d_model]
-            let sum2 = intervene::steer(cfg, at, (&sum1 + &ffn_out)?)?; // [pos, d_model]: the layer's output
+            let sum2 = (&sum1 + &ffn_out)?; // [pos, d_model]: the layer's output
             let sum2 = hooks.at(&format!("layers.{l}.add_norm2.sum"), cfg, sum2)?;
             Ok(sum2)
         }
@@ -96,7 +96,6 @@ fn parallel(
     let ffn_out = ffn(cfg, b, &normed2, l, hooks)?; // [pos, d_model]
                                                     // (ffn + attn) + x, in transformers' order, so the sum is the same to the last bit.
     let sum = ((&ffn_out + &attn_out)? + x)?; // [pos, d_model]: the layer's output
-    let sum = intervene::steer(cfg, (l, pass.offset()), sum)?; // [pos, d_model]
     let sum = hooks.at(&format!("layers.{l}.add_norm2.sum"), cfg, sum)?;
     Ok(sum)
 }

@@ -1,7 +1,7 @@
 //! Which keys each query sees: the attention mask (causal, a sliding window, pads) as
 //! `[query, key]` flags, and the `[head, query]` rows that see no key at all once this
 //! layer's knockouts are added, whose softmax would be 0/0 (their weights are defined as 0;
-//! see `intervene`).
+//! see `analysis/knockout.rs`).
 
 use crate::config::ModelConfig;
 use crate::hook::Hooks;
@@ -37,18 +37,16 @@ pub fn hidden_rows(cfg: &ModelConfig, layer: usize, (first, n): (usize, usize), 
     Some(flags)
 }
 
-/// This layer's `[head, query]` flags for the `n` queries from position `offset` on against
+/// A layer's `[head, query]` flags for the `n` queries from position `offset` on against
 /// the keys at `0..keys` (`offset + n` for a whole pass; fewer for a causal tile, `tiled.rs`),
 /// 1 where a query sees no key: every key is hidden by `hidden` (the `[query, key]` mask of
-/// [`hidden_keys`] or [`hidden_rows`], if any) or knocked out. `None` when every query sees one.
+/// [`hidden_keys`] or [`hidden_rows`], if any) or is one of the `(head, query, key)` `edges`
+/// knocked out (`analysis/knockout.rs`). `None` when every query sees one.
 pub fn blind_rows(
-    cfg: &ModelConfig,
-    layer: usize,
     hidden: Option<&[bool]>,
     (h, offset, n): (usize, usize, usize),
-    keys: usize,
+    (keys, edges): (usize, &BTreeSet<(usize, usize, usize)>),
 ) -> Option<Vec<u8>> {
-    let edges = knocked(cfg, layer, h);
     if hidden.is_none() && edges.is_empty() {
         return None;
     }
@@ -64,12 +62,13 @@ pub fn blind_rows(
     rows.contains(&1).then_some(rows)
 }
 
-/// This layer's knocked-out `(head, query, key)` edges, each once.
-fn knocked(cfg: &ModelConfig, layer: usize, h: usize) -> BTreeSet<(usize, usize, usize)> {
-    let edges = cfg.interventions.knockout.iter().filter(|k| k.layer == layer);
-    edges
-        .flat_map(|k| (0..h).filter(move |&g| k.head.is_none_or(|x| x == g)).map(move |g| (g, k.query, k.key)))
-        .collect()
+/// The `[head, query]` flags of `scores` ([head, query, key], masked and changed by any hook),
+/// 1 where every key's score is −inf (hidden by the mask or a hook: a knockout): the rows
+/// [`blind_rows`] finds from the mask and the knocked-out edges. `None` when there is none.
+pub fn blind_in(scores: &Tensor) -> Result<Option<Vec<u8>>> {
+    let top = scores.max(candle_core::D::Minus1)?.flatten_all()?.to_vec1::<f32>()?; // [head·query]
+    let rows: Vec<u8> = top.iter().map(|&m| u8::from(m == f32::NEG_INFINITY)).collect();
+    Ok(rows.contains(&1).then_some(rows))
 }
 
 /// The scaled scores as the softmax reads them (`attn.mask` and `attn.scores_uncapped`

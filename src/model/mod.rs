@@ -13,7 +13,6 @@ pub mod ffn;
 pub mod forward;
 pub mod generate;
 pub mod head;
-pub mod intervene;
 pub mod kernels;
 pub mod layer;
 pub mod lockstep;

@@ -8,9 +8,9 @@ use crate::params::{Input, Params};
 use crate::trace::{Recorder, Selection};
 use anyhow::{anyhow, Result};
 
-/// Layer `layer`'s output at `input`'s last position, `[d_model]`, with no intervention.
+/// Layer `layer`'s output at `input`'s last position, `[d_model]`, with no intervention (its
+/// port has no hook).
 pub fn resid_after(cfg: &ModelConfig, params: &Params, input: &Input, layer: usize) -> Result<Vec<f32>> {
-    let cfg = &ModelConfig { interventions: Default::default(), ..cfg.clone() };
     let n = match input {
         Input::Ids { ids, .. } => ids.len(),
         Input::Matrix(m) => m.dim(0)?,

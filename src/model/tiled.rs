@@ -60,10 +60,11 @@ pub fn context(
         let hidden = super::mask::hidden_rows(cfg, l, (offset + first, rows), seen); // [rows, seen]
         let scores = super::mask::capped_and_masked(cfg, scaled, hidden.as_deref(), l, None)?; // [head, rows, seen]
         let weights = super::kernels::softmax::softmax_last_dim(&scores)?; // [head, rows, seen]
-        let weights = match super::mask::blind_rows(cfg, l, hidden.as_deref(), (h, offset + first, rows), seen) {
-            Some(flags) => super::mask::zero_rows(&weights, &flags)?, // [head, rows, seen]
-            None => weights,
-        };
+        let weights =
+            match super::mask::blind_rows(hidden.as_deref(), (h, offset + first, rows), (seen, &Default::default())) {
+                Some(flags) => super::mask::zero_rows(&weights, &flags)?, // [head, rows, seen]
+                None => weights,
+            };
         contexts.push(super::kernels::product::matmul(&weights, &v.narrow(1, 0, seen)?)?); // [head, rows, d_v]
         if let Some(g) = gathered.as_mut() {
             g.tile(first, [&raw_scores, &scores, &weights], hidden.as_deref())?;

@@ -125,6 +125,13 @@ fn describe_interventions(i: &Interventions) -> String {
         let norm = s.vector.iter().map(|v| (v * v) as f64).sum::<f64>().sqrt();
         parts.push(format!("steered after layer {} by {} × {} (norm {norm:.4}){from}", s.layer, s.alpha, s.source));
     }
+    if !i.ablate_steps.is_empty() {
+        parts.push(format!("ablated {} ({})", i.ablate_steps.join(" "), i.ablate_mode.unwrap_or_default().name()));
+    }
+    if !i.set.is_empty() {
+        let set: Vec<String> = i.set.iter().map(|s| format!("{}={}", s.step, s.file)).collect();
+        parts.push(format!("set {}", set.join(" ")));
+    }
     if let Some(n) = i.induction {
         parts.push(format!("input: {n} random tokens repeated twice"));
     }

@@ -7,6 +7,7 @@
 //! their arithmetic explicitly, and `--quiet` skips the pass (docs/MODELS.md, "Which arithmetic
 //! to use when").
 
+use crate::analysis::interventions::Interventions;
 use crate::config::Arithmetic;
 use crate::params::Input;
 use crate::settings::{Format, ModelChoice, Select, Settings, Text};
@@ -95,8 +96,13 @@ fn ggml_top(settings: &Settings, trace: &Trace, written: &[&Prediction]) -> Resu
         loaded.tokens.iter().cloned().chain(written.iter().map(|p| format!("#{}", p.id))).collect();
     let mut rec = Recorder::new(tokens, loaded.cfg.clone(), plan.record).with_top_k(1);
     let input = Input::Ids { ids, type_ids: type_ids.clone() };
-    super::pass::forward(&loaded.cfg, &params, &input, (&mut rec, &super::pass::hooks(&loaded)))
-        .context("llama.cpp's arithmetic")?;
+    super::pass::forward(
+        &loaded.cfg,
+        &params,
+        &input,
+        (&mut rec, &super::pass::hooks(&loaded, &Interventions::of(&loaded.cfg))),
+    )
+    .context("llama.cpp's arithmetic")?;
     let (mut t, _) = rec.finish();
     crate::sources::naming::name_predictions(&mut t, &loaded, false);
     Ok(t.predictions.unwrap_or_default().into_iter().map(|top| top.into_iter().next()).collect())

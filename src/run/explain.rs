@@ -6,6 +6,7 @@
 //! compute the same logits up to summation order) attributes its last position. Without an
 //! answer a quiet pass over the same ids first reads the model's two most probable tokens there.
 
+use crate::analysis::interventions::Interventions;
 use crate::error::usage;
 use crate::params::{Input, Params};
 use crate::settings::attribution::{Asked, At};
@@ -69,8 +70,13 @@ pub(crate) fn explain(settings: &Settings, (loaded, params): (&Loaded, &Params),
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
     let mut rec = Recorder::new(tokens, loaded.cfg.clone(), nothing).with_attribution(Some(request));
     rec.set_input(None, Some(ids), None);
-    super::pass::forward(&loaded.cfg, params, &input, (&mut rec, &super::pass::hooks(loaded)))
-        .context("attributing")?;
+    super::pass::forward(
+        &loaded.cfg,
+        params,
+        &input,
+        (&mut rec, &super::pass::hooks(loaded, &Interventions::of(&loaded.cfg))),
+    )
+    .context("attributing")?;
     trace.attribution = rec.finish().0.attribution;
     Ok(())
 }
@@ -114,8 +120,13 @@ fn choice(
 ) -> Result<(u32, Option<u32>)> {
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
     let mut rec = Recorder::new(tokens.to_vec(), loaded.cfg.clone(), nothing).with_top_k(2);
-    super::pass::forward(&loaded.cfg, params, input, (&mut rec, &super::pass::hooks(loaded)))
-        .context("reading the model's choice")?;
+    super::pass::forward(
+        &loaded.cfg,
+        params,
+        input,
+        (&mut rec, &super::pass::hooks(loaded, &Interventions::of(&loaded.cfg))),
+    )
+    .context("reading the model's choice")?;
     let top = rec.finish().0.predictions.and_then(|p| p.into_iter().nth(position)).unwrap_or_default();
     let Some(first) = top.first() else {
         return Err(usage(

@@ -5,6 +5,7 @@
 //! the intervened one reports the probability it gave each of the baseline's tokens.
 
 use super::pass;
+use crate::analysis::interventions::Interventions;
 use crate::config::{Generate, ModelConfig};
 use crate::error::usage;
 use crate::model::generate::{Chosen, Generated, Stop};
@@ -64,8 +65,14 @@ pub(crate) fn run(
         r.set_texts(text.map(|t| vec![t]));
         r
     };
-    let done = pass::generation(cfg, params, (&loaded.input, &how), (rec, &mut step_rec, &pass::hooks(loaded)), &watch)
-        .context("generating")?;
+    let done = pass::generation(
+        cfg,
+        params,
+        (&loaded.input, &how),
+        (rec, &mut step_rec, &pass::hooks(loaded, &Interventions::of(cfg))),
+        &watch,
+    )
+    .context("generating")?;
     let n = prompt_len(loaded);
     let record = assemble(&done, (n, &how), &name);
     let baseline = baseline.map(|b| compare(&b, &done, &name));
@@ -148,8 +155,14 @@ fn quiet_baseline(loaded: &Loaded, params: &Params, how: &Generate) -> Result<Ge
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
     let mut rec = Recorder::new(loaded.tokens.clone(), cfg.clone(), nothing.clone());
     let mut step_rec = |_: usize, _: u32| Recorder::new(vec![String::new()], cfg.clone(), nothing.clone());
-    pass::generation(&cfg, params, (&loaded.input, how), (&mut rec, &mut step_rec, &pass::hooks(loaded)), &[])
-        .context("generating the baseline without the interventions")
+    pass::generation(
+        &cfg,
+        params,
+        (&loaded.input, how),
+        (&mut rec, &mut step_rec, &pass::hooks(loaded, &Interventions::none())),
+        &[],
+    )
+    .context("generating the baseline without the interventions")
 }
 
 /// The record of a generation: its tokens named, its decode steps' steps renamed.

@@ -25,6 +25,7 @@ mod params;
 mod pass;
 mod patch;
 mod record;
+mod set;
 mod staged;
 mod steer;
 mod stream;

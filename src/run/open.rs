@@ -67,8 +67,12 @@ fn opened(settings: &Settings, printed: bool) -> Result<(Loaded, Source, Plan)> 
         settings::limits::check_run((&loaded.cfg, &loaded.run), n, (&plan.record, plan.streamed), settings)?;
     // What the forward pass changes is part of the configuration the trace records.
     loaded.cfg.interventions = plan.interventions.clone();
+    loaded.cfg.interventions.set = super::set::read(settings, &loaded.cfg)?;
     settings::stacks::apply_decoder(&settings.analysis, &mut loaded.cfg)?;
-    loaded.notes.extend(crate::model::intervene::blind_note(&loaded.cfg, &loaded.tokens));
+    // The configuration the trace records says what the hooks do: written from them.
+    let hooks = crate::analysis::interventions::Interventions::of(&loaded.cfg);
+    hooks.describe(&mut loaded.cfg);
+    loaded.notes.extend(hooks.note(&loaded.cfg, &loaded.tokens));
     check::refuse_early(settings, &loaded)?;
     Ok((loaded, source, plan))
 }

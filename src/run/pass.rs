@@ -5,6 +5,7 @@
 //! so that what the model is handed changes here alone. Also the recorder every run starts
 //! from.
 
+use crate::analysis::interventions::Interventions;
 use crate::config::{Generate, ModelConfig};
 use crate::hook::{Hooks, Registry};
 use crate::model::{self, generate::Generated, lockstep::Part};
@@ -32,9 +33,12 @@ pub(crate) fn recorder(loaded: &Loaded, selection: Selection, settings: &Setting
     rec
 }
 
-/// The hooks of `loaded`'s run: its knobs ([`crate::config::RunConfig`]), no hook yet.
-pub(super) fn hooks(loaded: &Loaded) -> Registry<'static> {
-    Registry::running(loaded.run.clone())
+/// The hooks of `loaded`'s run: its knobs ([`crate::config::RunConfig`]) and `iv`'s
+/// interventions (`Interventions::of(&loaded.cfg)`, or none).
+pub(super) fn hooks<'h>(loaded: &Loaded, iv: &'h Interventions) -> Registry<'h> {
+    let mut r = Registry::running(loaded.run.clone());
+    iv.register(&mut r);
+    r
 }
 
 /// One forward pass of `cfg` over `input` into `rec`, with `hooks`; returns the last hidden

@@ -63,8 +63,8 @@ fn sweep(settings: &Settings, loaded: &Loaded, params: &Params, corrupted: &str)
     };
     let corrupted_input = Input::Ids { ids: checked.ids, type_ids };
     let how = (what, settings.analysis.patch_attribution, settings.analysis.patch_path.as_ref());
-    // The run's interventions apply inside every run of the sweep (none are hooks yet).
-    let hooks = crate::hook::Registry::default();
+    let iv = crate::analysis::interventions::Interventions::of(&loaded.cfg);
+    let hooks = super::pass::hooks(loaded, &iv);
     let sweep =
         crate::analysis::patch::any(&loaded.cfg, params, (&loaded.input, &corrupted_input), how, &metric, &hooks)?;
     Ok((sweep, checked.tokens))

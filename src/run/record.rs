@@ -3,6 +3,7 @@
 
 use super::staged::Run;
 use super::{generate, pass};
+use crate::analysis::interventions::Interventions;
 use crate::params::Params;
 use crate::trace::generation::Generation;
 use crate::trace::{Recorder, Selection};
@@ -25,8 +26,13 @@ impl Run<'_> {
                 (last, Some(generation))
             }
             None => {
-                let last = pass::forward(&loaded.cfg, params, &loaded.input, (rec, &pass::hooks(loaded)))
-                    .context("computing the trace")?;
+                let last = pass::forward(
+                    &loaded.cfg,
+                    params,
+                    &loaded.input,
+                    (rec, &pass::hooks(loaded, &Interventions::of(&loaded.cfg))),
+                )
+                .context("computing the trace")?;
                 (last, None)
             }
         })

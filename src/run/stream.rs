@@ -4,6 +4,7 @@
 use super::params::Making;
 use super::staged::Run;
 use super::{check, pass};
+use crate::analysis::interventions::Interventions;
 use crate::output;
 use crate::settings::Settings;
 use crate::trace::Recorder;
@@ -24,7 +25,8 @@ pub(super) fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut outpu
     let flops = run.forward_flops(&params, &rec);
     let (loaded, plan) = (&run.loaded, &run.plan);
     let forward = |rec: &mut Recorder| {
-        pass::forward(&loaded.cfg, &params, &loaded.input, (rec, &pass::hooks(loaded))).context("computing the trace")
+        pass::forward(&loaded.cfg, &params, &loaded.input, (rec, &pass::hooks(loaded, &Interventions::of(&loaded.cfg))))
+            .context("computing the trace")
     };
     let keep = settings.outputs.save_trace.is_some();
     let (mut trace, last) = output::stream(rec, (keep, &plan.view_record), forward, out)?;

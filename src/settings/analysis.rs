@@ -17,6 +17,9 @@ pub struct Analysis {
     /// `dec.L.H`, `cross.L.H`), resolved by `settings::stacks`.
     pub ablate: Vec<(usize, usize)>,
     pub ablate_stacked: Vec<(StackHeads, usize, usize)>,
+    /// `--ablate STEP`: step ids (`layers.2.ffn.out`) zeroed or replaced by their mean over
+    /// positions; checked against the model by the run.
+    pub ablate_steps: Vec<String>,
     /// `--ablate-mode`.
     pub ablate_mode: AblateMode,
     /// Experts to remove from routing, as (layer, expert).
@@ -46,6 +49,8 @@ pub struct Analysis {
     pub at: Option<String>,
     /// `--steer`, `--steer-from`: steering vectors, read and checked once the model is open.
     pub steer: steer::Steering,
+    /// `--set STEP=FILE` as (step id, file): read by the run before the pass.
+    pub set: Vec<(String, String)>,
 }
 
 /// Which of an encoder–decoder's attentions an `--ablate` item names.
@@ -101,9 +106,11 @@ fn ablate_list(flag: &str, what: &str, list: &str) -> Result<Vec<(usize, usize)>
 
 /// `--ablate`'s heads: (layer, head) pairs, and an encoder–decoder's with their stacks.
 #[allow(clippy::type_complexity)]
-fn ablate_options(cli: &Cli) -> Result<(Vec<(usize, usize)>, Vec<(StackHeads, usize, usize)>)> {
-    let (named, plain) = stacked(cli.ablate.as_deref().unwrap_or(""));
-    let ablate = match plain.trim_matches(',').is_empty() && !named.is_empty() {
+fn ablate_options(cli: &Cli) -> Result<(Vec<(usize, usize)>, Vec<(StackHeads, usize, usize)>, Vec<String>)> {
+    let items = cli.ablate.as_deref().unwrap_or("").split(',').map(str::trim);
+    let (steps, heads): (Vec<&str>, Vec<&str>) = items.partition(|i| is_step(i));
+    let (named, plain) = stacked(&heads.join(","));
+    let ablate = match plain.trim_matches(',').is_empty() && (!named.is_empty() || !steps.is_empty()) {
         true => Vec::new(),
         false => cli.ablate.as_ref().map(|_| ablate_list("--ablate", "HEAD", &plain)).transpose()?.unwrap_or_default(),
     };
@@ -112,12 +119,25 @@ fn ablate_options(cli: &Cli) -> Result<(Vec<(usize, usize)>, Vec<(StackHeads, us
         let (l, h) = ablate_list("--ablate", "HEAD", &item)?[0];
         ablate_stacked.push((stack, l, h));
     }
-    Ok((ablate, ablate_stacked))
+    Ok((ablate, ablate_stacked, steps.into_iter().map(String::from).collect()))
+}
+
+/// Whether an `--ablate` item is a step id of the catalogue (`layers.2.ffn.out`, `embed.sum`,
+/// `decoder.layers.0.attn.q`) rather than a head (`L.H`, `cross.L.H`).
+fn is_step(item: &str) -> bool {
+    use crate::trace::steps;
+    match steps::parse_layer_id(item) {
+        Some((_, _, name)) => steps::def(name).is_some_and(|d| d.in_layer),
+        None => {
+            let name = ["encoder.", "decoder."].iter().find_map(|p| item.strip_prefix(p)).unwrap_or(item);
+            steps::def(name).is_some_and(|d| !d.in_layer)
+        }
+    }
 }
 
 /// `--ablate`, `--knockout`, `--lens`, `--stats`, `--rollout`, checked among themselves.
 pub fn options(cli: &Cli) -> Result<Analysis> {
-    let (ablate, ablate_stacked) = ablate_options(cli)?;
+    let (ablate, ablate_stacked, ablate_steps) = ablate_options(cli)?;
     let ablate_expert = cli
         .ablate_expert
         .as_deref()
@@ -160,6 +180,7 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
     Ok(Analysis {
         ablate,
         ablate_stacked,
+        ablate_steps,
         ablate_mode: match cli.ablate_mode {
             cli::AblateArg::Zero => AblateMode::Zero,
             cli::AblateArg::Mean => AblateMode::Mean,
@@ -180,6 +201,7 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
         attribute: cli.attribute.as_ref().map(|a| (a.first().cloned(), a.get(1).cloned())),
         at: cli.at.clone(),
         steer: steer::options(cli)?,
+        set: cli.set.iter().map(|s| set_item(s)).collect::<Result<_>>()?,
     })
 }
 
@@ -323,4 +345,18 @@ fn attribution(cli: &Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// One `--set STEP=FILE`, split at its first `=` (a step id has none).
+fn set_item(item: &str) -> Result<(String, String)> {
+    match item.split_once('=') {
+        Some((step, file)) if !step.trim().is_empty() && !file.is_empty() => {
+            Ok((step.trim().to_string(), file.to_string()))
+        }
+        _ => Err(usage(
+            "--set",
+            format!("{} is not STEP=FILE", crate::error::quote(item)),
+            "write e.g. --set layers.1.attn.out=other.npz",
+        )),
+    }
 }

@@ -7,6 +7,7 @@ use crate::trace::Selection;
 use anyhow::Result;
 
 mod estimate;
+pub use estimate::produced;
 mod footprint;
 pub mod output;
 pub use estimate::{estimate, recorded};

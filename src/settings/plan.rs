@@ -262,7 +262,8 @@ fn interventions(
         knockout.push(Knockout { layer, head, query, key });
     }
     Ok(Interventions {
-        ablate_mode: (!ablate.is_empty()).then_some(a.ablate_mode),
+        ablate_mode: (!ablate.is_empty() || !a.ablate_steps.is_empty()).then_some(a.ablate_mode),
+        ablate_steps: a.ablate_steps.clone(),
         ablate,
         ablate_expert: ablate_experts(&a.ablate_expert, cfg)?,
         knockout,

@@ -1,5 +1,6 @@
 //! Integration tests, one binary with a module per area (linking candle once, not per file).
 
+mod ablate_step;
 mod architecture;
 mod architecture_docs;
 mod architecture_imports;
@@ -69,6 +70,7 @@ mod seq2seq;
 mod serve;
 mod serve_compare;
 mod serve_load;
+mod set_step;
 mod steer;
 mod students;
 mod students_notes;

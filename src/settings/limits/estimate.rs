@@ -212,7 +212,7 @@ pub fn recorded(cfg: &ModelConfig, n: usize, record: &Selection) -> Kept {
 /// Whether a model of `cfg` makes the step `name` at all: the catalogue holds every family's
 /// steps, and a toy layer makes 17 of its 50 (counting the others would more than double the
 /// steps of a run of many small layers).
-fn produced(name: &str, cfg: &ModelConfig) -> bool {
+pub fn produced(name: &str, cfg: &ModelConfig) -> bool {
     let p = &cfg.parts;
     let pre = cfg.norm == Norm::Pre;
     let attention_only = p.attention_only;
