@@ -68,10 +68,13 @@ pub(crate) fn explain(settings: &Settings, (loaded, params): (&Loaded, &Params),
     };
     let request = Request { position, answer, foil: foil.filter(|&f| f != answer) };
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
-    let mut rec = Recorder::new(tokens, loaded.cfg.clone(), nothing).with_attribution(Some(request));
+    let n = tokens.len();
+    let mut rec = Recorder::new(tokens, loaded.cfg.clone(), nothing);
     rec.set_input(None, Some(ids), None);
-    crate::model::forward(&loaded.cfg, params, &input, &mut Hooks::new(&mut rec)).context("attributing")?;
-    trace.attribution = rec.finish().0.attribution;
+    let reading = crate::analysis::Reading::new(&loaded.cfg, params, n, (Some(request), None))?;
+    let registry = reading.registry(&loaded.cfg);
+    crate::model::forward(&loaded.cfg, params, &input, &mut Hooks::with(&mut rec, registry)).context("attributing")?;
+    trace.attribution = reading.finish(&loaded.cfg, &mut rec)?.attribution;
     Ok(())
 }
 

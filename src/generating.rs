@@ -21,7 +21,7 @@ use anyhow::{Context, Result};
 pub(crate) fn run(
     settings: &Settings,
     (loaded, params, plan): (&Loaded, &Params, &Plan),
-    rec: &mut Recorder,
+    (rec, registry): (&mut Recorder, &crate::hook::Registry),
     asked: &settings::generate::Generation,
 ) -> Result<(candle_core::Tensor, Generation)> {
     check_model(loaded, params)?;
@@ -58,8 +58,9 @@ pub(crate) fn run(
         r.set_texts(text.map(|t| vec![t]));
         r
     };
-    let done = generate::generate(cfg, params, (&loaded.input, &how), (&mut Hooks::new(rec), &mut step_rec), &watch)
-        .context("generating")?;
+    let hooks = &mut Hooks::with(rec, registry.clone());
+    let done =
+        generate::generate(cfg, params, (&loaded.input, &how), (hooks, &mut step_rec), &watch).context("generating")?;
     let n = prompt_len(loaded);
     let record = assemble(&done, (n, &how), &name);
     let baseline = baseline.map(|b| compare(&b, &done, &name));

@@ -91,10 +91,7 @@ fn prepare_printing(settings: &Settings, printed: bool) -> Result<(Loaded, Sourc
 /// A recorder for `loaded`'s run that keeps what `selection` wants and asks a language model
 /// for its `top_k` next-token predictions.
 pub(crate) fn recorder(loaded: &Loaded, selection: Selection, settings: &Settings) -> Recorder {
-    let mut rec = Recorder::new(loaded.tokens.clone(), loaded.cfg.clone(), selection)
-        .with_top_k(settings.output.top_k)
-        .with_lens(settings.analysis.lens)
-        .with_lens_track(sources::tracked::lens_track(settings, loaded).unwrap_or_default());
+    let mut rec = Recorder::new(loaded.tokens.clone(), loaded.cfg.clone(), selection).with_top_k(settings.output.top_k);
     let (ids, type_ids) = match &loaded.input {
         params::Input::Ids { ids, type_ids } => (Some(ids.clone()), type_ids.clone()),
         params::Input::Matrix(_) => (None, None),
@@ -107,10 +104,22 @@ pub(crate) fn recorder(loaded: &Loaded, selection: Selection, settings: &Setting
 
 /// The floating-point operations of the forward pass `rec` is about to record, for
 /// `--timings`: every position against every key (`config::flops`), the head as many times as
-/// the pass applies it.
-fn forward_flops(loaded: &Loaded, params: &params::Params, rec: &Recorder) -> u64 {
+/// the pass applies it (once more per layer with `lens`).
+fn forward_flops(loaded: &Loaded, params: &params::Params, rec: &Recorder, lens: bool) -> u64 {
     let n = loaded.tokens.len();
-    config::forward_flops(&loaded.cfg, n, n).with_heads(model::unembed::head_runs(&loaded.cfg, params, rec))
+    config::forward_flops(&loaded.cfg, n, n).with_heads(model::unembed::head_runs(&loaded.cfg, params, rec, lens))
+}
+
+/// The analyses that read the run's pass (`--attribute`, `--lens`), as the settings ask.
+fn reading<'p>(
+    settings: &Settings,
+    (loaded, params, plan): (&Loaded, &'p params::Params, &Plan),
+) -> Result<analysis::Reading<'p>> {
+    let lens = settings.analysis.lens.then(|| analysis::LensAsk {
+        k: settings.output.top_k,
+        track: sources::tracked::lens_track(settings, loaded).unwrap_or_default(),
+    });
+    analysis::Reading::new(&loaded.cfg, params, loaded.tokens.len(), (plan.attribution.clone(), lens))
 }
 
 /// Computes the trace the settings describe, keeping the steps they show: the library's
@@ -121,33 +130,38 @@ pub fn trace(settings: &Settings) -> Result<Traced> {
     let mut files = output::Pending::default();
     output::save_weights(&params, &loaded, settings.outputs.save_weights.as_deref(), &mut files)?;
     files.commit()?;
-    let mut rec = recorder(&loaded, plan.show.clone(), settings).with_attribution(plan.attribution.clone());
-    let (output, generation) = run_model(settings, (&loaded, &params, &plan), &mut rec)?;
+    let mut rec = recorder(&loaded, plan.show.clone(), settings);
+    let (output, generation, read) = run_model(settings, (&loaded, &params, &plan), &mut rec)?;
     let (mut trace, _) = rec.finish();
     trace.generation = generation;
+    read.fill(&mut trace);
     explaining::explain(settings, (&loaded, &params), &mut trace)?;
     sources::naming::name_predictions(&mut trace, &loaded, sources::naming::own_vocab(settings));
     Ok(Traced { trace, output, loaded, plan })
 }
 
-/// The forward pass into `rec`, or with `--generate` a generation whose prompt pass it is;
-/// returns the last hidden state and the generation's record.
+/// The forward pass into `rec`, or with `--generate` a generation whose prompt pass it is,
+/// with the analyses that read it; returns the last hidden state, the generation's record and
+/// what the analyses found.
 fn run_model(
     settings: &Settings,
     (loaded, params, plan): (&Loaded, &params::Params, &Plan),
     rec: &mut Recorder,
-) -> Result<(candle_core::Tensor, Option<trace::generation::Generation>)> {
-    Ok(match &settings.generate {
+) -> Result<(candle_core::Tensor, Option<trace::generation::Generation>, analysis::Read)> {
+    let reading = reading(settings, (loaded, params, plan))?;
+    let registry = reading.registry(&loaded.cfg);
+    let (last, generation) = match &settings.generate {
         Some(asked) => {
-            let (last, generation) = generating::run(settings, (loaded, params, plan), rec, asked)?;
+            let (last, generation) = generating::run(settings, (loaded, params, plan), (rec, &registry), asked)?;
             (last, Some(generation))
         }
         None => (
-            model::forward(&loaded.cfg, params, &loaded.input, &mut hook::Hooks::new(rec))
+            model::forward(&loaded.cfg, params, &loaded.input, &mut hook::Hooks::with(rec, registry))
                 .context("computing the trace")?,
             None,
         ),
-    })
+    };
+    Ok((last, generation, reading.finish(&loaded.cfg, rec)?))
 }
 
 /// As [`trace`], returning the trace alone.
@@ -237,7 +251,7 @@ fn stream(settings: &Settings, out: &mut dyn Write, clock: &mut output::Clock) -
     output::save_weights(&params, &loaded, settings.outputs.save_weights.as_deref(), &mut files)?;
     clock.lap("parameters");
     let rec = recorder(&loaded, plan.record.clone(), settings);
-    let flops = forward_flops(&loaded, &params, &rec);
+    let flops = forward_flops(&loaded, &params, &rec, settings.analysis.lens);
     let forward = |rec: &mut Recorder| {
         model::forward(&loaded.cfg, &params, &loaded.input, &mut hook::Hooks::new(rec)).context("computing the trace")
     };
@@ -319,17 +333,18 @@ pub(crate) fn computed(
     let mut files = output::Pending::default();
     output::save_weights(&params, &loaded, settings.outputs.save_weights.as_deref(), &mut files)?;
     clock.lap("parameters");
-    let mut rec = recorder(&loaded, plan.record.clone(), settings).with_attribution(plan.attribution.clone());
+    let mut rec = recorder(&loaded, plan.record.clone(), settings);
     let reducing = views::Reducing::attach(&plan, &mut rec, &loaded.tokens, loaded.cfg.parts.lm_head.is_some());
-    let (last, generation) = run_model(settings, (&loaded, &params, &plan), &mut rec)?;
+    let (last, generation, read) = run_model(settings, (&loaded, &params, &plan), &mut rec)?;
     let last = checking::last(settings, &loaded, &params, last)?;
     let flops = match &generation {
         Some(g) => generating::flops(&loaded, g),
-        None => forward_flops(&loaded, &params, &rec),
+        None => forward_flops(&loaded, &params, &rec, settings.analysis.lens),
     };
     clock.lap_computing(if generation.is_some() { "generation" } else { "forward pass" }, flops);
     let (mut trace, _) = rec.finish();
     trace.generation = generation;
+    read.fill(&mut trace);
     explaining::explain(settings, (&loaded, &params), &mut trace)?;
     sources::naming::name_predictions(&mut trace, &loaded, sources::naming::own_vocab(settings));
     let saved = file_trace(&plan, &mut trace);

@@ -6,6 +6,19 @@
 //! activation, and llama.cpp's graph calls `cb(cur, "attn_norm", il)`; attn-trace's names are
 //! the step catalogue's (`trace/steps.rs`).
 //!
+//! Besides the catalogue's steps, the pass offers sites it does not record (ids with the
+//! stack's prefix, like the steps'):
+//! - `layers.{l}.out` ([`Hooks::through`], `model/stack.rs`): layer l's output, the residual
+//!   stream the next layer reads (the logit lens reads it; a hook may replace it).
+//! - `layers.{l}.attn.v_heads` ([`Hooks::observe`], `model/attention.rs`): the values as each
+//!   query head reads them, `[head, key_pos, d_v]` (groups repeated, cached keys included).
+//! - `embed.input` ([`Hooks::observe`], `model/embed.rs`): an input matrix given in place of
+//!   token ids, `[pos, d_model]`.
+//! - observed where the step is recorded in another form: `layers.{l}.ffn.router.chosen`
+//!   (`[pos, rank]` u32), `layers.{l}.ffn.router.weights` (`[pos, rank]`), and
+//!   `logits_uncapped` (the head's output before any soft-cap, `[pos, vocab]`; observed
+//!   whenever the logits are computed, also in a model without a cap).
+//!
 //! Analyses live outside the model (`analysis/`): each registers its hooks by step id in a
 //! [`Registry`] before the pass, and the model knows none of them.
 
@@ -112,6 +125,17 @@ impl<'a> Hooks<'a> {
         let t = self.through(id, cfg, t)?;
         self.rec.tensor(id, cfg, &t)?;
         Ok(t)
+    }
+
+    /// A step the pass goes on with in another form than `t` (the router's choices and
+    /// weights, the head's logits before a soft-cap, the values as each query head reads
+    /// them): the hooks at `id` see `t` but cannot change the pass, and nothing is recorded
+    /// (the caller records the step where it is one). Costs nothing when no hook is registered.
+    pub fn observe(&mut self, id: &str, cfg: &ModelConfig, t: &Tensor) -> Result<()> {
+        if !self.registry.is_empty() {
+            self.through(id, cfg, t.clone())?;
+        }
+        Ok(())
     }
 
     /// [`Hooks::at`] for a place the trace does not record (the tensor is not a step of the

@@ -38,10 +38,11 @@ pub fn attention(
     let k = repeat_kv(&k, h / kvh)?; // [head, key_pos, d_k]
     let v = repeat_kv(&v, h / kvh)?; // [head, key_pos, d_v]
     let (q, k, v) = received(cfg, p, (q, k, v), (l, pass))?; // path patching's receivers
+    hooks.observe(&format!("layers.{l}.attn.v_heads"), cfg, &v)?; // what --attribute splits heads by
 
-    let (weights, context) = match super::tiled::tiles(cfg, l, pass, hooks) {
-        true => (None, super::tiled::context(cfg, (&q, &k, &v), (l, offset), hooks)?), // [head, pos, d_v]
-        false => whole(cfg, (&q, &k, &v), (l, offset), pass, hooks)?,
+    let context = match super::tiled::tiles(cfg, l, pass, hooks) {
+        true => super::tiled::context(cfg, (&q, &k, &v), (l, offset), hooks)?, // [head, pos, d_v]
+        false => whole(cfg, (&q, &k, &v), (l, offset), pass, hooks)?,          // [head, pos, d_v]
     };
     let context = super::intervene::ablate(cfg, (l, pass.patch), context)?; // [head, pos, d_v]
     let context = pass.tap(context, super::pass::Tap::Context)?; // [head, pos, d_v]
@@ -53,22 +54,19 @@ pub fn attention(
         None => concat,                 // [pos, heads·d_v]: the wrapper's torch.cat of heads
     };
     let out = hooks.at(&format!("layers.{l}.attn.out"), cfg, out)?;
-    if let Some(weights) = &weights {
-        super::attribute::attention(cfg, p, l, (weights, &v, &context, &out), hooks)?;
-    }
     Ok(out)
 }
 
 /// The layer's scores, mask, softmax and context over every query at once (`attention`
 /// when a square step is recorded or something reads the whole matrices; else `tiled.rs`):
-/// the weights `[head, query_pos, key_pos]` and the context `[head, pos, d_v]`.
+/// the context `[head, pos, d_v]`.
 fn whole(
     cfg: &ModelConfig,
     (q, k, v): (&Tensor, &Tensor, &Tensor),
     (l, offset): (usize, usize),
     pass: &Pass,
     hooks: &mut Hooks,
-) -> Result<(Option<Tensor>, Tensor)> {
+) -> Result<Tensor> {
     let (h, n) = (cfg.heads, q.dim(1)?);
     let raw_scores = match ggml::on(cfg) {
         true => ggml::exact::scores(q, k, cfg.parts.ggml_interleaved, ggml::q_scale(cfg))?, // [head, query_pos, key_pos]: llama.cpp's f16 kernel
@@ -98,7 +96,7 @@ fn whole(
         false => super::kernels::product::matmul(&weights, v)?, // [head, pos, d_v]
     };
     super::tiled::read(hooks, l, &weights, (0, n, offset + n))?;
-    Ok((Some(weights), context))
+    Ok(context)
 }
 
 /// The queries, keys and values of `x` (`[pos, d_model]` at positions from `offset` on):

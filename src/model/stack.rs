@@ -17,7 +17,7 @@ use candle_core::Tensor;
 /// Layers `from..` on `x` (layer `from`'s input, [pos, d_model]); `pass` carries a patched
 /// run's one copied activation (a head's context or a position's layer output) or a
 /// generation's cache, if any. `after(i, input, output, hooks)` sees every layer's input
-/// and output as they are made (the logit lens, a patching sweep's record).
+/// and output as they are made (a patching sweep's record).
 pub fn stack(
     cfg: &ModelConfig,
     layers: &Layers,
@@ -33,6 +33,9 @@ pub fn stack(
         let out = layer::layer(cfg, p, &x, i, pass, hooks)?; // [pos, d_model]
         let out = intervene::patch_resid(pass.patch, i, out)?; // [pos, d_model]
         let out = pass.tap(out, super::pass::Tap::Output)?; // [pos, d_model]
+                                                            // Not a recorded step (its numbers are the layer's last step's): a hook site for what
+                                                            // reads or replaces the residual stream between layers (the logit lens).
+        let out = hooks.through(&format!("layers.{i}.out"), cfg, out)?; // [pos, d_model]
         after(i, &x, &out, hooks)?;
         x = out;
         Ok(())
