@@ -23,6 +23,7 @@
 //! [`Registry`] before the pass, and the model knows none of them.
 
 use crate::config::ModelConfig;
+use crate::params::LayerParams;
 use crate::trace::{split_id, Recorder};
 use anyhow::Result;
 use candle_core::Tensor;
@@ -38,6 +39,10 @@ pub struct Site<'s> {
     /// The absolute position of the tensor's first position: a decode step's is how many
     /// positions the cache held before it, a whole pass's 0.
     pub offset: usize,
+    /// The parameters of the layer the step is in, while `model/stack.rs` runs it (an
+    /// analysis that reads weights, as `--attribute` reads W_O and the norms, need not read a
+    /// lazily loaded layer again); None outside the layers.
+    pub params: Option<&'s LayerParams>,
 }
 
 /// Something that reads or changes a step as the pass computes it. Hooks are shared between
@@ -81,17 +86,19 @@ pub struct Hooks<'a> {
     registry: Registry<'a>,
     /// The position of this pass's first token (`Site::offset`).
     offset: usize,
+    /// The layer being run and its parameters (`Site::params`), when a hook is registered.
+    layer: Option<(usize, LayerParams)>,
 }
 
 impl<'a> Hooks<'a> {
     /// A port that only records.
     pub fn new(rec: &'a mut Recorder) -> Self {
-        Hooks { rec, registry: Registry::default(), offset: 0 }
+        Hooks { rec, registry: Registry::default(), offset: 0, layer: None }
     }
 
     /// A port that runs `registry`'s hooks and records into `rec`.
     pub fn with(rec: &'a mut Recorder, registry: Registry<'a>) -> Self {
-        Hooks { rec, registry, offset: 0 }
+        Hooks { rec, registry, offset: 0, layer: None }
     }
 
     /// The same hooks recording into `rec`: another pass of the same run (a decode step, a
@@ -100,7 +107,7 @@ impl<'a> Hooks<'a> {
     where
         'a: 'b,
     {
-        Hooks { rec, registry: self.registry.clone(), offset: 0 }
+        Hooks { rec, registry: self.registry.clone(), offset: 0, layer: None }
     }
 
     /// The run's hooks.
@@ -111,6 +118,19 @@ impl<'a> Hooks<'a> {
     /// Starts a pass whose first position is `offset`.
     pub fn start_pass(&mut self, offset: usize) {
         self.offset = offset;
+    }
+
+    /// Layer `l` (parameters `p`) starts: its steps' sites carry `p` until [`Hooks::leave_layer`].
+    /// A copy of handles (the tensors are shared), made only when a hook is registered.
+    pub fn enter_layer(&mut self, l: usize, p: &LayerParams) {
+        if !self.registry.is_empty() {
+            self.layer = Some((l, p.clone()));
+        }
+    }
+
+    /// The layer entered last is done (its parameters are not held past it).
+    pub fn leave_layer(&mut self) {
+        self.layer = None;
     }
 
     /// Whether a hook is registered at `id` (without its stack's prefix): such a step must be
@@ -146,7 +166,8 @@ impl<'a> Hooks<'a> {
         }
         let full = self.rec.full_id(id).into_owned();
         let (layer, name) = split_id(&full);
-        let site = Site { id: &full, layer, name, offset: self.offset };
+        let params = self.layer.as_ref().filter(|(l, _)| Some(*l) == layer).map(|(_, p)| p);
+        let site = Site { id: &full, layer, name, offset: self.offset, params };
         let mut t = t;
         for hook in self.registry.at(&full) {
             t = hook.at(&site, cfg, t)?;

@@ -30,12 +30,14 @@ pub fn stack(
                    // A lazily read checkpoint's next layer is read while this one runs.
     layers.each_from(from, |i, p| {
         super::cancel::check()?;
+        hooks.enter_layer(i, p);
         let out = layer::layer(cfg, p, &x, i, pass, hooks)?; // [pos, d_model]
         let out = intervene::patch_resid(pass.patch, i, out)?; // [pos, d_model]
         let out = pass.tap(out, super::pass::Tap::Output)?; // [pos, d_model]
                                                             // Not a recorded step (its numbers are the layer's last step's): a hook site for what
                                                             // reads or replaces the residual stream between layers (the logit lens).
         let out = hooks.through(&format!("layers.{i}.out"), cfg, out)?; // [pos, d_model]
+        hooks.leave_layer();
         after(i, &x, &out, hooks)?;
         x = out;
         Ok(())

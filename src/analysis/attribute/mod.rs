@@ -87,19 +87,17 @@ struct Seen {
     raw: Option<Tensor>,
 }
 
-struct State<'p> {
+struct State {
     /// None once the attribution is finished.
     ledger: Option<Ledger>,
     seen: Seen,
-    /// The layer whose parameters were last asked for (read again when the layers are lazy).
-    layer: Option<(usize, Cow<'p, LayerParams>)>,
 }
 
 /// Direct logit attribution as hooks, for one request over one pass of `params`.
 pub struct Attribute<'p> {
     params: &'p Params,
     head: Option<Unembed<'p>>,
-    state: RefCell<State<'p>>,
+    state: RefCell<State>,
 }
 
 impl<'p> Attribute<'p> {
@@ -107,7 +105,7 @@ impl<'p> Attribute<'p> {
     pub fn new(cfg: &ModelConfig, params: &'p Params, request: Request, n: usize) -> Result<Attribute<'p>> {
         let head = Unembed::of(cfg, params);
         let ledger = readout::open(cfg, params, head.as_ref(), request, n)?;
-        let state = State { ledger: Some(ledger), seen: Seen::default(), layer: None };
+        let state = State { ledger: Some(ledger), seen: Seen::default() };
         Ok(Attribute { params, head, state: RefCell::new(state) })
     }
 
@@ -145,11 +143,12 @@ impl Hook for Attribute<'_> {
         match site.layer {
             None => global(cfg, self.params, site.name, &t, (g, &mut st.seen))?,
             Some(l) => {
-                if !matches!(&st.layer, Some((at, _)) if *at == l) {
-                    st.layer = Some((l, self.params.layers.get(l)?));
-                }
-                let p = st.layer.as_ref().map(|(_, p)| &**p).ok_or_else(|| anyhow!("internal: no layer {l}"))?;
-                in_layer(cfg, (p, l), site.name, &t, (g, &mut st.seen))?;
+                // The layer's parameters as the pass holds them (read again only outside a stack).
+                let p = match site.params {
+                    Some(p) => Cow::Borrowed(p),
+                    None => self.params.layers.get(l)?,
+                };
+                in_layer(cfg, (&p, l), site.name, &t, (g, &mut st.seen))?;
             }
         }
         Ok(t)
