@@ -1,5 +1,6 @@
 //! Integration tests, one binary with a module per area (linking candle once, not per file).
 
+mod analysis_hooks;
 mod architecture;
 mod architecture_docs;
 mod architecture_imports;
