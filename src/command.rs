@@ -91,9 +91,26 @@ pub fn main(args: Vec<OsString>) -> u8 {
         Err(e) => return clap_exit(e, "attn-trace --help"),
     };
     let env = crate::cli::Env::read();
-    crate::model::kernels::pool::on_a_worker(|| {
-        report(crate::run(cli, &env, &mut std::io::stdout().lock()).map(|()| true))
-    })
+    crate::model::kernels::pool::on_a_worker(|| report(run(cli, &env, &mut std::io::stdout().lock()).map(|()| true)))
+}
+
+/// Runs one command line: check it, compute the trace, write it to `out` (the run itself is
+/// `run::command`'s; here, what only the command line asks for).
+pub fn run(cli: crate::cli::Cli, env: &crate::cli::Env, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
+    // Completions and the man page come from the clap definition itself, so they never drift.
+    if let Some(shell) = cli.completions {
+        // Into memory first: clap_complete panics when its writer fails (`> /dev/full`).
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut full_command(), "attn-trace", &mut script);
+        out.write_all(&script)?;
+        return Ok(());
+    }
+    if cli.man {
+        return Ok(man(out)?);
+    }
+    let clock = crate::output::Clock::new(cli.timings);
+    let settings = crate::settings::Settings::from_cli(cli, env)?;
+    crate::run::command(&settings, clock, out)
 }
 
 /// The main command's line parsed by [`main_command`], without the sub-commands: a sentence

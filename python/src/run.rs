@@ -10,7 +10,7 @@
 //! server catches one, and raised as `attn_trace.Error` with code 1 rather than as pyo3's
 //! PanicException, which `except Exception` does not catch.
 
-use attn_trace::model::{cancel, pool};
+use attn_trace::model::{cancel, kernels::pool};
 use pyo3::prelude::*;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -43,16 +43,14 @@ impl<'p> Reading<'p> {
         Ok(Reading { attribute, lens })
     }
 
-    /// Their hooks, for the pass's port.
-    pub fn registry(&self, cfg: &ModelConfig) -> Registry<'_> {
-        let mut registry = Registry::default();
+    /// Adds their hooks to the run's `registry`.
+    pub fn register<'h>(&'h self, cfg: &ModelConfig, registry: &mut Registry<'h>) {
         if let Some(a) = &self.attribute {
-            a.register(cfg, &mut registry);
+            a.register(cfg, registry);
         }
         if let Some(l) = &self.lens {
-            l.register(cfg, &mut registry);
+            l.register(cfg, registry);
         }
-        registry
     }
 
     /// After the pass: the attribution finished, its steps (`attribution.heads`,

@@ -6,8 +6,8 @@
 use super::found::{Comparison, LayerDiff, Outcome, Position, StepDiff};
 use super::measure::{self, HeadJs};
 use super::sides::Side;
-use crate::hook::Hooks;
-use crate::model::lockstep::{lockstep, Part, Side as Run};
+use crate::model::lockstep::{Part, Side as Pass};
+use crate::run::lockstep;
 use crate::trace::{Recorder, Selection, Step, Trace, Values};
 use anyhow::{Context, Result};
 use candle_core::Tensor;
@@ -34,7 +34,7 @@ fn everything() -> Selection {
 
 /// A recorder for `side` whose steps go to the returned channel as they are made.
 fn recorder(loaded: &crate::sources::Loaded, settings: &crate::settings::Settings) -> (Recorder, Receiver<Step>) {
-    let mut rec = crate::recorder(loaded, everything(), settings);
+    let mut rec = crate::run::recorder(loaded, everything(), settings);
     let (tx, rx) = channel();
     rec.stream(Box::new(move |s: Step| tx.send(s).map_err(|_| std::io::Error::other("the comparison stopped"))), false);
     (rec, rx)
@@ -50,10 +50,12 @@ pub fn compare(sides: [Side; 2], threshold: f64, from: Option<&'static str>) -> 
     let ((mut rec_a, rx_a), (mut rec_b, rx_b)) = (recorder(&a.loaded, &a.settings), recorder(&b.loaded, &b.settings));
     let mut c = Collector::default();
     let runs = [
-        Run { cfg: &a.loaded.cfg, params: &pa, input: &a.loaded.input },
-        Run { cfg: &b.loaded.cfg, params: &pb, input: &b.loaded.input },
+        Pass { cfg: &a.loaded.cfg, params: &pa, input: &a.loaded.input },
+        Pass { cfg: &b.loaded.cfg, params: &pb, input: &b.loaded.input },
     ];
-    lockstep(runs, [&mut Hooks::new(&mut rec_a), &mut Hooks::new(&mut rec_b)], |part, outs| {
+    let hooks =
+        [crate::hook::Registry::running(a.loaded.run.clone()), crate::hook::Registry::running(b.loaded.run.clone())];
+    lockstep(runs, [(&mut rec_a, &hooks[0]), (&mut rec_b, &hooks[1])], |part, outs| {
         let (sa, sb): (Vec<Step>, Vec<Step>) = (rx_a.try_iter().collect(), rx_b.try_iter().collect());
         c.part(part, sa, sb, outs)
     })

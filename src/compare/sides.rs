@@ -38,7 +38,7 @@ pub fn open(parsed: &Parsed, env: &Env) -> Result<([Side; 2], Option<&'static st
     };
     (a.text, b.text) = (text.clone(), text);
     let open = |i: usize, s: Settings| -> Result<Side> {
-        let (loaded, source, _plan) = crate::prepare(&s).with_context(|| tag(i))?;
+        let (loaded, source, _plan) = crate::run::prepare(&s).with_context(|| tag(i))?;
         let info = info(&parsed.models[i], &loaded.cfg);
         Ok(Side { settings: s, loaded, source, info })
     };
@@ -179,7 +179,8 @@ fn fits(sides: &[Side; 2]) -> Result<()> {
         ..Default::default()
     };
     let n = sides[0].loaded.tokens.len();
-    let need: f64 = sides.iter().map(|s| crate::settings::limits::estimate(&s.loaded.cfg, n, &every, true)).sum();
+    let need: f64 =
+        sides.iter().map(|s| crate::settings::limits::estimate((&s.loaded.cfg, &s.loaded.run), n, &every, true)).sum();
     let s = &sides[0].settings;
     crate::settings::limits::check_bytes(need, "of tensors for the two models", s.max_memory, s.memory_available)
 }

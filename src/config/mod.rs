@@ -9,12 +9,14 @@ pub mod flops;
 mod generate;
 mod moe;
 mod parts;
+mod run;
 mod seq2seq;
 pub mod tiles;
 pub use flops::{forward_flops, Flops};
 pub use generate::{Generate, Strategy};
 pub use moe::Experts;
 pub use parts::{Arithmetic, LmHead, LongRope, Padding, Parts, Rope};
+pub use run::RunConfig;
 pub use seq2seq::{RelBias, Seq2Seq};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -126,30 +126,10 @@ pub struct Parts {
     /// hidden from every query (transformers' `attention_mask`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub padding: Option<Padding>,
-    /// The layers' parameters are read from the checkpoint one layer at a time (real
-    /// decoders): the memory estimate counts one layer's, not all. Not part of the JSON.
-    #[serde(skip)]
-    pub layer_at_a_time: bool,
     /// `--arithmetic ggml`: the products computed as llama.cpp's CPU backend computes them
     /// (`model/ggml.rs`); absent for f32, the default.
     #[serde(skip_serializing_if = "Arithmetic::is_f32")]
     pub arithmetic: Arithmetic,
-    /// `--arithmetic ggml` on a file whose Q and K rows llama.cpp permuted: its q·kᵀ sums each
-    /// head's dimensions in the file's interleaved order (`model/ggml/exact.rs`). Not in JSON.
-    #[serde(skip)]
-    pub ggml_interleaved: bool,
-    /// `--arithmetic ggml` on a Gemma file: llama.cpp scales q before its f16 rounding (its
-    /// softmax's scale is 1), which differs from scaling the scores where q is tiny (f16's
-    /// subnormals). Not in JSON.
-    #[serde(skip)]
-    pub ggml_scales_q: bool,
-    /// `--query-tile`: queries per tile of an attention that runs in tiles (`tiles.rs`);
-    /// `None` sizes tiles by memory. Not in JSON: it changes how much is held, not what.
-    #[serde(skip)]
-    pub query_tile: Option<usize>,
-    /// The token table and head stay stored (`params::Stored`), for the estimate. Not in JSON.
-    #[serde(skip)]
-    pub vocab_stored: bool,
     /// A mixture of experts in every layer's FFN (`config/moe.rs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub experts: Option<super::Experts>,

@@ -38,12 +38,12 @@ impl ModelConfig {
             && self.parts.relative_bias.is_none()
     }
 
-    /// Queries per tile for `queries` queries against `keys` keys: `--query-tile` if given,
-    /// else as many as keep one copy of the tile's scores within [`TILE_BYTES`]; at least 1,
-    /// at most `queries`.
-    pub fn query_tile(&self, queries: usize, keys: usize) -> usize {
+    /// Queries per tile for `queries` queries against `keys` keys: `asked` (`--query-tile`,
+    /// `RunConfig::query_tile`) if given, else as many as keep one copy of the tile's scores
+    /// within [`TILE_BYTES`]; at least 1, at most `queries`.
+    pub fn query_tile(&self, asked: Option<usize>, queries: usize, keys: usize) -> usize {
         let row = self.heads.max(1).saturating_mul(keys.max(1)).saturating_mul(4);
-        let rows = self.parts.query_tile.unwrap_or(TILE_BYTES / row);
+        let rows = asked.unwrap_or(TILE_BYTES / row);
         rows.clamp(1, queries.max(1))
     }
 

@@ -22,7 +22,7 @@
 //! Analyses live outside the model (`analysis/`): each registers its hooks by step id in a
 //! [`Registry`] before the pass, and the model knows none of them.
 
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, RunConfig};
 use crate::params::LayerParams;
 use crate::trace::{split_id, Recorder};
 use anyhow::Result;
@@ -53,13 +53,21 @@ pub trait Hook {
     fn at(&self, site: &Site, cfg: &ModelConfig, t: Tensor) -> Result<Tensor>;
 }
 
-/// The hooks of a run, each at a step id. Cheap to clone: it holds references.
+/// What a run adds to the forward pass: its knobs ([`RunConfig`]: tiles, llama.cpp's
+/// arithmetic details) and its hooks, each at a step id. Cheap to clone: it holds references.
 #[derive(Clone, Default)]
 pub struct Registry<'h> {
     points: Vec<(String, &'h dyn Hook)>,
+    /// How this run computes (read by the pass through [`Hooks::run`]).
+    pub run: RunConfig,
 }
 
 impl<'h> Registry<'h> {
+    /// No hook yet, and `run`'s knobs.
+    pub fn running(run: RunConfig) -> Self {
+        Registry { points: Vec::new(), run }
+    }
+
     /// Adds `hook` at the step `id` (with its stack's prefix), after the hooks already there.
     pub fn add(&mut self, id: impl Into<String>, hook: &'h dyn Hook) {
         self.points.push((id.into(), hook));
@@ -70,6 +78,7 @@ impl<'h> Registry<'h> {
         self.points.iter().any(|(at, _)| at == id)
     }
 
+    /// Whether no hook is registered.
     pub fn is_empty(&self) -> bool {
         self.points.is_empty()
     }
@@ -96,6 +105,11 @@ impl<'a> Hooks<'a> {
         Hooks { rec, registry: Registry::default(), offset: 0, layer: None }
     }
 
+    /// A port with no hooks for a run that computes as `run` says.
+    pub fn running(rec: &'a mut Recorder, run: RunConfig) -> Self {
+        Hooks::with(rec, Registry::running(run))
+    }
+
     /// A port that runs `registry`'s hooks and records into `rec`.
     pub fn with(rec: &'a mut Recorder, registry: Registry<'a>) -> Self {
         Hooks { rec, registry, offset: 0, layer: None }
@@ -113,6 +127,11 @@ impl<'a> Hooks<'a> {
     /// The run's hooks.
     pub fn registry(&self) -> &Registry<'a> {
         &self.registry
+    }
+
+    /// How this run computes.
+    pub fn run(&self) -> &RunConfig {
+        &self.registry.run
     }
 
     /// Starts a pass whose first position is `offset`.

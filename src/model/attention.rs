@@ -69,7 +69,7 @@ fn whole(
 ) -> Result<Tensor> {
     let (h, n) = (cfg.heads, q.dim(1)?);
     let raw_scores = match ggml::on(cfg) {
-        true => ggml::exact::scores(q, k, cfg.parts.ggml_interleaved, ggml::q_scale(cfg))?, // [head, query_pos, key_pos]: llama.cpp's f16 kernel
+        true => ggml::exact::scores(q, k, hooks.run().ggml_interleaved, ggml::q_scale(cfg, hooks.run()))?, // [head, query_pos, key_pos]: llama.cpp's f16 kernel
         false => super::kernels::product::matmul(q, &k.t()?)?, // [head, query_pos, key_pos]
     };
     let raw_scores = hooks.at(&format!("layers.{l}.attn.raw_scores"), cfg, raw_scores)?;

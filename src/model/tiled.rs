@@ -46,7 +46,7 @@ pub fn context(
     let (h, n, _) = q.dims3()?;
     let keys = k.dim(1)?;
     let mut gathered = Gathered::new(hooks, l, (n, keys))?;
-    let tile = cfg.query_tile(n, keys);
+    let tile = cfg.query_tile(hooks.run().query_tile, n, keys);
     let mut contexts = Vec::with_capacity(n.div_ceil(tile));
     for first in (0..n).step_by(tile) {
         let rows = tile.min(n - first);

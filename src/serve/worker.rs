@@ -97,7 +97,7 @@ fn trace(settings: &Settings, kind: Kind) -> Result<Vec<u8>> {
         // Drawn in memory: nothing is written to this path.
         settings.output.views.html = Some("serve.html".into());
     }
-    let (done, _, _) = crate::computed(&settings, &|_| {}, false, &mut output::Clock::new(false))?;
+    let (done, _, _) = crate::run::computed(&settings, &|_| {}, false, &mut output::Clock::new(false))?;
     let mut out = Capped { bytes: Vec::new(), over: false, cap: MAX_ANSWER };
     let written = match kind {
         Kind::Json => output::stdout(&done.trace, &done.views, &settings.output, None, &mut out),

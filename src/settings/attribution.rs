@@ -2,7 +2,7 @@
 //! what its tokenizer made of the answers (the run tokenizes them, as `--metric`'s, and hands
 //! the split over: this stays pure). The result is an [`Asked`]: the model's [`Request`] when
 //! the position and the answer are known before the run, else what the run must find out
-//! (`explaining.rs`: the generated tokens, the model's own choice and its runner-up).
+//! (`run/explain.rs`: the generated tokens, the model's own choice and its runner-up).
 
 use super::answer::{one_token, Tokenized};
 use super::Settings;

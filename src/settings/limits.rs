@@ -1,7 +1,7 @@
 //! The memory cap: an estimate of every tensor a run allocates, checked before any is made,
 //! so absurd sizes get an error instead of an out-of-memory kill.
 
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, RunConfig};
 use crate::error::usage;
 use crate::trace::Selection;
 use anyhow::Result;
@@ -82,8 +82,13 @@ pub fn check_positions(flag: &str, n: usize, cap: u128, available: Option<u128>)
 /// (`Plan::record`, `Plan::streamed`). In a batch, the results already held for the sentences
 /// before it (`s.held`) count with this run's, so the whole batch stays under the caps.
 /// Returns the bytes checked: the estimate `--timings` prints beside the measured peak.
-pub fn check_run(cfg: &ModelConfig, n: usize, record: (&Selection, bool), s: &super::Settings) -> Result<f64> {
-    let need = need(cfg, n, record, s);
+pub fn check_run(
+    model: (&ModelConfig, &RunConfig),
+    n: usize,
+    record: (&Selection, bool),
+    s: &super::Settings,
+) -> Result<f64> {
+    let need = need(model, n, record, s);
     if s.held == 0 {
         check_bytes(need, "", s.max_memory, s.memory_available)?;
         return Ok(need);
@@ -110,9 +115,13 @@ pub fn check_run(cfg: &ModelConfig, n: usize, record: (&Selection, bool), s: &su
 /// The estimate of a run of `n` positions with every layer's parameters in f32 at once rather
 /// than a layer at a time, when it fits both caps (a generation, or a server answering many
 /// requests, then converts the layers once instead of once per pass).
-pub fn whole_model_fits(cfg: &ModelConfig, n: usize, record: (&Selection, bool), s: &super::Settings) -> Option<f64> {
-    let whole = footprint::whole(cfg);
-    check_run(&whole, n, record, s).ok()
+pub fn whole_model_fits(
+    (cfg, run): (&ModelConfig, &RunConfig),
+    n: usize,
+    record: (&Selection, bool),
+    s: &super::Settings,
+) -> Option<f64> {
+    check_run((cfg, &run.whole()), n, record, s).ok()
 }
 
 /// Refuses `need` bytes (what they hold: `what`, or nothing for a run's own) above the cap or

@@ -379,10 +379,10 @@ pub fn open(
     if let Some(m) = loaded.cfg.model.as_mut() {
         m.tensor_types = Some(types);
     }
-    loaded.cfg.parts.vocab_stored = true; // `params` keeps the token table and head stored
+    loaded.run.vocab_stored = true; // `params` keeps the token table and head stored
     loaded.cfg.parts.arithmetic = arithmetic;
-    loaded.cfg.parts.ggml_interleaved = ggml && qk_heads.is_some();
-    loaded.cfg.parts.ggml_scales_q = ggml && c.model_type.starts_with("gemma");
+    loaded.run.ggml_interleaved = ggml && qk_heads.is_some();
+    loaded.run.ggml_scales_q = ggml && c.model_type.starts_with("gemma");
     if ggml {
         // The stored type's note says f32 arithmetic: not this run's.
         let f32_note = super::stored_note(&format!("gguf {kinds}"));

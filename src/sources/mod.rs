@@ -59,6 +59,9 @@ pub struct Loaded {
     pub tokens: Vec<String>,
     pub input: Input,
     pub cfg: ModelConfig,
+    /// How this run computes and holds the model (not in the trace): tiles, llama.cpp's
+    /// arithmetic details, whether layers and the vocabulary stay in the file.
+    pub run: crate::config::RunConfig,
     /// A real model's config.json (for `--check`).
     pub hf: Option<family::bert::BertConfig>,
     /// Notes for stderr (e.g. what `--truncate` dropped), printed by the output stage.
@@ -80,7 +83,8 @@ impl Loaded {
         cfg: ModelConfig,
         notes: Vec<String>,
     ) -> Self {
-        Loaded { sentence, tokens, input, cfg, hf: None, notes, tokenizer: None, stop_ids: Vec::new(), chat: None }
+        let run = Default::default();
+        Loaded { sentence, tokens, input, cfg, run, hf: None, notes, tokenizer: None, stop_ids: Vec::new(), chat: None }
     }
 
     /// What each token spells as text, for a real model whose vocabulary spells bytes

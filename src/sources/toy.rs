@@ -280,8 +280,6 @@ fn parts(
         lm_head: lm_head.map(|tied| LmHead { tied }),
         masked_lm: false,
         padding: None,
-        layer_at_a_time: false,
-        vocab_stored: false,
         ..Default::default()
     })
 }

@@ -1,7 +1,7 @@
 //! The memory estimate: every tensor, step and buffer a run allocates, counted from its
 //! configuration and what it records before any of it exists (`limits.rs` checks it).
 
-use crate::config::{ModelConfig, Norm, Positions};
+use crate::config::{ModelConfig, Norm, Positions, RunConfig};
 use crate::trace::{steps, Selection};
 
 /// The resident memory of the program itself before it computes anything: its code and
@@ -32,19 +32,19 @@ const TENSORS_PER_LAYER: f64 = 17.0;
 /// are made (`--format jsonl`, the summary table) and only the largest is held at once.
 ///
 /// Computed in f64 so that absurd sizes (d_model = 2^64 − 1) cannot overflow.
-pub fn estimate(cfg: &ModelConfig, n: usize, record: &Selection, streamed: bool) -> f64 {
+pub fn estimate((cfg, run): (&ModelConfig, &RunConfig), n: usize, record: &Selection, streamed: bool) -> f64 {
     let u = |x: usize| x as f64;
     let d = u(cfg.d_model);
     let n_f = u(n);
     // A stored token table is read a row per token; one in f32 is held whole.
-    let table = if cfg.parts.vocab_stored { n_f } else { u(cfg.vocab_size) };
+    let table = if run.vocab_stored { n_f } else { u(cfg.vocab_size) };
     let mut params = table * d;
     if cfg.positions == Positions::Learned {
         params += u(cfg.max_len) * d;
     }
     // A checkpoint read a layer at a time holds two layers' parameters in f32 at once (the
     // next is read while one runs).
-    let held_layers = if cfg.parts.layer_at_a_time { 2.0_f64.min(u(cfg.layers)) } else { u(cfg.layers) };
+    let held_layers = if run.layer_at_a_time { 2.0_f64.min(u(cfg.layers)) } else { u(cfg.layers) };
     params += held_layers * layer_params(cfg);
     let overhead = held_layers * TENSORS_PER_LAYER * TENSOR_BYTES;
     let mut logits = 0.0;
@@ -52,7 +52,7 @@ pub fn estimate(cfg: &ModelConfig, n: usize, record: &Selection, streamed: bool)
         // The head (the table itself when tied; one 4,096-row slice of a stored one, and its
         // product) and the logits with their softmax.
         let tied = cfg.parts.lm_head.as_ref().is_some_and(|h| h.tied);
-        params += match (cfg.parts.vocab_stored, tied) {
+        params += match (run.vocab_stored, tied) {
             (true, _) => 4096.0 * (d + n_f),
             (false, true) => 0.0,
             (false, false) => u(cfg.vocab_size) * d,
@@ -66,7 +66,7 @@ pub fn estimate(cfg: &ModelConfig, n: usize, record: &Selection, streamed: bool)
     let (values, steps) = if streamed { (kept.largest, 1.0) } else { (kept.total, kept.count) };
     // A recorded step is a copy of a working tensor, so it is counted once (the working copy
     // of the layer being computed is in `working`).
-    let (attention, rest) = working(cfg, n, record);
+    let (attention, rest) = working((cfg, run), n, record);
     4.0 * (params + attention + 2.0 * rest + logits + values) + overhead + steps * STEP_BYTES
 }
 
@@ -111,13 +111,13 @@ fn layer_params(cfg: &ModelConfig) -> f64 {
 /// (SmolLM2 at 2,000 tokens)); and q, k and v, the context, the residual stream's sums and norms,
 /// and the FFN's hidden rows (a tile's when none is recorded), which `estimate` counts twice
 /// (candle's tensors and a temporary during reshapes).
-fn working(cfg: &ModelConfig, n: usize, record: &Selection) -> (f64, f64) {
+fn working((cfg, run): (&ModelConfig, &RunConfig), n: usize, record: &Selection) -> (f64, f64) {
     let u = |x: usize| x as f64;
     let (d, ff, h, n_f) = (u(cfg.d_model), u(cfg.d_ff), u(cfg.heads), u(n));
     let (qk, v) = (h * u(cfg.d_k), h * u(cfg.d_v));
     let few_heads = record.head.as_ref().is_some_and(|hs| hs.len() < cfg.heads);
     let tiled = cfg.tiles_attention() && (few_heads || !record.keeps_square());
-    let rows = if tiled { u(cfg.query_tile(n, n)) } else { n_f };
+    let rows = if tiled { u(cfg.query_tile(run.query_tile, n, n)) } else { n_f };
     let ffn_rows = if record.keeps_wide_ffn() { n_f } else { u(cfg.ffn_rows(n)) };
     let gates = if cfg.parts.gated_ffn { 3.0 } else { 2.0 };
     let copies = if tiled || cfg.parts.arithmetic != crate::config::Arithmetic::F32 { 4.0 } else { 5.0 };

@@ -7,7 +7,7 @@
 //! times the measured peak on the shapes people use.
 
 use super::estimate::{estimate, model_params, trace_bytes, BASELINE};
-use crate::config::{Arithmetic, ModelConfig, Norm};
+use crate::config::{Arithmetic, ModelConfig, Norm, RunConfig};
 use crate::settings::{Format, ModelChoice, Settings};
 use crate::trace::Selection;
 
@@ -23,43 +23,35 @@ const GGML_HEAD_BYTES: f64 = 4.0;
 
 /// The bytes a run of `s` needs at its peak, `n` positions (a generation's whole length),
 /// recording `record` (streamed or kept, as the plan says).
-pub fn need(cfg: &ModelConfig, n: usize, record: (&Selection, bool), s: &Settings) -> f64 {
+pub fn need((cfg, run): (&ModelConfig, &RunConfig), n: usize, record: (&Selection, bool), s: &Settings) -> f64 {
     // An encoder–decoder's decoder is a second stack: its parameters and steps count too
     // (over the decoder's tokens, or a generation's length; `n` bounds both here).
     let decoder = cfg
         .parts
         .seq2seq
         .as_ref()
-        .map_or(0.0, |d| estimate(&d.decoder, n.max(d.decoder_ids.len()), record.0, record.1));
+        .map_or(0.0, |d| estimate((&d.decoder, run), n.max(d.decoder_ids.len()), record.0, record.1));
     // A generation reads the prompt's logits whole, where `estimate` counts a few positions'.
     let prompt_logits = if s.generate.is_some() { 8.0 * n as f64 * cfg.vocab_size as f64 } else { 0.0 };
-    // A generation converts every layer once when the whole model fits (`generating.rs`).
-    let whole = whole(cfg);
-    let generating = s.generate.is_some() && cfg.parts.layer_at_a_time;
-    let pass = |cfg: &ModelConfig| {
-        estimate(cfg, n, record.0, record.1) + decoder + attribution_bytes(cfg, n, s) + prompt_logits
+    // A generation converts every layer once when the whole model fits (`run/generate.rs`).
+    let whole = run.whole();
+    let generating = s.generate.is_some() && run.layer_at_a_time;
+    let pass = |run: &RunConfig| {
+        estimate((cfg, run), n, record.0, record.1) + decoder + attribution_bytes(cfg, n, s) + prompt_logits
     };
-    let mut run = pass(cfg);
+    let mut peak = pass(run);
     if generating {
         let made = pass(&whole);
         let limit = s.memory_available.map_or(s.max_memory, |free| free.min(s.max_memory)) as f64;
         if BASELINE + resident(cfg) + made <= limit {
-            run = made;
+            peak = made;
         }
     }
     // After the pass, when its parameters are gone: the sweep (which reads every layer again),
     // or the pass of the GGUF note (which opens the model again); the trace is still held.
     let trace = trace_bytes(cfg, n, record.0, record.1);
-    let after = patching(&whole, n, s).max(ggml_note(cfg, n, s)) + trace;
-    BASELINE + resident(cfg) + run.max(after) + ggml_blocks(cfg)
-}
-
-/// `cfg` with every layer's parameters and the head in f32 at once (`Params::made`).
-pub fn whole(cfg: &ModelConfig) -> ModelConfig {
-    let mut whole = cfg.clone();
-    whole.parts.layer_at_a_time = false;
-    whole.parts.vocab_stored = false;
-    whole
+    let after = patching((cfg, &whole), n, s).max(ggml_note((cfg, run), n, s)) + trace;
+    BASELINE + resident(cfg) + peak.max(after) + ggml_blocks(cfg)
 }
 
 /// What the model's sources hold for the whole run: the tokenizer, and a safetensors
@@ -80,20 +72,20 @@ fn resident(cfg: &ModelConfig) -> f64 {
 /// A patching sweep (`--patch`) reads every layer once and keeps them, with the head in f32
 /// (`model::patch::sweep`: a copy of a tied table), and each layer's residual stream of the two
 /// baseline runs.
-fn patching(whole: &ModelConfig, n: usize, s: &Settings) -> f64 {
+fn patching((whole, run): (&ModelConfig, &RunConfig), n: usize, s: &Settings) -> f64 {
     if s.analysis.patch.is_none() {
         return 0.0;
     }
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
     let streams = 2.0 * 4.0 * (whole.layers * n * whole.d_model) as f64;
     let head = 4.0 * (whole.vocab_size * whole.d_model) as f64;
-    estimate(whole, n, &nothing, true) + streams + head
+    estimate((whole, run), n, &nothing, true) + streams + head
 }
 
 /// The pass in llama.cpp's arithmetic that checks a GGUF model's predictions shown as tables
 /// (`crate::arithmetic`): the prompt once more, recording nothing, its attention and FFN
 /// untiled, with the token table and head as blocks.
-fn ggml_note(cfg: &ModelConfig, n: usize, s: &Settings) -> f64 {
+fn ggml_note((cfg, run): (&ModelConfig, &RunConfig), n: usize, s: &Settings) -> f64 {
     let ModelChoice::Pretrained { arithmetic: Arithmetic::F32, .. } = &s.model else { return 0.0 };
     let gguf = cfg.model.as_ref().is_some_and(|m| m.tensor_types.is_some());
     let table = matches!(s.output.format, Format::Table | Format::Heatmap);
@@ -103,7 +95,7 @@ fn ggml_note(cfg: &ModelConfig, n: usize, s: &Settings) -> f64 {
     let mut ggml = cfg.clone();
     ggml.parts.arithmetic = Arithmetic::Ggml;
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
-    estimate(&ggml, n, &nothing, true) + ggml_blocks(&ggml)
+    estimate((&ggml, run), n, &nothing, true) + ggml_blocks(&ggml)
 }
 
 /// Under `--arithmetic ggml`, the token table and head as blocks, unpacked ([`GGML_HEAD_BYTES`]);

@@ -2,6 +2,7 @@
 
 use super::estimate::layer_copies;
 use super::*;
+use crate::config::RunConfig;
 use crate::trace::steps;
 
 #[test]
@@ -59,11 +60,11 @@ fn sizes() {
 fn an_moe_layer_counts_every_expert() {
     let mut cfg =
         ModelConfig { d_model: 4096, heads: 32, d_k: 128, d_v: 128, d_ff: 14336, layers: 32, ..ModelConfig::toy() };
-    cfg.parts.layer_at_a_time = true;
-    let dense = estimate(&cfg, 8, &Selection::default(), true);
+    let run = RunConfig { layer_at_a_time: true, ..Default::default() };
+    let dense = estimate((&cfg, &run), 8, &Selection::default(), true);
     let x = crate::config::Experts { count: 8, top_k: 2, norm_topk_prob: true, d_ff: 14336, shared_d_ff: None };
     cfg.parts.experts = Some(x);
-    let moe = estimate(&cfg, 8, &Selection::default(), true);
+    let moe = estimate((&cfg, &run), 8, &Selection::default(), true);
     let experts = 2.0 * 8.0 * 3.0 * 4096.0 * 14336.0 * 4.0;
     assert!(moe - dense > experts * 0.9 && moe - dense < experts * 1.1, "{dense} {moe}");
 }
@@ -77,8 +78,18 @@ fn an_unrecorded_ffn_counts_one_tile() {
         ModelConfig { d_model: 4096, heads: 32, d_k: 128, d_v: 128, d_ff: 11008, layers: 32, ..ModelConfig::toy() };
     let ids = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect());
     let n = 8192;
-    let attn = estimate(&cfg, n, &Selection { steps: ids(&["attn.context"]), ..Default::default() }, true);
-    let both = estimate(&cfg, n, &Selection { steps: ids(&["attn.context", "ffn.act"]), ..Default::default() }, true);
+    let attn = estimate(
+        (&cfg, &RunConfig::default()),
+        n,
+        &Selection { steps: ids(&["attn.context"]), ..Default::default() },
+        true,
+    );
+    let both = estimate(
+        (&cfg, &RunConfig::default()),
+        n,
+        &Selection { steps: ids(&["attn.context", "ffn.act"]), ..Default::default() },
+        true,
+    );
     let rows = cfg.ffn_rows(n) as f64;
     assert!(rows < n as f64 / 4.0, "{rows}");
     // Streamed, the largest recorded step is held: [pos, d_ff] instead of [head, pos, d_v];
@@ -101,13 +112,17 @@ fn the_estimate_grows_with_the_run() {
     let none = Selection { steps: Some(Default::default()), ..Default::default() };
     let mut last = 0.0;
     for layers in [1, 2, 10, 1000, 1_000_000] {
-        let e = estimate(&toy(layers), 8, &every, false);
+        let e = estimate((&toy(layers), &RunConfig::default()), 8, &every, false);
         assert!(e > last, "{layers} layers: {e} after {last}");
-        assert!(e >= estimate(&toy(layers), 8, &none, false) && e >= estimate(&toy(layers), 8, &every, true));
+        assert!(
+            e >= estimate((&toy(layers), &RunConfig::default()), 8, &none, false)
+                && e >= estimate((&toy(layers), &RunConfig::default()), 8, &every, true)
+        );
         last = e;
     }
     let cfg = ModelConfig { max_len: 4096, ..toy(2) };
-    let sizes: Vec<f64> = [1, 10, 100, 1000, 4000].iter().map(|&n| estimate(&cfg, n, &every, false)).collect();
+    let sizes: Vec<f64> =
+        [1, 10, 100, 1000, 4000].iter().map(|&n| estimate((&cfg, &RunConfig::default()), n, &every, false)).collect();
     assert!(sizes.windows(2).all(|w| w[0] < w[1]), "{sizes:?}");
 }
 
@@ -118,8 +133,10 @@ fn the_estimate_grows_with_the_run() {
 /// hundred KiB.
 #[test]
 fn the_estimate_is_not_below_recorded_peaks() {
-    let mib =
-        |layers: usize| (estimate::BASELINE + estimate(&toy(layers), 8, &Selection::default(), false)) / 1048576.0;
+    let mib = |layers: usize| {
+        (estimate::BASELINE + estimate((&toy(layers), &RunConfig::default()), 8, &Selection::default(), false))
+            / 1048576.0
+    };
     assert!(mib(1) >= 10.8, "{}", mib(1));
     assert!((280.0..=1.25 * 280.0).contains(&mib(20_000)), "{}", mib(20_000));
 }

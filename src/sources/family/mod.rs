@@ -231,8 +231,8 @@ fn linear(store: &dyn TensorStore, prefix: &str, (d_in, d_out): (usize, usize)) 
     })
 }
 
-/// The options every decoder shares (pre-norm, causal, a final norm and an LM head, read a
-/// layer at a time), before its family sets its own.
+/// The options every decoder shares (pre-norm, causal, a final norm and an LM head),
+/// before its family sets its own.
 fn decoder_parts(c: &DecoderConfig) -> Parts {
     let (h, kv) = (c.num_attention_heads, c.kv_heads());
     Parts {
@@ -242,7 +242,6 @@ fn decoder_parts(c: &DecoderConfig) -> Parts {
         lm_head: Some(crate::config::LmHead { tied: c.tied() }),
         padding: None,
         masked_lm: false,
-        layer_at_a_time: true,
         ..Default::default()
     }
 }

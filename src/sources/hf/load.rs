@@ -101,6 +101,7 @@ fn open_bert(
         tokens: enc.tokens,
         input: Input::Ids { ids: enc.ids, type_ids: Some(enc.type_ids) },
         cfg,
+        run: Default::default(),
         hf: Some(model.config.clone()),
         notes,
         tokenizer: Some(model.tokenizer.clone()),
@@ -205,7 +206,7 @@ fn open_decoder(
         loaded.stop_ids = ids;
     }
     // `family::decoder::params` leaves the table stored exactly when it can be read by rows.
-    loaded.cfg.parts.vocab_stored = checkpoint.has_rows(&table, &[c.vocab_size, c.hidden_size]);
+    loaded.run.vocab_stored = checkpoint.has_rows(&table, &[c.vocab_size, c.hidden_size]);
     Ok((loaded, Source::Decoder(Box::new((c, Box::new(checkpoint))))))
 }
 
@@ -293,6 +294,8 @@ pub fn decoder_loaded(
         tokens: enc.tokens,
         input: Input::Ids { ids: enc.ids, type_ids: None },
         cfg,
+        // A decoder's layers are read a layer at a time (`params::Layers::Lazy`).
+        run: crate::config::RunConfig { layer_at_a_time: true, ..Default::default() },
         hf: None,
         notes,
         tokenizer: Some(tokenizer),

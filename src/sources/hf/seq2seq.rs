@@ -96,8 +96,6 @@ pub fn open(
     let init = InitConfig::File { path: files[0].display().to_string(), stored_dtype: None };
     for cfg in [&mut enc_cfg, &mut dec_cfg] {
         (cfg.model, cfg.init) = (Some(model.clone()), init.clone());
-        // Each stack's layers are read a layer at a time (`params`): the estimate counts one.
-        cfg.parts.layer_at_a_time = true;
     }
     enc_cfg.parts.seq2seq = Some(Seq2Seq {
         decoder: Box::new(dec_cfg),
@@ -114,6 +112,8 @@ pub fn open(
         tokens: enc.tokens,
         input: Input::Ids { ids: enc.ids, type_ids: None },
         cfg: enc_cfg,
+        // Each stack's layers are read a layer at a time (`params`): the estimate counts one.
+        run: crate::config::RunConfig { layer_at_a_time: true, ..Default::default() },
         hf: None,
         notes,
         tokenizer: Some(tokenizer),

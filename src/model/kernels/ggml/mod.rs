@@ -103,10 +103,10 @@ pub fn on(cfg: &ModelConfig) -> bool {
 
 /// The scale llama.cpp multiplies q by before the scores (Gemma's), where it is a power of
 /// two, so that dividing the products by it again is exact.
-pub fn q_scale(cfg: &ModelConfig) -> Option<f32> {
+pub fn q_scale(cfg: &ModelConfig, run: &crate::config::RunConfig) -> Option<f32> {
     let s = cfg.scale as f32;
     let power_of_two = s > 0.0 && s.is_normal() && s.to_bits() & 0x007f_ffff == 0;
-    (cfg.parts.ggml_scales_q && power_of_two).then_some(s)
+    (run.ggml_scales_q && power_of_two).then_some(s)
 }
 
 /// GELU's tanh form as ggml's CPU backend computes it (`GGML_GELU_FP16`): looked up in a

@@ -1,6 +1,6 @@
 //! `--check` around the run: refused before anything is computed when no independent
 //! implementation exists or the run is not the model's own forward pass, and once the trace
-//! exists, compared with the reference (`sources::check`). Here, beside `steering`, because
+//! exists, compared with the reference (`sources::check`). Here, in the run, because
 //! attn-trace's side of the comparison (the logits at the last position) needs the
 //! parameters, which exist only once the sources are open.
 

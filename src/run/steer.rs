@@ -2,7 +2,7 @@
 //! addition, Turner et al. 2023; docs/INTERVENTIONS.md): the vectors read (a `.npy` file, or a
 //! row of a step of a saved JSON trace) or made by running the model on the two prompts, then
 //! checked by the settings and put in the configuration's interventions before the run is
-//! recorded. Here, beside `generating`, because `--steer-from` needs the parameters, the
+//! recorded. Here, in the run (`params.rs`), because `--steer-from` needs the parameters, the
 //! tokenizer and a forward pass, all of which exist only once the sources are open.
 
 use crate::config::Steer;
@@ -46,7 +46,7 @@ pub(crate) fn params(
             if matches!(&input, Input::Ids { ids, .. } if ids.len() == 1) {
                 alone.push(quote(text));
             }
-            crate::model::steer::resid_after(&loaded.cfg, &params, &input, p.layer)
+            super::pass::resid_after(&loaded.cfg, &params, &input, p.layer)
         };
         let (a, b) = (resid(&p.positive)?, resid(&p.negative)?);
         if !alone.is_empty() {

@@ -10,8 +10,9 @@
 //! parsed once for the batch, and a decoder's parameters converted once (`sources::memo`),
 //! not once per sentence; they are the parameters each sentence's estimate counts, shared.
 
+use super::entry::computed;
 use crate::settings::{self, Settings};
-use crate::{computed, output, sources};
+use crate::{output, sources};
 use anyhow::{Context, Result};
 use std::io::Write;
 

@@ -4,10 +4,10 @@
 //! With `--baseline` the same generation runs first without the interventions, quietly, and
 //! the intervened one reports the probability it gave each of the baseline's tokens.
 
+use super::pass;
 use crate::config::{Generate, ModelConfig};
 use crate::error::usage;
-use crate::hook::Hooks;
-use crate::model::generate::{self, Chosen, Generated, Stop};
+use crate::model::generate::{Chosen, Generated, Stop};
 use crate::params::{Input, Params};
 use crate::settings::{self, plan::Plan, Settings};
 use crate::sources::namer::Namer;
@@ -21,7 +21,7 @@ use anyhow::{Context, Result};
 pub(crate) fn run(
     settings: &Settings,
     (loaded, params, plan): (&Loaded, &Params, &Plan),
-    (rec, registry): (&mut Recorder, &crate::hook::Registry),
+    (rec, hooks): (&mut Recorder, &crate::hook::Registry),
     asked: &settings::generate::Generation,
 ) -> Result<(candle_core::Tensor, Generation)> {
     check_model(loaded, params)?;
@@ -41,14 +41,20 @@ pub(crate) fn run(
     // Each decode step runs every layer: read and convert them once, not once per token, when
     // the whole model fits --max-memory (else a 7 B model still generates in 3 GiB, slowly).
     let n = positions(settings, loaded)?;
-    let params =
-        match settings::limits::whole_model_fits(&loaded.cfg, n, (&plan.record, plan.streamed), settings).is_some() {
-            true => {
-                made = params.made()?;
-                &made
-            }
-            false => params,
-        };
+    let params = match settings::limits::whole_model_fits(
+        (&loaded.cfg, &loaded.run),
+        n,
+        (&plan.record, plan.streamed),
+        settings,
+    )
+    .is_some()
+    {
+        true => {
+            made = params.made()?;
+            &made
+        }
+        false => params,
+    };
     let mut step_rec = |_t: usize, id: u32| {
         let (token, text) = name.name(id);
         let mut r = Recorder::new(vec![token.unwrap_or_else(|| format!("#{id}"))], cfg.clone(), plan.record.clone())
@@ -58,9 +64,8 @@ pub(crate) fn run(
         r.set_texts(text.map(|t| vec![t]));
         r
     };
-    let hooks = &mut Hooks::with(rec, registry.clone());
-    let done =
-        generate::generate(cfg, params, (&loaded.input, &how), (hooks, &mut step_rec), &watch).context("generating")?;
+    let done = pass::generation(cfg, params, (&loaded.input, &how), (rec, &mut step_rec, hooks), &watch)
+        .context("generating")?;
     let n = prompt_len(loaded);
     let record = assemble(&done, (n, &how), &name);
     let baseline = baseline.map(|b| compare(&b, &done, &name));
@@ -143,7 +148,7 @@ fn quiet_baseline(loaded: &Loaded, params: &Params, how: &Generate) -> Result<Ge
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
     let mut rec = Recorder::new(loaded.tokens.clone(), cfg.clone(), nothing.clone());
     let mut step_rec = |_: usize, _: u32| Recorder::new(vec![String::new()], cfg.clone(), nothing.clone());
-    generate::generate(&cfg, params, (&loaded.input, how), (&mut Hooks::new(&mut rec), &mut step_rec), &[])
+    pass::generation(&cfg, params, (&loaded.input, how), (&mut rec, &mut step_rec, &pass::hooks(loaded)), &[])
         .context("generating the baseline without the interventions")
 }
 

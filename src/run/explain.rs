@@ -7,7 +7,6 @@
 //! answer a quiet pass over the same ids first reads the model's two most probable tokens there.
 
 use crate::error::usage;
-use crate::hook::Hooks;
 use crate::params::{Input, Params};
 use crate::settings::attribution::{Asked, At};
 use crate::settings::Settings;
@@ -72,8 +71,9 @@ pub(crate) fn explain(settings: &Settings, (loaded, params): (&Loaded, &Params),
     let mut rec = Recorder::new(tokens, loaded.cfg.clone(), nothing);
     rec.set_input(None, Some(ids), None);
     let reading = crate::analysis::Reading::new(&loaded.cfg, params, n, (Some(request), None))?;
-    let registry = reading.registry(&loaded.cfg);
-    crate::model::forward(&loaded.cfg, params, &input, &mut Hooks::with(&mut rec, registry)).context("attributing")?;
+    let mut hooks = super::pass::hooks(loaded);
+    reading.register(&loaded.cfg, &mut hooks);
+    super::pass::forward(&loaded.cfg, params, &input, (&mut rec, &hooks)).context("attributing")?;
     trace.attribution = reading.finish(&loaded.cfg, &mut rec)?.attribution;
     Ok(())
 }
@@ -117,7 +117,7 @@ fn choice(
 ) -> Result<(u32, Option<u32>)> {
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
     let mut rec = Recorder::new(tokens.to_vec(), loaded.cfg.clone(), nothing).with_top_k(2);
-    crate::model::forward(&loaded.cfg, params, input, &mut Hooks::new(&mut rec))
+    super::pass::forward(&loaded.cfg, params, input, (&mut rec, &super::pass::hooks(loaded)))
         .context("reading the model's choice")?;
     let top = rec.finish().0.predictions.and_then(|p| p.into_iter().nth(position)).unwrap_or_default();
     let Some(first) = top.first() else {

@@ -8,7 +8,6 @@
 //! to use when").
 
 use crate::config::Arithmetic;
-use crate::hook::Hooks;
 use crate::params::Input;
 use crate::settings::{Format, ModelChoice, Select, Settings, Text};
 use crate::trace::{Prediction, Recorder, Trace};
@@ -88,7 +87,7 @@ fn ggml_top(settings: &Settings, trace: &Trace, written: &[&Prediction]) -> Resu
     let a = &mut s.analysis;
     (a.lens, a.stats, a.rollout, a.patch, a.attribute, a.at) = (false, false, false, None, None, None);
     a.lens_track.clear();
-    let (loaded, source, plan) = crate::prepare(&s)?;
+    let (loaded, source, plan) = super::open::prepare(&s)?;
     let params = source.params(&loaded)?;
     let Input::Ids { ids, type_ids } = &loaded.input else { return Ok(Vec::new()) };
     let ids: Vec<u32> = ids.iter().copied().chain(written.iter().map(|p| p.id)).collect();
@@ -96,7 +95,8 @@ fn ggml_top(settings: &Settings, trace: &Trace, written: &[&Prediction]) -> Resu
         loaded.tokens.iter().cloned().chain(written.iter().map(|p| format!("#{}", p.id))).collect();
     let mut rec = Recorder::new(tokens, loaded.cfg.clone(), plan.record).with_top_k(1);
     let input = Input::Ids { ids, type_ids: type_ids.clone() };
-    crate::model::forward(&loaded.cfg, &params, &input, &mut Hooks::new(&mut rec)).context("llama.cpp's arithmetic")?;
+    super::pass::forward(&loaded.cfg, &params, &input, (&mut rec, &super::pass::hooks(&loaded)))
+        .context("llama.cpp's arithmetic")?;
     let (mut t, _) = rec.finish();
     crate::sources::naming::name_predictions(&mut t, &loaded, false);
     Ok(t.predictions.unwrap_or_default().into_iter().map(|top| top.into_iter().next()).collect())
