@@ -531,6 +531,11 @@ pub struct Cli {
     /// What --patch copies: each head's context, or each position of each layer's output.
     #[arg(long, value_enum, default_value = "heads", help_heading = "Interventions")]
     pub patch_what: PatchArg,
+    /// What --patch copies, by step (an in-layer step name: attn.q, attn.context, ffn.out,
+    /// add_norm1.sum, …): the step at each position of each layer, and of each head where the
+    /// step has heads, one cell at a time; in place of --patch-what.
+    #[arg(long, value_name = "STEP", help_heading = "Interventions")]
+    pub patch_step: Option<String>,
     /// How --patch computes its grid: exact (one patched run per cell) or attribution (one
     /// clean run, one corrupted run and one backward pass: the gradient's first-order
     /// estimate of every cell; docs/INTERVENTIONS.md) [default: exact].

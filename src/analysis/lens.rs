@@ -1,6 +1,6 @@
 //! The logit lens (`--lens`, `--lens-track`): each layer's residual stream read out through the
 //! final norm and the head as if it were the last layer (nostalgebraist 2020), as a hook at
-//! every layer's output (`layers.{l}.out`, an unrecorded site of `model/stack.rs`). Per layer
+//! every layer's output (`layers.{l}.output`, an unrecorded site of `model/stack.rs`). Per layer
 //! it keeps each position's most probable tokens and, with `--lens-track`, the followed
 //! tokens' exact ranks from the same logits; the run puts them in the trace ([`Found`]). Only the pass that starts at position 0 is read: a generation's decode
 //! steps would cost a head per layer per token.
@@ -45,7 +45,7 @@ impl<'p> Lens<'p> {
     /// Registers the lens after each of `cfg.layers` layers.
     pub fn register<'h>(&'h self, cfg: &ModelConfig, registry: &mut Registry<'h>) {
         for l in 0..cfg.layers {
-            registry.add(format!("layers.{l}.out"), self);
+            registry.add(format!("layers.{l}.output"), self);
         }
     }
 

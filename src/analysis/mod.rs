@@ -8,6 +8,7 @@
 
 pub mod attribute;
 pub mod lens;
+pub mod patch;
 
 use crate::config::ModelConfig;
 use crate::hook::Registry;

@@ -86,6 +86,7 @@ pub const REFUSED: &[&str] = &[
     "rollout",
     "patch",
     "patch_what",
+    "patch_step",
     "metric",
     "attribute",
     "at",

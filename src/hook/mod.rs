@@ -6,18 +6,22 @@
 //! activation, and llama.cpp's graph calls `cb(cur, "attn_norm", il)`; attn-trace's names are
 //! the step catalogue's (`trace/steps.rs`).
 //!
-//! Besides the catalogue's steps, the pass offers sites it does not record (ids with the
-//! stack's prefix, like the steps'):
-//! - `layers.{l}.out` ([`Hooks::through`], `model/stack.rs`): layer l's output, the residual
-//!   stream the next layer reads (the logit lens reads it; a hook may replace it).
-//! - `layers.{l}.attn.v_heads` ([`Hooks::observe`], `model/attention.rs`): the values as each
-//!   query head reads them, `[head, key_pos, d_v]` (groups repeated, cached keys included).
-//! - `embed.input` ([`Hooks::observe`], `model/embed.rs`): an input matrix given in place of
-//!   token ids, `[pos, d_model]`.
-//! - observed where the step is recorded in another form: `layers.{l}.ffn.router.chosen`
-//!   (`[pos, rank]` u32), `layers.{l}.ffn.router.weights` (`[pos, rank]`), and
-//!   `logits_uncapped` (the head's output before any soft-cap, `[pos, vocab]`; observed
-//!   whenever the logits are computed, also in a model without a cap).
+//! Besides the recorded steps, the pass calls [`Hooks::through`] at a few sites the trace does
+//! not record, where an analysis needs a handle:
+//! - `layers.L.output`: layer L's output, `[pos, d_model]`, as the next layer reads it (after
+//!   the layer's last recorded step; activation patching of the residual stream, attribution
+//!   patching's taps);
+//! - `layers.L.attn.q_heads`, `layers.L.attn.k_heads`, `layers.L.attn.v_heads`: the queries,
+//!   keys and values as the scores read them, one row per query head, `[head, pos, d]` (after
+//!   the rotation, the cache and grouped-query attention's repeat; path patching's receivers
+//!   replace one query head's copy of a shared key or value there).
+//! - `layers.L.attn.v_heads` is also where `--attribute` reads the values it splits heads by.
+//! - [`Hooks::observe`] sites, where the step is recorded in another form or not at all (a
+//!   hook sees the tensor but cannot change the pass): `embed.input` (an input matrix given in
+//!   place of token ids, `[pos, d_model]`), `layers.L.ffn.router.chosen` (`[pos, rank]` u32),
+//!   `layers.L.ffn.router.weights` (`[pos, rank]`), and `logits_uncapped` (the head's output
+//!   before any soft-cap, `[pos, vocab]`; observed whenever the logits are computed, also in a
+//!   model without a cap).
 //!
 //! Analyses live outside the model (`analysis/`): each registers its hooks by step id in a
 //! [`Registry`] before the pass, and the model knows none of them.
@@ -71,6 +75,11 @@ impl<'h> Registry<'h> {
     /// Adds `hook` at the step `id` (with its stack's prefix), after the hooks already there.
     pub fn add(&mut self, id: impl Into<String>, hook: &'h dyn Hook) {
         self.points.push((id.into(), hook));
+    }
+
+    /// Adds `other`'s hooks after the hooks already here, in their order.
+    pub fn extend(&mut self, other: &Registry<'h>) {
+        self.points.extend(other.points.iter().map(|(id, h)| (id.clone(), *h)));
     }
 
     /// Whether a hook is registered at `id`.

@@ -11,14 +11,12 @@ use super::pass::Pass;
 use crate::config::ModelConfig;
 use crate::hook::Hooks;
 use crate::params::LayerParams;
-use crate::trace::Recorder;
 use anyhow::Result;
 use candle_core::Tensor;
 
 /// Layer `l`'s attention on `x`, `[pos, d_model]` at positions `offset..offset + pos`, where
 /// `offset` is how many positions `pass`'s cache holds (0 without one): queries read the
-/// cached keys and values too, and this pass's are appended to them. `pass.patch` is a
-/// patched run's copied head context, if any.
+/// cached keys and values too, and this pass's are appended to them.
 pub fn attention(
     cfg: &ModelConfig,
     p: &LayerParams,
@@ -37,15 +35,17 @@ pub fn attention(
     // Grouped-query attention: query head g reads key/value head g / (heads / kv_heads).
     let k = repeat_kv(&k, h / kvh)?; // [head, key_pos, d_k]
     let v = repeat_kv(&v, h / kvh)?; // [head, key_pos, d_v]
-    let (q, k, v) = received(cfg, p, (q, k, v), (l, pass))?; // path patching's receivers
-    hooks.observe(&format!("layers.{l}.attn.v_heads"), cfg, &v)?; // what --attribute splits heads by
+                                     // One row per query head, as the scores read them (unrecorded sites: path patching's
+                                     // receivers replace one query head's q, k or v there).
+    let q = hooks.through(&format!("layers.{l}.attn.q_heads"), cfg, q)?; // [head, pos, d_k]
+    let k = hooks.through(&format!("layers.{l}.attn.k_heads"), cfg, k)?; // [head, key_pos, d_k]
+    let v = hooks.through(&format!("layers.{l}.attn.v_heads"), cfg, v)?; // [head, key_pos, d_v]
 
     let context = match super::tiled::tiles(cfg, l, pass, hooks) {
         true => super::tiled::context(cfg, (&q, &k, &v), (l, offset), hooks)?, // [head, pos, d_v]
         false => whole(cfg, (&q, &k, &v), (l, offset), pass, hooks)?,          // [head, pos, d_v]
     };
-    let context = super::intervene::ablate(cfg, (l, pass.patch), context)?; // [head, pos, d_v]
-    let context = pass.tap(context, super::pass::Tap::Context)?; // [head, pos, d_v]
+    let context = super::intervene::ablate(cfg, l, context)?; // [head, pos, d_v]
     let context = hooks.at(&format!("layers.{l}.attn.context"), cfg, context)?;
     let concat = context.transpose(0, 1)?.contiguous()?.reshape((n, h * d_v))?; // [pos, heads·d_v]
     let concat = hooks.at(&format!("layers.{l}.attn.concat"), cfg, concat)?;
@@ -102,7 +102,7 @@ fn whole(
 /// The queries, keys and values of `x` (`[pos, d_model]` at positions from `offset` on):
 /// `[head, pos, d_k]`, `[kv_head, pos, d_k]` (after any q/k norm and the rotation) and
 /// `[kv_head, pos, d_v]`.
-fn projected(
+pub fn projected(
     cfg: &ModelConfig,
     p: &LayerParams,
     x: &Tensor,
@@ -123,37 +123,6 @@ fn projected(
     let v = hooks.at(&format!("layers.{l}.attn.v"), cfg, v)?;
     let (q, k) = normed_and_rotated(cfg, p, (q, k), (l, offset), hooks)?; // [head, pos, d_k], [kv_head, pos, d_k]
     Ok((q, k, v))
-}
-
-/// Path patching (`pathpatch.rs`): each receiver head of layer `l` gets the q, k or v that its
-/// input in the patched run (`pass.received`, already through the layer's norm) gives; every
-/// other head keeps its own. A key or value is the receiver's alone: with grouped-query
-/// attention, the other query heads of its group keep the layer's. `q`, `k` and `v` are
-/// `[head, pos, d]` (keys and values already repeated per query head).
-fn received(
-    cfg: &ModelConfig,
-    p: &LayerParams,
-    (q, k, v): (Tensor, Tensor, Tensor),
-    (l, pass): (usize, &mut Pass),
-) -> Result<(Tensor, Tensor, Tensor)> {
-    use crate::params::receivers::Qkv;
-    let Some(x) = pass.received.take() else { return Ok((q, k, v)) };
-    let Some(r) = pass.receivers.iter().find(|r| r.layer == l) else { return Ok((q, k, v)) };
-    let none = crate::trace::Selection { steps: Some(Default::default()), ..Default::default() };
-    let mut quiet = Recorder::new(vec![String::new(); x.dim(0)?], cfg.clone(), none);
-    let (qr, kr, vr) = projected(cfg, p, &x, (l, 0), &mut Hooks::new(&mut quiet))?;
-    let times = cfg.heads / cfg.kv_heads();
-    let (kr, vr) = (repeat_kv(&kr, times)?, repeat_kv(&vr, times)?); // [head, pos, d_k], [head, pos, d_v]
-    let pick = |ours: Tensor, theirs: Tensor, which: Qkv| -> Result<Tensor> {
-        if !r.heads.iter().any(|&(_, w)| w == which) {
-            return Ok(ours);
-        }
-        let rows: Vec<Tensor> = (0..cfg.heads)
-            .map(|g| if r.heads.contains(&(g, which)) { theirs.narrow(0, g, 1) } else { ours.narrow(0, g, 1) })
-            .collect::<candle_core::Result<_>>()?;
-        Ok(Tensor::cat(&rows, 0)?) // [head, pos, d]
-    };
-    Ok((pick(q, qr, Qkv::Q)?, pick(k, kr, Qkv::K)?, pick(v, vr, Qkv::V)?))
 }
 
 /// q and k as the scores read them: each head's RMSNorm where the layer has one (Qwen3),
@@ -200,7 +169,7 @@ fn normed_and_rotated(
 
 /// Repeats each key/value head `times` times along the head axis: [kv_head, pos, d] →
 /// [kv_head·times, pos, d] (Hugging Face's `repeat_kv`).
-fn repeat_kv(t: &Tensor, times: usize) -> Result<Tensor> {
+pub fn repeat_kv(t: &Tensor, times: usize) -> Result<Tensor> {
     if times == 1 {
         return Ok(t.clone());
     }
@@ -213,6 +182,7 @@ mod tests {
     use super::*;
     use crate::config::{Activation, InitConfig, Norm, Positions};
     use crate::params::{Block, Dense, Ffn, LayerNorm, Linear};
+    use crate::trace::Recorder;
     use candle_core::Device;
 
     fn eye() -> Linear {

@@ -83,32 +83,10 @@ pub fn blind_note(cfg: &ModelConfig, tokens: &[String]) -> Option<String> {
     })
 }
 
-/// One patched activation: a head's context ([pos, d_v]) or one position's layer output
-/// ([d_model]), copied from another run: the state of one patched run of a sweep, passed down the stack
-/// (`stack` → `layer` → `attention`), not configuration.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Patch {
-    pub layer: usize,
-    /// `Some(head)`: the head's context; `None`: the layer output at `position`.
-    pub head: Option<usize>,
-    pub position: usize,
-    pub values: std::sync::Arc<Vec<f32>>,
-}
-
 /// Replaces this layer's ablated heads' context ([head, pos, d_v]) with zero or its mean
-/// over positions, and a patched head's with the values a patching sweep copied in.
-pub fn ablate(cfg: &ModelConfig, (layer, patch): (usize, Option<&Patch>), context: Tensor) -> Result<Tensor> {
+/// over positions.
+pub fn ablate(cfg: &ModelConfig, layer: usize, context: Tensor) -> Result<Tensor> {
     let iv = &cfg.interventions;
-    let context = match patch {
-        Some(p) if p.layer == layer && p.head.is_some() => {
-            let (h, n, d) = context.dims3()?;
-            let head = p.head.unwrap_or(0);
-            let mut all = context.flatten_all()?.to_vec1::<f32>()?;
-            all[head * n * d..(head + 1) * n * d].copy_from_slice(&p.values);
-            Tensor::from_vec(all, (h, n, d), &Device::Cpu)?
-        }
-        _ => context,
-    };
     let heads: Vec<usize> = iv.ablate.iter().filter(|(l, _)| *l == layer).map(|(_, h)| *h).collect();
     drop_heads(cfg, &heads, context)
 }
@@ -144,20 +122,6 @@ pub fn ablate_experts(cfg: &ModelConfig, layer: usize, logits: Tensor) -> Result
     let count = logits.dim(1)?;
     let bias: Vec<f32> = (0..count).map(|e| if gone.contains(&e) { f32::NEG_INFINITY } else { 0.0 }).collect();
     Ok(logits.broadcast_add(&Tensor::from_vec(bias, (1, count), &Device::Cpu)?)?)
-}
-
-/// Replaces one position of this layer's output ([pos, d_model]) with a patching sweep's
-/// values (activation patching of the residual stream).
-pub fn patch_resid(patch: Option<&Patch>, layer: usize, x: Tensor) -> Result<Tensor> {
-    match patch {
-        Some(p) if p.layer == layer && p.head.is_none() => {
-            let (n, d) = x.dims2()?;
-            let mut all = x.flatten_all()?.to_vec1::<f32>()?;
-            all[p.position * d..(p.position + 1) * d].copy_from_slice(&p.values);
-            Ok(Tensor::from_vec(all, (n, d), &Device::Cpu)?)
-        }
-        _ => Ok(x),
-    }
 }
 
 /// Adds every steering vector of layer `layer` (`--steer`, activation addition) to the

@@ -24,8 +24,8 @@ use crate::params::{Block, LayerNorm, LayerParams};
 use anyhow::Result;
 use candle_core::Tensor;
 
-/// Layer `l` on `x`; `pass` carries a patched run's copied activation or a generation's
-/// cache, if any (`pass.rs`).
+/// Layer `l` on `x`; `pass` carries a generation's cache, an encoder's output or T5's bias,
+/// if any (`pass.rs`).
 pub fn layer(
     cfg: &ModelConfig,
     p: &LayerParams,
@@ -59,7 +59,6 @@ pub fn layer(
         Norm::Pre => {
             let normed1 = norm(x, &b.norm1, cfg)?; // [pos, d_model]
             let normed1 = hooks.at(&format!("layers.{l}.norm1.out"), cfg, normed1)?;
-            receive(cfg, b, l, pass)?;
             let attn_out = attention(cfg, p, &normed1, l, pass, hooks)?; // [pos, d_model]
             let attn_out =
                 post_norm(cfg, b.post_attn_norm.as_ref(), attn_out, &format!("layers.{l}.norm1_post.out"), hooks)?; // [pos, d_model]
@@ -89,7 +88,6 @@ fn parallel(
 ) -> Result<Tensor> {
     let normed1 = norm(x, &b.norm1, cfg)?; // [pos, d_model]
     let normed1 = hooks.at(&format!("layers.{l}.norm1.out"), cfg, normed1)?;
-    receive(cfg, b, l, pass)?;
     let attn_out = attention(cfg, p, &normed1, l, pass, hooks)?; // [pos, d_model]
     let normed2 = norm(x, &b.norm2, cfg)?; // [pos, d_model]: the layer input's, not a sum's
     let normed2 = hooks.at(&format!("layers.{l}.norm2.out"), cfg, normed2)?;
@@ -99,14 +97,6 @@ fn parallel(
     let sum = intervene::steer(cfg, (l, pass.offset()), sum)?; // [pos, d_model]
     let sum = hooks.at(&format!("layers.{l}.add_norm2.sum"), cfg, sum)?;
     Ok(sum)
-}
-
-/// A path-patching run's receivers in layer `l`: their input (`pass.receivers`) through the
-/// layer's first norm, as the attention's projections read it (`pass.received`).
-fn receive(cfg: &ModelConfig, b: &Block, l: usize, pass: &mut Pass) -> Result<()> {
-    let Some(r) = pass.receivers.iter().find(|r| r.layer == l) else { return Ok(()) };
-    pass.received = Some(norm(&r.x, &b.norm1, cfg)?); // [pos, d_model]
-    Ok(())
 }
 
 /// A sandwich norm (Gemma): the norm of a sublayer's output before its residual sum,

@@ -5,7 +5,6 @@
 //! the tensor's shape in a comment. Model code records; it never prints.
 
 pub mod attention;
-pub mod attrpatch;
 pub mod cancel;
 pub mod cross;
 pub mod embed;
@@ -20,8 +19,6 @@ pub mod lockstep;
 pub mod mask;
 pub mod norm;
 pub mod pass;
-pub mod patch;
-pub mod pathpatch;
 pub mod relative;
 pub mod rope;
 pub mod sample;

@@ -1,4 +1,4 @@
-//! `--patch-path`'s receivers (path patching, `model/pathpatch.rs`): where each sender head's
+//! `--patch-path`'s receivers (path patching, `analysis/patch/path.rs`): where each sender head's
 //! direct path ends. Plain data, read by the settings from the flag and by the model.
 
 /// Which input of a receiver head the path reaches.

@@ -6,7 +6,7 @@
 use super::numbers::f64_json;
 use super::table;
 use super::text::{blocks, cut, wrap_parts, wrap_words};
-use crate::model::patch::{Method, Metric, Sweep, What};
+use crate::analysis::patch::{Method, Metric, Sweep, What};
 use crate::trace::Trace;
 use crate::views::analysis::{HeadStats, ROLLOUT_RULE};
 use crate::views::Views;
@@ -164,20 +164,21 @@ pub fn write_patching(
 ) -> io::Result<()> {
     let Some((sweep, _)) = &views.patching else { return Ok(()) };
     let corrupted = views.corrupted_labels.as_slice();
-    let layers = sweep.rows.iter().map(|r| r.layer).max().map_or(0, |l| l + 1);
-    let count = sweep.rows.len().checked_div(layers).unwrap_or(0);
+    let rows = crate::views::patching::lines(sweep);
+    let count = sweep.rows.len().checked_div(rows.len()).unwrap_or(0);
     let cols: Vec<String> = match sweep.what {
         What::Heads => (0..count).map(|h| format!("head {h}")).collect(),
-        What::Resid => (0..count).map(|p| format!("{p} {}", cut(&trace.label(p), 8))).collect(),
+        _ => (0..count).map(|p| format!("{p} {}", cut(&trace.label(p), 8))).collect(),
     };
-    let rows: Vec<String> = (0..layers).map(|l| format!("layer {l}")).collect();
     // An undefined effect (the runs do not differ on the metric; see the note) is a dash.
     let cells: Vec<String> =
         sweep.rows.iter().map(|r| r.effect.map_or("—".to_string(), |e| format!("{e:.precision$}"))).collect();
     writeln!(w)?;
     let what = match sweep.what {
-        What::Heads => "each head's context",
-        What::Resid => "each position of each layer's output",
+        What::Heads => "each head's context".to_string(),
+        What::Resid => "each position of each layer's output".to_string(),
+        What::Step(step) if sweep.what.per_head() => format!("each head's {step} at each position of each layer"),
+        What::Step(step) => format!("each position of each layer's {step}"),
     };
     // The corrupted sentence's token labels.
     let corrupted: Vec<String> = corrupted.iter().map(|t| cut(t, 12)).collect();
@@ -256,17 +257,29 @@ fn write_patch_ranked(
         return Ok(());
     }
     let shown = ranked.len().min(super::attribution::TOP);
-    let unit = if what == What::Heads { "heads" } else { "positions" };
+    let unit = match what {
+        What::Heads => "heads",
+        _ if what.per_head() => "heads at positions",
+        _ => "positions",
+    };
     writeln!(w, "\ntop {shown} of {} {unit} by |effect|, largest first", ranked.len())?;
     let mut t = table::new_table();
     let index = if what == What::Heads { "head" } else { "position" };
-    t.set_header(vec!["rank", "layer", index, "effect"]);
+    let header = if what.per_head() {
+        vec!["rank", "layer", "head", index, "effect"]
+    } else {
+        vec!["rank", "layer", index, "effect"]
+    };
+    t.set_header(header);
     for (i, c) in ranked.iter().take(shown).enumerate() {
         let at = match what {
             What::Heads => c.index.to_string(),
-            What::Resid => format!("{} {}", c.index, cut(&trace.label(c.index), 12)),
+            _ => format!("{} {}", c.index, cut(&trace.label(c.index), 12)),
         };
-        t.add_row(vec![(i + 1).to_string(), c.layer.to_string(), at, format!("{:.p$}", c.effect)]);
+        let mut row = vec![(i + 1).to_string(), c.layer.to_string()];
+        row.extend(c.head.map(|h| h.to_string()));
+        row.extend([at, format!("{:.p$}", c.effect)]);
+        t.add_row(row);
     }
     table::emit(&t, width, w)
 }
@@ -274,20 +287,22 @@ fn write_patch_ranked(
 /// `patching`: `{"method": "exact" | "attribution" | "path", ("receivers": with "path",) "what", "metric": {"kind": "logit_diff", "a", "b", "position"} | {"kind":
 /// "output_distance"}, "corrupted_tokens", "clean_metric", "corrupted_metric", "layer_runs",
 /// "rows": [{"layer", "head" | "position", "metric", "effect"}]}`; `effect` is null when the
-/// clean and corrupted metrics are equal (0/0).
+/// clean and corrupted metrics are equal (0/0). A `--patch-step` sweep's "what" is its step,
+/// and a per-head step's rows have both "head" and "position".
 pub fn patching_json(patching: &(Sweep, Vec<String>)) -> String {
     let (s, corrupted) = patching;
     let key = match s.what {
         What::Heads => "head",
-        What::Resid => "position",
+        _ => "position",
     };
     let rows: Vec<String> = s
         .rows
         .iter()
         .map(|r| {
             format!(
-                "{{\"layer\": {}, \"{key}\": {}, \"metric\": {}, \"effect\": {}}}",
+                "{{\"layer\": {}, {}\"{key}\": {}, \"metric\": {}, \"effect\": {}}}",
                 r.layer,
+                r.head.map_or(String::new(), |h| format!("\"head\": {h}, ")),
                 r.index,
                 f64_json(r.metric),
                 r.effect.map_or("null".to_string(), f64_json)
@@ -309,7 +324,11 @@ pub fn patching_json(patching: &(Sweep, Vec<String>)) -> String {
     };
     format!(
         "{{\"method\": \"{method}\"{receivers}, \"what\": \"{}\", \"metric\": {metric}, \"corrupted_tokens\": {}, \"clean_metric\": {}, \"corrupted_metric\": {}, \"layer_runs\": {}, \"layer_runs_without_reuse\": {}, \"rows\": [{}]}}",
-        if s.what == What::Heads { "heads" } else { "resid" },
+        match s.what {
+            What::Heads => "heads",
+            What::Resid => "resid",
+            What::Step(step) => step,
+        },
         serde_json::to_string(corrupted).unwrap_or_default(),
         f64_json(s.clean),
         f64_json(s.corrupted),

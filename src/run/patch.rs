@@ -1,9 +1,9 @@
 //! `--patch`: the corrupted sentence tokenized as the clean one was (and `--metric`'s
-//! answers), checked by the plan against the model, the sweep run (`model::pathpatch`: every
+//! answers), checked by the plan against the model, the sweep run (`analysis::patch`: every
 //! kind of patching), and its grid attached to the views.
 
 use super::staged::Run;
-use crate::model::patch::{Metric, Sweep, What};
+use crate::analysis::patch::{Metric, Sweep, What};
 use crate::params::{Input, Params};
 use crate::settings::plan::{PatchTexts, Tokenized};
 use crate::settings::{self, Settings};
@@ -56,9 +56,16 @@ fn sweep(settings: &Settings, loaded: &Loaded, params: &Params, corrupted: &str)
         Some((a, b, position)) => Metric::LogitDiff { a, b, position },
         None => Metric::OutputDistance,
     };
-    let what = if settings.analysis.patch_resid { What::Resid } else { What::Heads };
+    let what = match settings.analysis.patch_step {
+        Some(step) => What::Step(step),
+        None if settings.analysis.patch_resid => What::Resid,
+        None => What::Heads,
+    };
     let corrupted_input = Input::Ids { ids: checked.ids, type_ids };
     let how = (what, settings.analysis.patch_attribution, settings.analysis.patch_path.as_ref());
-    let sweep = crate::model::pathpatch::any(&loaded.cfg, params, (&loaded.input, &corrupted_input), how, &metric)?;
+    // The run's interventions apply inside every run of the sweep (none are hooks yet).
+    let hooks = crate::hook::Registry::default();
+    let sweep =
+        crate::analysis::patch::any(&loaded.cfg, params, (&loaded.input, &corrupted_input), how, &metric, &hooks)?;
     Ok((sweep, checked.tokens))
 }

@@ -33,6 +33,8 @@ pub struct Analysis {
     /// `--patch CORRUPTED`, what it copies, and `--metric A B`.
     pub patch: Option<String>,
     pub patch_resid: bool,
+    /// `--patch-step STEP`: the in-layer step patched per position (and head).
+    pub patch_step: Option<&'static str>,
     /// `--patch-method attribution`: the gradient's estimate of the grid.
     pub patch_attribution: bool,
     /// `--patch-path RECEIVERS`: path patching into these receivers.
@@ -171,6 +173,7 @@ pub fn options(cli: &Cli) -> Result<Analysis> {
         induction: cli.induction,
         patch: cli.patch.clone(),
         patch_resid: cli.patch_what == cli::PatchArg::Resid,
+        patch_step: patch_step(cli)?,
         patch_attribution: cli.patch_method == Some(cli::PatchMethodArg::Attribution),
         patch_path: path_patching(cli)?,
         metric: cli.metric.as_ref().map(|m| (m[0].clone(), m[1].clone())),
@@ -228,8 +231,49 @@ fn patching(cli: &Cli) -> Result<()> {
     Ok(())
 }
 
+/// `--patch-step STEP` checked among the other flags and against the step catalogue: an
+/// in-layer step with a position axis (`[pos, …]`, or `[head, pos, …]` per head); whether
+/// the model computes it in every layer is the sweep's to say.
+fn patch_step(cli: &Cli) -> Result<Option<&'static str>> {
+    let Some(name) = &cli.patch_step else { return Ok(None) };
+    let clash = if cli.patch.is_none() {
+        Some(("it is what --patch copies", "add --patch CORRUPTED, or drop --patch-step"))
+    } else if cli.patch_what == cli::PatchArg::Resid {
+        Some(("it names what --patch copies, as --patch-what does", "drop --patch-what resid"))
+    } else if cli.patch_method == Some(cli::PatchMethodArg::Attribution) {
+        Some(("attribution patching estimates heads' contexts and layer outputs", "use --patch-method exact"))
+    } else if cli.patch_path.is_some() {
+        Some(("path patching's senders are heads", "drop --patch-path"))
+    } else {
+        None
+    };
+    if let Some((why, fix)) = clash {
+        return Err(usage("--patch-step", why, fix));
+    }
+    let def = crate::trace::steps::def(name).filter(|d| d.in_layer);
+    let positions = |d: &crate::trace::steps::StepDef| matches!(d.dims, ["pos", _] | ["head", "pos" | "query_pos", _]);
+    match def {
+        Some(d) if d.name == "ffn.router.chosen" => Err(usage(
+            "--patch-step",
+            "it holds the chosen experts' indices, not activations",
+            "patch ffn.router.weights",
+        )),
+        Some(d) if positions(d) => Ok(Some(d.name)),
+        Some(_) => Err(usage(
+            "--patch-step",
+            format!("{name} has no position axis to patch along"),
+            "name a step of shape [pos, …] or [head, pos, …]",
+        )),
+        None => Err(usage(
+            "--patch-step",
+            format!("{name} is not an in-layer step"),
+            "name one without its layer, as docs/TRACE.md lists them: attn.q, attn.context, ffn.out, add_norm1.sum, …",
+        )),
+    }
+}
+
 /// `--patch-path RECEIVERS` read, and checked among the other flags (the receivers' layers
-/// and heads are checked against the model by `model::pathpatch`).
+/// and heads are checked against the model by `analysis::patch::path`).
 fn path_patching(cli: &Cli) -> Result<Option<crate::params::receivers::Receivers>> {
     let Some(text) = &cli.patch_path else { return Ok(None) };
     let clash = if cli.patch.is_none() {

@@ -47,7 +47,7 @@ pub struct Views {
     /// `--rollout`: the rollout after every layer.
     pub rollout: Option<Vec<(usize, Vec<f64>)>>,
     /// `--patch`: the sweep, and the corrupted sentence's tokens (attached by `run`).
-    pub patching: Option<(crate::model::patch::Sweep, Vec<String>)>,
+    pub patching: Option<(crate::analysis::patch::Sweep, Vec<String>)>,
     /// `--patch`: the corrupted sentence's token labels (`Trace::label`), for the tables.
     pub corrupted_labels: Vec<String>,
     /// `--patch`: the sweep as the heatmaps draw it.
@@ -80,7 +80,7 @@ impl Views {
     /// and their labels, and its heatmap grid (positions labelled by the clean `labels`).
     pub fn attach_patching(
         &mut self,
-        sweep: crate::model::patch::Sweep,
+        sweep: crate::analysis::patch::Sweep,
         (corrupted, corrupted_labels): (Vec<String>, Vec<String>),
         labels: &[String],
     ) {

@@ -4,7 +4,7 @@
 //! clean run) are always on it, so two sweeps' colours mean the same where they overlap, and
 //! effects beyond them (a head that overshoots, or pushes the wrong way) keep their own colour.
 
-use crate::model::patch::{Method, Sweep, What};
+use crate::analysis::patch::{Method, Sweep, What};
 
 /// The grid the heatmaps draw (its struct is shared with other grids: `grid.rs`).
 pub type PatchGrid = super::grid::Grid;
@@ -28,7 +28,7 @@ pub fn text(method: Option<Method>) -> super::grid::GridText<'static> {
 }
 
 /// What a path-patching grid shows: each cell's effect is the share of the corruption's
-/// change in the metric that the sender's path carries (`model/pathpatch.rs`).
+/// change in the metric that the sender's path carries (`analysis/patch/path.rs`).
 pub const PATH_TEXT: super::grid::GridText<'static> = super::grid::GridText {
     title: "path patching",
     scale: "0 = clean, 1 = corrupted",
@@ -60,8 +60,10 @@ pub fn note(sweep: &Sweep) -> Option<String> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
     pub layer: usize,
-    /// The head, or the position with `--patch-resid`.
+    /// The head, or the position with `--patch-what resid` or `--patch-step`.
     pub index: usize,
+    /// A per-head step's head (`--patch-step`).
+    pub head: Option<usize>,
     pub effect: f64,
 }
 
@@ -69,42 +71,57 @@ pub struct Cell {
 /// order), as `--attribute` ranks its terms: the heads (or positions) that matter most,
 /// restoring the clean run (positive) or pushing away from it (negative).
 pub fn ranked(sweep: &Sweep) -> Vec<Cell> {
-    let mut cells: Vec<Cell> =
-        sweep.rows.iter().filter_map(|r| Some(Cell { layer: r.layer, index: r.index, effect: r.effect? })).collect();
+    let mut cells: Vec<Cell> = sweep
+        .rows
+        .iter()
+        .filter_map(|r| Some(Cell { layer: r.layer, index: r.index, head: r.head, effect: r.effect? }))
+        .collect();
     cells.sort_by(|x, y| y.effect.abs().total_cmp(&x.effect.abs()));
     cells
 }
 
+/// The lines of a sweep's grid: one per layer (`layer 3`), or per layer and head for a
+/// per-head step's sweep (`layer 3 head 1`), in the rows' order.
+pub fn lines(sweep: &Sweep) -> Vec<String> {
+    let mut lines: Vec<(usize, Option<usize>)> = sweep.rows.iter().map(|r| (r.layer, r.head)).collect();
+    lines.dedup();
+    lines
+        .into_iter()
+        .map(|(l, h)| match h {
+            Some(h) => format!("layer {l} head {h}"),
+            None => format!("layer {l}"),
+        })
+        .collect()
+}
+
 /// The grid of `sweep`, whose positions are labelled with the clean sentence's `tokens`.
 pub fn grid(sweep: &Sweep, tokens: &[String]) -> PatchGrid {
-    let layers = sweep.rows.iter().map(|r| r.layer + 1).max().unwrap_or(0);
-    let count = sweep.rows.len().checked_div(layers).unwrap_or(0);
+    let rows = lines(sweep);
+    let count = sweep.rows.len().checked_div(rows.len()).unwrap_or(0);
     let (across, cols): (_, Vec<String>) = match sweep.what {
         What::Heads => ("heads", (0..count).map(|h| format!("head {h}")).collect()),
-        What::Resid => {
-            ("positions", (0..count).map(|p| format!("{p} {}", tokens.get(p).map_or("", String::as_str))).collect())
-        }
+        _ => ("positions", (0..count).map(|p| format!("{p} {}", tokens.get(p).map_or("", String::as_str))).collect()),
     };
+    let down = if sweep.what.per_head() { "layers and heads" } else { "layers" };
     // `+ 0.0` turns −0 (a patch that changes nothing) into 0, so it is not written "-0.00";
     // an undefined effect (the runs do not differ on the metric) is NaN, drawn without colour.
     let values: Vec<f32> = sweep.rows.iter().map(|r| r.effect.map_or(f32::NAN, |e| e as f32 + 0.0)).collect();
     let finite = values.iter().copied().filter(|v| v.is_finite());
     let lo = finite.clone().fold(0f32, f32::min);
     let hi = finite.fold(1f32, f32::max);
-    let rows = (0..layers).map(|l| format!("layer {l}")).collect();
-    PatchGrid { down: "layers", across, rows, cols, values, lo, hi, signed: false }
+    PatchGrid { down, across, rows, cols, values, lo, hi, signed: false }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::patch::{Metric, Row};
+    use crate::analysis::patch::{Metric, Row};
 
     #[test]
     fn the_scale_always_holds_zero_and_one() {
-        let row = |layer, index, effect| Row { layer, index, metric: 0.0, effect: Some(effect) };
+        let row = |layer, index, effect| Row { layer, index, head: None, metric: 0.0, effect: Some(effect) };
         let sweep = Sweep {
-            method: crate::model::patch::Method::Exact,
+            method: crate::analysis::patch::Method::Exact,
             what: What::Resid,
             metric: Metric::OutputDistance,
             clean: 0.0,

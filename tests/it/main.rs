@@ -57,6 +57,7 @@ mod less_on_screen;
 mod oracle;
 mod padding;
 mod parity;
+mod patch_step;
 mod patching;
 mod pathpatch;
 mod props;

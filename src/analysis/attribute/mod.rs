@@ -44,7 +44,7 @@ const GLOBAL: [&str; 9] = [
     "logits_uncapped",
 ];
 
-/// The steps of each layer it reads (`out`: the layer's output, an unrecorded site).
+/// The steps of each layer it reads (`output`: the layer's output, an unrecorded site).
 const IN_LAYER: [&str; 15] = [
     "attn.v_heads",
     "attn.weights",
@@ -60,7 +60,7 @@ const IN_LAYER: [&str; 15] = [
     "ffn.shared.out",
     "ffn.shared.gate",
     "ffn.out",
-    "out",
+    "output",
 ];
 
 /// What the hooks saw and a later step needs, in the order the pass makes them.
@@ -229,7 +229,7 @@ fn in_layer(
         "ffn.shared.out" => seen.shared_out = Some(t.clone()),
         "ffn.shared.gate" => seen.share = Some(t.clone()),
         "ffn.out" => ffn_out(cfg, (block()?, l), t, (g, seen))?,
-        "out" => seen.resid = Some(t.clone()),
+        "output" => seen.resid = Some(t.clone()),
         _ => {}
     }
     Ok(())

@@ -1,5 +1,5 @@
 //! A linear layer whose backward pass computes its input's gradient only, for attribution
-//! patching's corrupted run (`attrpatch.rs`).
+//! patching's corrupted run (`analysis/patch/attribution.rs`).
 //!
 //! candle 0.11's backward pass of a matrix product computes the gradient of both operands,
 //! whether or not one of them needs it: through `x·Wᵀ` it would also compute every weight's

@@ -10,7 +10,7 @@
 //!
 //! Neither path has a backward pass (candle_nn's is `apply_op1_no_bwd`; ours leaves the
 //! graph through a Vec), so a tensor that tracks gradients (attribution patching's
-//! corrupted run, `attrpatch.rs`) takes the softmax as candle's differentiable ops instead:
+//! corrupted run, `analysis/patch/attribution.rs`) takes the softmax as candle's differentiable ops instead:
 //! the same arithmetic, with the row maximum detached (its gradient is 0 in exact arithmetic).
 
 use anyhow::Result;

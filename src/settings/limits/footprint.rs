@@ -70,7 +70,7 @@ fn resident(cfg: &ModelConfig) -> f64 {
 }
 
 /// A patching sweep (`--patch`) reads every layer once and keeps them, with the head in f32
-/// (`model::patch::sweep`: a copy of a tied table), and each layer's residual stream of the two
+/// (`analysis::patch::activation::sweep`: a copy of a tied table), and each layer's residual stream of the two
 /// baseline runs.
 fn patching((whole, run): (&ModelConfig, &RunConfig), n: usize, s: &Settings) -> f64 {
     if s.analysis.patch.is_none() {

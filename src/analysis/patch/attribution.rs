@@ -1,6 +1,6 @@
 //! Attribution patching (Nanda 2023, "Attribution patching: activation patching at
 //! industrial scale"; Syed, Rager & Conmy 2023, "Attribution patching outperforms automated
-//! circuit discovery"): the activation-patching grid of `patch.rs` estimated to first order
+//! circuit discovery"): the activation-patching grid of `activation.rs` estimated to first order
 //! from one clean run, one corrupted run and one backward pass. Patching activation a (a
 //! head's context, or one position of a layer's output) changes the metric by about
 //!
@@ -10,7 +10,7 @@
 //!
 //! summed over the head's positions and width (or the position's width). Each cell is then
 //! normalised as the exact grid is: its metric is corrupted + Δ and its effect
-//! Δ / (clean − corrupted) (`patch::effect`). The estimate is exact when the metric is linear
+//! Δ / (clean − corrupted) (`sweep.rs`'s `effect`). The estimate is exact when the metric is linear
 //! in a; through a saturated softmax or a norm a large change is under- or over-estimated
 //! (docs/INTERVENTIONS.md).
 //!
@@ -22,7 +22,7 @@
 //! need for each option). Three adjustments make candle 0.11's autograd fit:
 //!
 //! - its backward pass keeps only variables' gradients (an intermediate's is dropped once
-//!   passed on), so `Pass::tap` adds a zero `Var` to each layer's `attn.context` and output
+//!   passed on), so the [`Taps`] hook adds a zero `Var` to each layer's `attn.context` and output
 //!   and keeps it: its gradient is the activation's, and t + 0 is t to the bit;
 //! - the softmax's fused kernels have no backward, so `softmax.rs` uses candle's plain ops
 //!   when its input tracks gradients;
@@ -36,31 +36,82 @@
 //! ‖out − clean‖ is differentiable at the corrupted run, where it is not 0 (when it is,
 //! clean = corrupted and every effect is 0/0 anyway).
 
-use super::pass::{Pass, Taps};
-use super::patch::{self, Method, Metric, Row, Sweep, What};
-use super::{head, stack, unembed};
+use super::runs::{embedded, quiet, ready, score};
+use super::sweep::{effect, Method, Metric, Row, Sweep, What};
 use crate::config::ModelConfig;
-use crate::hook::Hooks;
-use crate::params::{Input, LayerParams, Layers, Params};
+use crate::hook::{Hook, Hooks, Registry, Site};
+use crate::model::pass::Pass;
+use crate::model::{head, stack, unembed};
+use crate::params::{Input, Layers, Params};
 use anyhow::{anyhow, Result};
 use candle_core::{Tensor, Var};
+use std::cell::RefCell;
+
+/// Per layer, an attribution-patching run's activations, each as (its value, the handle whose
+/// gradient is its own: the zero variable added to it where it tracks gradients, else itself).
+#[derive(Default)]
+struct Kept {
+    contexts: Vec<(Tensor, Tensor)>,
+    outputs: Vec<(Tensor, Tensor)>,
+}
+
+/// The hook that keeps every layer's `attn.context` and output (`layers.L.output`). A tensor
+/// that tracks gradients goes on as t + 0, the 0 a `Var` of t's shape, and the variable is
+/// kept: candle 0.11's backward pass drops an intermediate tensor's gradient once it has
+/// passed it on and keeps only the variables', and the zero's gradient is t's (the sum's
+/// derivative by either term is 1). t + 0 is t to the bit. It also sits at `attn.weights`,
+/// where it changes nothing: a hook at a square step has the layer's attention computed
+/// whole, through the softmax whose backward candle has, never in tiles.
+#[derive(Default)]
+struct Taps {
+    kept: RefCell<Kept>,
+}
+
+impl Hook for Taps {
+    fn at(&self, site: &Site, _: &ModelConfig, t: Tensor) -> Result<Tensor> {
+        if site.name == "attn.weights" {
+            return Ok(t);
+        }
+        let (t, kept) = if t.track_op() {
+            let zero = Var::zeros(t.shape(), t.dtype(), t.device())?;
+            ((&t + zero.as_tensor())?, (t.detach(), zero.as_tensor().clone()))
+        } else {
+            (t.clone(), (t.clone(), t))
+        };
+        let mut all = self.kept.borrow_mut();
+        match site.name {
+            "attn.context" => all.contexts.push(kept),
+            _ => all.outputs.push(kept),
+        }
+        Ok(t)
+    }
+}
 
 /// One full run: each layer's context `[head, pos, d_v]` and output `[pos, d_model]` (the
-/// tensors, or for the corrupted run the variables whose gradients are theirs: `Pass::tap`),
-/// and the last hidden state (before the final norm).
+/// tensors, or for the corrupted run the variables whose gradients are theirs: [`Taps`]),
+/// and the last hidden state (before the final norm). The taps run after the run's own
+/// hooks (`hooks`): they keep what the pass goes on with, an ablated head's context ablated.
 struct Run {
-    taps: Taps,
+    taps: Kept,
     last: Tensor,
 }
 
-fn run(cfg: &ModelConfig, layers: &Layers, x: Tensor) -> Result<Run> {
-    let mut rec = patch::quiet(cfg, x.dim(0)?, false);
-    let mut pass = Pass::tapped();
-    let last = stack::stack(cfg, layers, (0, &mut pass), x, &mut Hooks::new(&mut rec), |_, _, _, _| Ok(()))?; // [pos, d_model]
-    Ok(Run { taps: pass.taps.unwrap_or_default(), last })
+fn run(cfg: &ModelConfig, layers: &Layers, x: Tensor, hooks: &Registry) -> Result<Run> {
+    let mut rec = quiet(cfg, x.dim(0)?);
+    let taps = Taps::default();
+    let mut registry = hooks.clone();
+    for l in 0..layers.len() {
+        for step in ["attn.weights", "attn.context", "output"] {
+            registry.add(format!("layers.{l}.{step}"), &taps);
+        }
+    }
+    let mut hooks = Hooks::with(&mut rec, registry);
+    let last = stack::stack(cfg, layers, (0, &mut Pass::default()), x, &mut hooks, |_, _, _, _| Ok(()))?; // [pos, d_model]
+    drop(hooks);
+    Ok(Run { taps: taps.kept.into_inner(), last })
 }
 
-/// The metric of a run's last hidden state as a scalar tensor of the graph (what `patch.rs`'s
+/// The metric of a run's last hidden state as a scalar tensor of the graph (what `runs.rs`'s
 /// `score` computes as a number).
 fn metric_tensor(
     cfg: &ModelConfig,
@@ -93,16 +144,20 @@ fn deltas(clean: &Tensor, corrupted: &Tensor, grad: Option<&Tensor>) -> Result<V
     Ok(rows.to_vec1::<f64>()?)
 }
 
-/// The sweep of `patch::sweep`, estimated: the clean run, the corrupted run with gradients,
+/// The sweep of `activation.rs`, estimated: the clean run, the corrupted run with gradients,
 /// one backward pass from its metric, and every cell from the products above.
 pub fn sweep(
     cfg: &ModelConfig,
     params: &Params,
-    clean: &Input,
-    corrupted: &Input,
+    (clean, corrupted): (&Input, &Input),
     what: What,
     metric: &Metric,
+    hooks: &Registry,
 ) -> Result<Sweep> {
+    if let What::Step(step) = what {
+        // Settings refuse `--patch-step` with `--patch-method attribution`.
+        return Err(anyhow!("internal: attribution patching of {step}"));
+    }
     if cfg.parts.experts.is_some() {
         // The router's top-k is chosen from numbers read out of the graph (`ffn.rs`): no
         // gradient would reach the experts, and the estimate would silently miss them.
@@ -113,25 +168,20 @@ pub fn sweep(
         ));
     }
     // Both runs read every layer: a lazily loaded checkpoint is read once.
-    let layers: Vec<LayerParams> =
-        (0..params.layers.len()).map(|i| Ok(params.layers.get(i)?.into_owned())).collect::<Result<_>>()?;
-    let (l_count, layers) = (layers.len(), Layers::Ready(layers));
+    let (l_count, layers) = ready(params)?;
     // Read three times (both metrics, then the graph's): a stored head is made f32 once.
     let head = head::Unembed::of(cfg, params).map(head::Unembed::dense).transpose()?;
-    if params.token.is_none() && params.stored.is_none() {
-        return Err(anyhow!("internal: patching needs the whole token table"));
-    }
-    let c = run(cfg, &layers, patch::embedded(cfg, params, clean, false)?)?;
+    let c = run(cfg, &layers, embedded(cfg, params, clean, false)?, hooks)?;
     // The corrupted run's embeddings are the graph's leaf: everything after them tracks ops.
-    let leaf = Var::from_tensor(&patch::embedded(cfg, params, corrupted, true)?)?;
-    let base = run(cfg, &layers, leaf.as_tensor().clone())?;
+    let leaf = Var::from_tensor(&embedded(cfg, params, corrupted, true)?)?;
+    let base = run(cfg, &layers, leaf.as_tensor().clone(), hooks)?;
     let final_clean = unembed::final_norm(cfg, params, &c.last)?; // [pos, d_model]
-    let clean_m = patch::score(params, cfg, head.as_ref(), metric, &c.last, Some(&final_clean))?;
-    let corrupted_m = patch::score(params, cfg, head.as_ref(), metric, &base.last, Some(&final_clean))?;
+    let clean_m = score(params, cfg, head.as_ref(), metric, &c.last, Some(&final_clean))?;
+    let corrupted_m = score(params, cfg, head.as_ref(), metric, &base.last, Some(&final_clean))?;
     let grads = metric_tensor(cfg, params, head.as_ref(), metric, (&base.last, &final_clean))?.backward()?;
     let (ours, theirs) = match what {
         What::Heads => (&c.taps.contexts, &base.taps.contexts),
-        What::Resid => (&c.taps.outputs, &base.taps.outputs),
+        What::Resid | What::Step(_) => (&c.taps.outputs, &base.taps.outputs),
     };
     if ours.len() != l_count || theirs.len() != l_count {
         return Err(anyhow!("internal: attribution patching kept {} of {l_count} layers", theirs.len()));
@@ -141,7 +191,7 @@ pub fn sweep(
         let estimates = deltas(&a_clean.0, &a_corrupted.0, grads.get(&a_corrupted.1))?;
         rows.extend(estimates.into_iter().enumerate().map(|(index, delta)| {
             let m = corrupted_m + delta;
-            Row { layer: l, index, metric: m, effect: patch::effect(m, clean_m, corrupted_m) }
+            Row { layer: l, index, head: None, metric: m, effect: effect(m, clean_m, corrupted_m) }
         }));
     }
     let runs = rows.len();

@@ -20,18 +20,21 @@
 //!
 //! Each cell's metric is the patched run's; its effect is (patched − clean) / (corrupted −
 //! clean), the share of the corruption's change in the metric that this path carries: 0 for
-//! none, 1 for all of it (`patch::effect` with the runs' roles swapped).
+//! none, 1 for all of it (`sweep.rs`'s `effect` with the runs' roles swapped).
 //!
 //! What has no direct residual path is refused: post-norm blocks, sandwich norms (Gemma),
 //! attention-only layers, heads without an output projection, and encoder–decoders.
 
-use super::kernels::linear::linear;
-use super::pass::{Pass, Receive};
-use super::patch::{self, Method, Metric, Row, Sweep, What};
-use super::{head, unembed};
+use super::runs::{embedded, quiet, ready, run_from, score};
+use super::sweep::{effect, Method, Metric, Row, Sweep, What};
 use crate::config::{ModelConfig, Norm};
 use crate::error::usage;
-use crate::params::receivers::{Receiver, Receivers};
+use crate::hook::{Hook, Hooks, Registry, Site};
+use crate::model::attention::{projected, repeat_kv};
+use crate::model::kernels::linear::linear;
+use crate::model::norm::norm;
+use crate::model::{head, unembed};
+use crate::params::receivers::{Qkv, Receiver, Receivers};
 use crate::params::{Input, LayerParams, Layers, Linear, Params};
 use anyhow::{anyhow, Result};
 use candle_core::{Device, Tensor};
@@ -95,50 +98,48 @@ fn sender_delta(cfg: &ModelConfig, p: &LayerParams, h: usize, (clean, corrupted)
 }
 
 /// Runs path patching: the clean and corrupted runs, then for every sender one score of the
-/// final stream (`logits`) or one run from the first receiver layer on (receiver heads).
+/// final stream (`logits`) or one run from the first receiver layer on (receiver heads), each
+/// with the run's own hooks (`hooks`).
 pub fn sweep(
     cfg: &ModelConfig,
     params: &Params,
     (clean, corrupted): (&Input, &Input),
     receivers: &Receivers,
     metric: &Metric,
+    hooks: &Registry,
 ) -> Result<Sweep> {
     let first = check(cfg, receivers)?;
-    let layers: Vec<LayerParams> =
-        (0..params.layers.len()).map(|i| Ok(params.layers.get(i)?.into_owned())).collect::<Result<_>>()?;
-    let (l_count, layers) = (layers.len(), Layers::Ready(layers));
+    let (l_count, layers) = ready(params)?;
     let head = head::Unembed::of(cfg, params).map(head::Unembed::dense).transpose()?;
-    if params.token.is_none() && params.stored.is_none() {
-        return Err(anyhow!("internal: patching needs the whole token table"));
-    }
-    let c = patch::run_from(cfg, &layers, (0, Pass::default()), patch::embedded(cfg, params, clean, false)?, true)?;
-    let x = patch::run_from(cfg, &layers, (0, Pass::default()), patch::embedded(cfg, params, corrupted, true)?, true)?;
+    let context = Some(What::Heads.step());
+    let c = run_from(cfg, &layers, (0, embedded(cfg, params, clean, false)?), context, hooks)?;
+    let x = run_from(cfg, &layers, (0, embedded(cfg, params, corrupted, true)?), context, hooks)?;
     let final_clean = unembed::final_norm(cfg, params, &c.last)?; // [pos, d_model]
-    let score = |last: &Tensor| patch::score(params, cfg, head.as_ref(), metric, last, Some(&final_clean));
+    let score = |last: &Tensor| score(params, cfg, head.as_ref(), metric, last, Some(&final_clean));
     let (clean_m, corrupted_m) = (score(&c.last)?, score(&x.last)?);
     let mut rows = Vec::new();
     let mut layer_runs = 2 * l_count;
     for ls in 0..first {
         let p = layers.get(ls)?;
         for hs in 0..cfg.heads {
-            let delta = sender_delta(cfg, &p, hs, (&c.contexts[ls], &x.contexts[ls]))?; // [pos, d_model]
+            let delta = sender_delta(cfg, &p, hs, (&c.kept[ls], &x.kept[ls]))?; // [pos, d_model]
             let last = match receivers {
                 Receivers::Logits => (&c.last + &delta)?, // [pos, d_model]
                 Receivers::Heads(heads) => {
-                    let receive = receiving(heads, &c.inputs, &delta)?;
+                    let receive = receiving(cfg, &layers, heads, (&c.inputs, &delta))?;
+                    let mut registry = Registry::running(hooks.run.clone());
+                    for r in &receive {
+                        for step in ["q_heads", "k_heads", "v_heads"] {
+                            registry.add(format!("layers.{}.attn.{step}", r.layer), r);
+                        }
+                    }
+                    registry.extend(hooks);
                     layer_runs += l_count - first;
-                    let run = patch::run_from(
-                        cfg,
-                        &layers,
-                        (first, Pass::receiving(&receive)),
-                        c.inputs[first].clone(),
-                        false,
-                    )?;
-                    run.last
+                    run_from(cfg, &layers, (first, c.inputs[first].clone()), None, &registry)?.last
                 }
             };
             let m = score(&last)?;
-            rows.push(Row { layer: ls, index: hs, metric: m, effect: patch::effect(m, corrupted_m, clean_m) });
+            rows.push(Row { layer: ls, index: hs, head: None, metric: m, effect: effect(m, corrupted_m, clean_m) });
         }
     }
     let runs = rows.len();
@@ -155,34 +156,60 @@ pub fn sweep(
     })
 }
 
-/// The sweep `--patch` asks for: path patching into `path`'s receivers, else attribution
-/// patching's estimate or the exact activation-patching sweep of `what`.
-pub fn any(
-    cfg: &ModelConfig,
-    params: &Params,
-    (clean, corrupted): (&Input, &Input),
-    (what, attribution, path): (What, bool, Option<&Receivers>),
-    metric: &Metric,
-) -> Result<Sweep> {
-    match path {
-        Some(receivers) => sweep(cfg, params, (clean, corrupted), receivers, metric),
-        None if attribution => super::attrpatch::sweep(cfg, params, clean, corrupted, what, metric),
-        None => patch::sweep(cfg, params, clean, corrupted, what, metric),
+/// One layer's receivers in a path-patching run, a hook at the layer's `attn.q_heads`,
+/// `attn.k_heads` and `attn.v_heads`: each receiver head's q, k or v is the one computed from
+/// the clean residual stream plus the sender's path (`theirs`), every other head keeps the
+/// layer's own. A key or value is the receiver's alone: with grouped-query attention, the
+/// other query heads of its group keep the layer's (the sites are per query head).
+struct Receive {
+    layer: usize,
+    heads: Vec<(usize, Qkv)>,
+    /// q, k and v of the receivers' input, `[head, pos, d]` each (keys and values repeated
+    /// per query head).
+    theirs: [Tensor; 3],
+}
+
+impl Hook for Receive {
+    fn at(&self, site: &Site, cfg: &ModelConfig, ours: Tensor) -> Result<Tensor> {
+        let (which, theirs) = match site.name {
+            "attn.q_heads" => (Qkv::Q, &self.theirs[0]),
+            "attn.k_heads" => (Qkv::K, &self.theirs[1]),
+            "attn.v_heads" => (Qkv::V, &self.theirs[2]),
+            _ => return Ok(ours),
+        };
+        if !self.heads.iter().any(|&(_, w)| w == which) {
+            return Ok(ours);
+        }
+        let rows: Vec<Tensor> = (0..cfg.heads)
+            .map(|g| if self.heads.contains(&(g, which)) { theirs.narrow(0, g, 1) } else { ours.narrow(0, g, 1) })
+            .collect::<candle_core::Result<_>>()?;
+        Ok(Tensor::cat(&rows, 0)?) // [head, pos, d]
     }
 }
 
 /// The receivers grouped by layer, each layer's input the clean residual stream there
-/// (`inputs[l]`) + `delta`.
-fn receiving(heads: &[Receiver], inputs: &[Tensor], delta: &Tensor) -> Result<Vec<Receive>> {
+/// (`inputs[l]`) + `delta`, through the layer's first norm and its projections.
+fn receiving(
+    cfg: &ModelConfig,
+    layers: &Layers,
+    heads: &[Receiver],
+    (inputs, delta): (&[Tensor], &Tensor),
+) -> Result<Vec<Receive>> {
     let mut out: Vec<Receive> = Vec::new();
     for r in heads {
-        match out.iter_mut().find(|g| g.layer == r.layer) {
-            Some(g) => g.heads.push((r.head, r.input)),
-            None => {
-                let x = (&inputs[r.layer] + delta)?; // [pos, d_model]
-                out.push(Receive { layer: r.layer, heads: vec![(r.head, r.input)], x });
-            }
+        if let Some(g) = out.iter_mut().find(|g| g.layer == r.layer) {
+            g.heads.push((r.head, r.input));
+            continue;
         }
+        let p = layers.get(r.layer)?;
+        let b = p.block.as_ref().ok_or_else(|| anyhow!("internal: path patching needs a block"))?;
+        let x = (&inputs[r.layer] + delta)?; // [pos, d_model]
+        let x = norm(&x, &b.norm1, cfg)?; // [pos, d_model]
+        let mut rec = quiet(cfg, x.dim(0)?);
+        let (q, k, v) = projected(cfg, &p, &x, (r.layer, 0), &mut Hooks::new(&mut rec))?;
+        let times = cfg.heads / cfg.kv_heads();
+        let theirs = [q, repeat_kv(&k, times)?, repeat_kv(&v, times)?]; // [head, pos, d_k], [head, pos, d_k], [head, pos, d_v]
+        out.push(Receive { layer: r.layer, heads: vec![(r.head, r.input)], theirs });
     }
     Ok(out)
 }
