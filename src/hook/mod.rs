@@ -15,11 +15,19 @@
 //!   keys and values as the scores read them, one row per query head, `[head, pos, d]` (after
 //!   the rotation, the cache and grouped-query attention's repeat; path patching's receivers
 //!   replace one query head's copy of a shared key or value there).
+//! - `layers.L.attn.v_heads` is also where `--attribute` reads the values it splits heads by.
+//! - [`Hooks::observe`] sites, where the step is recorded in another form or not at all (a
+//!   hook sees the tensor but cannot change the pass): `embed.input` (an input matrix given in
+//!   place of token ids, `[pos, d_model]`), `layers.L.ffn.router.chosen` (`[pos, rank]` u32),
+//!   `layers.L.ffn.router.weights` (`[pos, rank]`), and `logits_uncapped` (the head's output
+//!   before any soft-cap, `[pos, vocab]`; observed whenever the logits are computed, also in a
+//!   model without a cap).
 //!
 //! Analyses live outside the model (`analysis/`): each registers its hooks by step id in a
 //! [`Registry`] before the pass, and the model knows none of them.
 
 use crate::config::{ModelConfig, RunConfig};
+use crate::params::LayerParams;
 use crate::trace::{split_id, Recorder};
 use anyhow::Result;
 use candle_core::Tensor;
@@ -35,6 +43,10 @@ pub struct Site<'s> {
     /// The absolute position of the tensor's first position: a decode step's is how many
     /// positions the cache held before it, a whole pass's 0.
     pub offset: usize,
+    /// The parameters of the layer the step is in, while `model/stack.rs` runs it (an
+    /// analysis that reads weights, as `--attribute` reads W_O and the norms, need not read a
+    /// lazily loaded layer again); None outside the layers.
+    pub params: Option<&'s LayerParams>,
 }
 
 /// Something that reads or changes a step as the pass computes it. Hooks are shared between
@@ -92,12 +104,14 @@ pub struct Hooks<'a> {
     registry: Registry<'a>,
     /// The position of this pass's first token (`Site::offset`).
     offset: usize,
+    /// The layer being run and its parameters (`Site::params`), when a hook is registered.
+    layer: Option<(usize, LayerParams)>,
 }
 
 impl<'a> Hooks<'a> {
     /// A port that only records.
     pub fn new(rec: &'a mut Recorder) -> Self {
-        Hooks { rec, registry: Registry::default(), offset: 0 }
+        Hooks { rec, registry: Registry::default(), offset: 0, layer: None }
     }
 
     /// A port with no hooks for a run that computes as `run` says.
@@ -107,7 +121,7 @@ impl<'a> Hooks<'a> {
 
     /// A port that runs `registry`'s hooks and records into `rec`.
     pub fn with(rec: &'a mut Recorder, registry: Registry<'a>) -> Self {
-        Hooks { rec, registry, offset: 0 }
+        Hooks { rec, registry, offset: 0, layer: None }
     }
 
     /// The same hooks recording into `rec`: another pass of the same run (a decode step, a
@@ -116,7 +130,7 @@ impl<'a> Hooks<'a> {
     where
         'a: 'b,
     {
-        Hooks { rec, registry: self.registry.clone(), offset: 0 }
+        Hooks { rec, registry: self.registry.clone(), offset: 0, layer: None }
     }
 
     /// The run's hooks.
@@ -134,6 +148,19 @@ impl<'a> Hooks<'a> {
         self.offset = offset;
     }
 
+    /// Layer `l` (parameters `p`) starts: its steps' sites carry `p` until [`Hooks::leave_layer`].
+    /// A copy of handles (the tensors are shared), made only when a hook is registered.
+    pub fn enter_layer(&mut self, l: usize, p: &LayerParams) {
+        if !self.registry.is_empty() {
+            self.layer = Some((l, p.clone()));
+        }
+    }
+
+    /// The layer entered last is done (its parameters are not held past it).
+    pub fn leave_layer(&mut self) {
+        self.layer = None;
+    }
+
     /// Whether a hook is registered at `id` (without its stack's prefix): such a step must be
     /// computed whole, never in tiles.
     pub fn hooked(&self, id: &str) -> bool {
@@ -148,6 +175,17 @@ impl<'a> Hooks<'a> {
         Ok(t)
     }
 
+    /// A step the pass goes on with in another form than `t` (the router's choices and
+    /// weights, the head's logits before a soft-cap, the values as each query head reads
+    /// them): the hooks at `id` see `t` but cannot change the pass, and nothing is recorded
+    /// (the caller records the step where it is one). Costs nothing when no hook is registered.
+    pub fn observe(&mut self, id: &str, cfg: &ModelConfig, t: &Tensor) -> Result<()> {
+        if !self.registry.is_empty() {
+            self.through(id, cfg, t.clone())?;
+        }
+        Ok(())
+    }
+
     /// [`Hooks::at`] for a place the trace does not record (the tensor is not a step of the
     /// catalogue, or is recorded elsewhere): only the hooks run.
     pub fn through(&mut self, id: &str, cfg: &ModelConfig, t: Tensor) -> Result<Tensor> {
@@ -156,7 +194,8 @@ impl<'a> Hooks<'a> {
         }
         let full = self.rec.full_id(id).into_owned();
         let (layer, name) = split_id(&full);
-        let site = Site { id: &full, layer, name, offset: self.offset };
+        let params = self.layer.as_ref().filter(|(l, _)| Some(*l) == layer).map(|(_, p)| p);
+        let site = Site { id: &full, layer, name, offset: self.offset, params };
         let mut t = t;
         for hook in self.registry.at(&full) {
             t = hook.at(&site, cfg, t)?;

@@ -42,9 +42,9 @@ pub fn attention(
     let k = hooks.through(&format!("layers.{l}.attn.k_heads"), cfg, k)?; // [head, key_pos, d_k]
     let v = hooks.through(&format!("layers.{l}.attn.v_heads"), cfg, v)?; // [head, key_pos, d_v]
 
-    let (weights, context) = match super::tiled::tiles(cfg, l, pass, hooks) {
-        true => (None, super::tiled::context(cfg, (&q, &k, &v), (l, offset), hooks)?), // [head, pos, d_v]
-        false => whole(cfg, (&q, &k, &v), (l, offset), pass, hooks)?,
+    let context = match super::tiled::tiles(cfg, l, pass, hooks) {
+        true => super::tiled::context(cfg, (&q, &k, &v), (l, offset), hooks)?, // [head, pos, d_v]
+        false => whole(cfg, (&q, &k, &v), (l, offset), pass, hooks)?,          // [head, pos, d_v]
     };
     let context = hooks.at(&format!("layers.{l}.attn.context"), cfg, context)?;
     let concat = context.transpose(0, 1)?.contiguous()?.reshape((n, h * d_v))?; // [pos, heads·d_v]
@@ -54,22 +54,19 @@ pub fn attention(
         None => concat,                 // [pos, heads·d_v]: the wrapper's torch.cat of heads
     };
     let out = hooks.at(&format!("layers.{l}.attn.out"), cfg, out)?;
-    if let Some(weights) = &weights {
-        super::attribute::attention(cfg, p, l, (weights, &v, &context, &out), hooks)?;
-    }
     Ok(out)
 }
 
 /// The layer's scores, mask, softmax and context over every query at once (`attention`
 /// when a square step is recorded or something reads the whole matrices; else `tiled.rs`):
-/// the weights `[head, query_pos, key_pos]` and the context `[head, pos, d_v]`.
+/// the context `[head, pos, d_v]`.
 fn whole(
     cfg: &ModelConfig,
     (q, k, v): (&Tensor, &Tensor, &Tensor),
     (l, offset): (usize, usize),
     pass: &Pass,
     hooks: &mut Hooks,
-) -> Result<(Option<Tensor>, Tensor)> {
+) -> Result<Tensor> {
     let (h, n) = (cfg.heads, q.dim(1)?);
     let raw_scores = match ggml::on(cfg) {
         true => ggml::exact::scores(q, k, hooks.run().ggml_interleaved, ggml::q_scale(cfg, hooks.run()))?, // [head, query_pos, key_pos]: llama.cpp's f16 kernel
@@ -104,7 +101,7 @@ fn whole(
         false => super::kernels::product::matmul(&weights, v)?, // [head, pos, d_v]
     };
     super::tiled::read(hooks, l, &weights, (0, n, offset + n))?;
-    Ok((Some(weights), context))
+    Ok(context)
 }
 
 /// The queries, keys and values of `x` (`[pos, d_model]` at positions from `offset` on):

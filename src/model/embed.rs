@@ -35,7 +35,10 @@ pub fn embed_at(cfg: &ModelConfig, params: &Params, input: &Input, offset: usize
             }; // [pos, d_model]
             hooks.at("embed.token", cfg, token)?
         }
-        Input::Matrix(m) => m.clone(), // [pos, d_model], given by the user
+        Input::Matrix(m) => {
+            hooks.observe("embed.input", cfg, m)?; // what --attribute's first term reads
+            m.clone() // [pos, d_model], given by the user
+        }
     };
     let position = position_rows(cfg, params, (offset, n))?; // [pos, d_model], if the model adds positions
     let position = match position {
@@ -71,18 +74,10 @@ pub fn embed_at(cfg: &ModelConfig, params: &Params, input: &Input, offset: usize
         None => with_position,
     }; // [pos, d_model]
     let sum = hooks.at("embed.sum", cfg, sum)?;
-    let first = if matches!(input, Input::Ids { .. }) { "embed.token" } else { "embed.input" };
-    let parts =
-        [(first, Some(&rows)), ("embed.position", position.as_ref()), ("embed.token_type", token_type.as_ref())];
-    let parts: Vec<(&'static str, &Tensor)> = parts.into_iter().filter_map(|(n, t)| t.map(|t| (n, t))).collect();
-    super::attribute::embeddings(cfg, &parts, hooks)?;
     // BERT normalises the sum (its own eps); Gemma scales it by √d_model (an f32, as
     // transformers multiplies); the toy encoder passes it through.
     let out = match (&params.embed_norm, cfg.parts.embed_scale) {
-        (Some(norm), _) => {
-            super::attribute::through_norm(cfg, norm, &sum, (None, "embed.norm.bias"), hooks)?;
-            super::norm::layer_norm(&sum, norm, cfg.eps)?
-        }
+        (Some(norm), _) => super::norm::layer_norm(&sum, norm, cfg.eps)?,
         (None, Some(scale)) if position.is_none() => sum.affine(scale, 0.0)?,
         (None, _) => sum,
     }; // [pos, d_model]

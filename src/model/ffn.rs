@@ -18,7 +18,7 @@ use super::kernels::{linear::linear, softmax};
 use crate::config::tiles::{even_tiles, WIDE_FFN_STEPS};
 use crate::config::{Activation, ModelConfig};
 use crate::hook::Hooks;
-use crate::params::{Block, Dense, Experts, Ffn, LayerNorm};
+use crate::params::{Block, Dense, Experts, Ffn};
 use crate::trace::{steps, Values};
 use anyhow::{anyhow, Result};
 use candle_core::{Device, Tensor};
@@ -34,10 +34,9 @@ pub fn ffn(cfg: &ModelConfig, p: &Block, x: &Tensor, l: usize, hooks: &mut Hooks
                 let out = in_tiles(x, rows, |x| dense(cfg, f, x, |_, t| Ok(t)))?; // [pos, d_model]
                 hooks.at(&format!("layers.{l}.ffn.out"), cfg, out)?
             };
-            super::attribute::ffn(cfg, p, l, &out, hooks)?;
             Ok(out)
         }
-        Ffn::Experts(m) => moe(cfg, m, x, (l, p.post_ffn_norm.as_ref()), hooks),
+        Ffn::Experts(m) => moe(cfg, m, x, l, hooks),
     }
 }
 
@@ -112,15 +111,8 @@ pub fn activation(a: Activation, x: &Tensor) -> Result<Tensor> {
 }
 
 /// Layer `l`'s mixture of experts on `x` ([pos, d_model]): routed, run and summed as the
-/// module documentation says. `post` is the block's sandwich norm after it, if any (an
-/// attribution's terms go through it).
-pub fn moe(
-    cfg: &ModelConfig,
-    m: &Experts,
-    x: &Tensor,
-    (l, post): (usize, Option<&LayerNorm>),
-    hooks: &mut Hooks,
-) -> Result<Tensor> {
+/// module documentation says.
+pub fn moe(cfg: &ModelConfig, m: &Experts, x: &Tensor, l: usize, hooks: &mut Hooks) -> Result<Tensor> {
     let spec = cfg.parts.experts.as_ref().ok_or_else(|| anyhow!("internal: layer {l} has experts, the config none"))?;
     let (n, k) = (x.dim(0)?, spec.top_k);
     let logits = linear(x, &m.router)?; // [pos, expert]
@@ -131,15 +123,20 @@ pub fn moe(
     let chosen = top_k(&probs, k); // [pos][rank]: expert ids, most probable first
     let ids = Values::Int(chosen.iter().flatten().map(|&e| e as i64).collect());
     hooks.rec.record(&format!("layers.{l}.ffn.router.chosen"), &steps::dims("ffn.router.chosen", cfg), &[n, k], ids);
+    if hooks.hooked(&format!("layers.{l}.ffn.router.chosen")) {
+        let ids: Vec<Vec<u32>> = chosen.iter().map(|r| r.iter().map(|&e| e as u32).collect()).collect();
+        hooks.observe(&format!("layers.{l}.ffn.router.chosen"), cfg, &Tensor::new(ids, &Device::Cpu)?)?;
+        // [pos, rank]
+    }
     let weights = routing_weights(&probs, &chosen, spec.norm_topk_prob); // [pos][rank]
-    hooks.rec.tensor(&format!("layers.{l}.ffn.router.weights"), cfg, &Tensor::new(weights.clone(), &Device::Cpu)?)?;
+    let routing = Tensor::new(weights.clone(), &Device::Cpu)?; // [pos, rank]
+    hooks.rec.tensor(&format!("layers.{l}.ffn.router.weights"), cfg, &routing)?;
+    hooks.observe(&format!("layers.{l}.ffn.router.weights"), cfg, &routing)?;
     let outs = experts_out(cfg, m, x, &chosen)?; // [pos, rank, d_model]
     let outs = hooks.at(&format!("layers.{l}.ffn.experts.out"), cfg, outs)?;
     let mixed = mix(&outs, &weights, &chosen)?; // [pos, d_model]
-    let routed = super::attribute::Routed { outs: &outs, weights: &weights, chosen: &chosen }; // what an attribution reads
     let Some((shared, gate)) = &m.shared else {
         let mixed = hooks.at(&format!("layers.{l}.ffn.out"), cfg, mixed)?;
-        super::attribute::experts(cfg, (l, post), routed, None, &mixed, hooks)?;
         return Ok(mixed);
     };
     let mixed = hooks.at(&format!("layers.{l}.ffn.experts.mixed"), cfg, mixed)?;
@@ -149,7 +146,6 @@ pub fn moe(
     let share = hooks.at(&format!("layers.{l}.ffn.shared.gate"), cfg, share)?;
     let out = (mixed + share.broadcast_mul(&shared_out)?)?; // [pos, d_model]
     let out = hooks.at(&format!("layers.{l}.ffn.out"), cfg, out)?;
-    super::attribute::experts(cfg, (l, post), routed, Some((&share, &shared_out)), &out, hooks)?;
     Ok(out)
 }
 

@@ -1,8 +1,8 @@
-//! One stack's pass: embed (`embed.rs`) → the layers (`stack.rs`) → unembed (`unembed.rs`),
-//! with the logit lens read out after each layer where asked. A decoder-only model's forward
-//! pass is one of these; an encoder–decoder (`seq2seq.rs`) runs two.
+//! One stack's pass: embed (`embed.rs`) → the layers (`stack.rs`) → unembed (`unembed.rs`).
+//! A decoder-only model's forward pass is one of these; an encoder–decoder (`seq2seq.rs`)
+//! runs two.
 
-use super::{attribute, embed, head, pass, relative, stack, unembed};
+use super::{embed, head, pass, relative, stack, unembed};
 use crate::config::ModelConfig;
 use crate::hook::Hooks;
 use crate::params::{Input, Params};
@@ -22,23 +22,8 @@ pub fn forward_pass(
     logits: bool,
 ) -> Result<(Tensor, Option<Tensor>)> {
     hooks.start_pass(pass.offset());
-    attribute::readout::open(cfg, params, head, hooks)?;
     let x = embed::embed_at(cfg, params, input, pass.offset(), hooks)?; // [pos, d_model]
     pass.bias = relative::position_bias(cfg, params, (pass.offset(), x.dim(0)?), hooks)?; // [head, pos, key_pos]
-    let x = stack::stack(cfg, &params.layers, (0, pass), x, hooks, |_, _, out, hooks| {
-        if let (true, Some(head)) = (hooks.rec.lens(), head) {
-            // The logit lens: this layer's residual stream read out as if it were the last.
-            let normed = unembed::final_norm(cfg, params, out)?; // [pos, d_model]
-            let logits = unembed::capped(cfg, head.logits(&normed)?)?; // [pos, vocab]
-            let top = head::top_k(&logits, hooks.rec.top_k().max(1))?;
-            hooks.rec.push_lens(top);
-            if !hooks.rec.lens_track().is_empty() {
-                // `--lens-track`: the chosen tokens' exact ranks, from the same logits.
-                let ranks = head::ranks(&logits, &hooks.rec.lens_track())?; // [pos][tracked]
-                hooks.rec.push_lens_ranks(ranks);
-            }
-        }
-        Ok(())
-    })?; // [pos, d_model]
+    let x = stack::stack(cfg, &params.layers, (0, pass), x, hooks, |_, _, _, _| Ok(()))?; // [pos, d_model]
     unembed::unembed_with_logits(cfg, params, head, x, hooks, logits)
 }

@@ -17,7 +17,7 @@
 
 use super::norm::norm;
 use super::pass::Pass;
-use super::{attention::attention, attribute, cross, ffn::ffn};
+use super::{attention::attention, cross, ffn::ffn};
 use crate::config::{ModelConfig, Norm};
 use crate::hook::Hooks;
 use crate::params::{Block, LayerNorm, LayerParams};
@@ -47,14 +47,12 @@ pub fn layer(
             let sum1 = hooks.at(&format!("layers.{l}.add_norm1.sum"), cfg, sum1)?;
             let out1 = norm(&sum1, &b.norm1, cfg)?; // [pos, d_model]
             let out1 = hooks.at(&format!("layers.{l}.add_norm1.out"), cfg, out1)?;
-            attribute::through_norm(cfg, &b.norm1, &sum1, (Some(l), "add_norm1.bias"), hooks)?;
             let out1 = cross::sublayer(cfg, p, out1, (l, pass), hooks)?; // [pos, d_model]
             let ffn_out = ffn(cfg, b, &out1, l, hooks)?; // [pos, d_model]
             let sum2 = (&out1 + &ffn_out)?; // [pos, d_model]
             let sum2 = hooks.at(&format!("layers.{l}.add_norm2.sum"), cfg, sum2)?;
             let out2 = norm(&sum2, &b.norm2, cfg)?; // [pos, d_model]: the layer's output
             let out2 = hooks.at(&format!("layers.{l}.add_norm2.out"), cfg, out2)?;
-            attribute::through_norm(cfg, &b.norm2, &sum2, (Some(l), "add_norm2.bias"), hooks)?;
             Ok(out2)
         }
         Norm::Pre if cfg.parts.parallel => parallel(cfg, (p, b), x, (l, pass), hooks),

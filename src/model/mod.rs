@@ -5,7 +5,6 @@
 //! the tensor's shape in a comment. Model code records; it never prints.
 
 pub mod attention;
-pub mod attribute;
 pub mod cancel;
 pub mod cross;
 pub mod embed;

@@ -16,7 +16,7 @@ use candle_core::Tensor;
 
 /// Layers `from..` on `x` (layer `from`'s input, [pos, d_model]); `pass` carries a generation's
 /// cache, if any. Each layer's output passes the unrecorded hook site `layers.L.output`. `after(i, input, output, hooks)` sees every layer's input
-/// and output as they are made (the logit lens, a patching sweep's record).
+/// and output as they are made (a patching sweep's record).
 pub fn stack(
     cfg: &ModelConfig,
     layers: &Layers,
@@ -29,8 +29,10 @@ pub fn stack(
                    // A lazily read checkpoint's next layer is read while this one runs.
     layers.each_from(from, |i, p| {
         super::cancel::check()?;
+        hooks.enter_layer(i, p);
         let out = layer::layer(cfg, p, &x, i, pass, hooks)?; // [pos, d_model]
         let out = hooks.through(&format!("layers.{i}.output"), cfg, out)?; // [pos, d_model]
+        hooks.leave_layer();
         after(i, &x, &out, hooks)?;
         x = out;
         Ok(())

@@ -16,13 +16,13 @@ use anyhow::Result;
 use candle_core::{Device, Tensor};
 
 /// Whether layer `l`'s attention runs in tiles: the model allows it, nothing reads the whole
-/// matrices (`--attribute`'s ledger, a T5 bias, a
-/// hook at one of the layer's square steps, as attribution patching's taps), and
+/// matrices (a T5 bias, a hook at one of the layer's square steps, as attribution patching's
+/// taps and `--attribute`'s at the weights), and
 /// no square step of the layer is recorded, or only a few heads' (never a soft-capped
 /// model's uncapped scores, which `mask::capped_and_masked` keeps to itself).
 pub fn tiles(cfg: &ModelConfig, l: usize, pass: &Pass, hooks: &Hooks) -> bool {
     let hooked = SQUARE_STEPS.into_iter().any(|s| hooks.hooked(&format!("layers.{l}.{s}")));
-    let whole_matrices = pass.bias.is_some() || hooks.rec.attribution().is_some() || hooked;
+    let whole_matrices = pass.bias.is_some() || hooked;
     let recorded = wanted(hooks, l);
     let few_heads = hooks.rec.kept_heads().is_some_and(|hs| hs.len() < cfg.heads);
     cfg.tiles_attention() && !whole_matrices && (recorded.is_empty() || few_heads && !recorded.contains(&UNCAPPED))

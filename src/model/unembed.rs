@@ -1,6 +1,7 @@
 //! The end of the forward pass: the final norm, the last hidden state (`output`), and the
 //! logits of whichever head the model has, with the predictions they give. The logit lens
-//! and a patching sweep's metric read hidden states through the same two functions.
+//! (`analysis/lens.rs`) and a patching sweep's metric read hidden states through the same two
+//! functions.
 
 use super::kernels::linear::linear;
 use super::{ffn, head::Unembed, norm};
@@ -80,8 +81,7 @@ pub fn unembed_with_logits(
     hooks: &mut Hooks,
     logits: bool,
 ) -> Result<(Tensor, Option<Tensor>)> {
-    let resid = x; // [pos, d_model]: the last layer's output
-    let x = final_norm(cfg, params, &resid)?; // [pos, d_model]
+    let x = final_norm(cfg, params, &x)?; // [pos, d_model]
     let x = match params.final_norm.is_some() {
         true => hooks.at("final_norm.out", cfg, x)?, // [pos, d_model]
         false => x,
@@ -97,6 +97,7 @@ pub fn unembed_with_logits(
     let raw = if wanted { uncapped_logits(cfg, params, head, &x)? } else { None }; // [pos, vocab]
     let mut returned = None;
     if let Some(raw) = &raw {
+        hooks.observe("logits_uncapped", cfg, raw)?; // what --attribute's sum check reads
         let logits = match cfg.parts.final_softcap {
             Some(_) => {
                 hooks.rec.tensor("logits_uncapped", cfg, raw)?; // [pos, vocab]
@@ -109,7 +110,6 @@ pub fn unembed_with_logits(
         hooks.rec.set_predictions(super::head::top_k(&logits, k)?);
         returned = Some(logits);
     }
-    super::attribute::readout::close(cfg, params, head, (&resid, &x, raw.as_ref()), hooks)?;
     Ok((x, returned))
 }
 
@@ -117,12 +117,12 @@ pub fn unembed_with_logits(
 type Top = Vec<Vec<(u32, f32)>>;
 
 /// Whether a language model's logits are computed for its predictions alone: not recorded,
-/// not returned, not read by `--attribute`.
+/// not returned, not read by a hook (`--attribute`'s sum check).
 fn predictions_only(params: &Params, hooks: &Hooks) -> bool {
     params.mlm.is_none()
         && !hooks.rec.wants("logits")
         && !hooks.rec.wants("logits_uncapped")
-        && hooks.rec.attribution().is_none()
+        && !hooks.hooked("logits_uncapped")
 }
 
 /// The `k` most probable next tokens at each position (None without a head) of the final-normed `x` [pos,
@@ -153,10 +153,11 @@ pub fn logits_wanted(params: &Params, rec: &Recorder) -> bool {
 }
 
 /// How many times [`super::forward`] with `rec` applies the head: once for the final logits
-/// when they are computed, and once per layer for the logit lens (`config::Flops::with_heads`).
-pub fn head_runs(cfg: &ModelConfig, params: &Params, rec: &Recorder) -> usize {
+/// when they are computed, and once per layer with the logit lens (`lens`, an analysis's hook
+/// after each layer) (`config::Flops::with_heads`).
+pub fn head_runs(cfg: &ModelConfig, params: &Params, rec: &Recorder, lens: bool) -> usize {
     let lm_head = Unembed::of(cfg, params).is_some();
     let last = usize::from(logits_wanted(params, rec) && (lm_head || params.mlm.is_some()));
-    let lens = if rec.lens() && lm_head { cfg.layers } else { 0 };
+    let lens = if lens && lm_head { cfg.layers } else { 0 };
     last + lens
 }

@@ -1,7 +1,7 @@
 //! `--attribute`'s table and JSON. The table gives the sum check (the terms' total next to
 //! the model's own logit or logit difference), the largest terms and the largest (layer, head,
 //! source token) contributions; JSON's `attribution` object has every term and every source.
-//! The numbers come from the model (`model/attribute/`), their order from
+//! The numbers come from the model (`analysis/attribute/`), their order from
 //! `views::attribution`; this file lays them out.
 
 use super::numbers::{f64_json, fixed};

@@ -4,6 +4,7 @@
 
 use super::staged::Run;
 use super::{explain, finish, generate};
+use crate::analysis::Read;
 use crate::output::{self, Clock};
 use crate::params::Params;
 use crate::sources::naming;
@@ -15,9 +16,15 @@ use anyhow::Result;
 impl Run<'_> {
     /// The trace `rec` recorded, with the generation's record, `--attribute`'s pass where the
     /// run's own could not attribute, and the predictions named by the model's tokenizer.
-    pub fn traced(&self, params: &Params, rec: Recorder, generation: Option<Generation>) -> Result<Trace> {
+    pub fn traced(
+        &self,
+        params: &Params,
+        rec: Recorder,
+        (generation, read): (Option<Generation>, Read),
+    ) -> Result<Trace> {
         let (mut trace, _) = rec.finish();
         trace.generation = generation;
+        read.fill(&mut trace);
         explain::explain(self.settings, (&self.loaded, params), &mut trace)?;
         naming::name_predictions(&mut trace, &self.loaded, naming::own_vocab(self.settings));
         Ok(trace)

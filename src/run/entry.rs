@@ -29,9 +29,9 @@ pub fn trace(settings: &Settings) -> Result<Traced> {
     let mut run = Run::open(settings, false)?;
     let params = run.params(Making::Fresh)?;
     run.weights(&params)?.commit()?;
-    let mut rec = run.recorder(run.plan.show.clone()).with_attribution(run.plan.attribution.clone());
-    let (output, generation) = run.record(&params, &mut rec)?;
-    let trace = run.traced(&params, rec, generation)?;
+    let mut rec = run.recorder(run.plan.show.clone());
+    let (output, generation, read) = run.record(&params, &mut rec)?;
+    let trace = run.traced(&params, rec, (generation, read))?;
     Ok(Traced { trace, output, loaded: run.loaded, plan: run.plan })
 }
 
@@ -80,14 +80,14 @@ pub(crate) fn computed(
     notes_now(&run.loaded.notes);
     let files = run.weights(&params)?;
     clock.lap("parameters");
-    let mut rec = run.recorder(run.plan.record.clone()).with_attribution(run.plan.attribution.clone());
+    let mut rec = run.recorder(run.plan.record.clone());
     let lm = run.loaded.cfg.parts.lm_head.is_some();
     let reducing = views::Reducing::attach(&run.plan, &mut rec, &run.loaded.tokens, lm);
-    let (last, generation) = run.record(&params, &mut rec)?;
+    let (last, generation, read) = run.record(&params, &mut rec)?;
     let last = check::last(settings, &run.loaded, &params, last)?;
     let (what, flops) = run.flops(&params, &rec, generation.as_ref());
     clock.lap_computing(what, flops);
-    let trace = run.traced(&params, rec, generation)?;
+    let trace = run.traced(&params, rec, (generation, read))?;
     let done = run.derive(&params, trace, (maps, reducing), notes_now, clock, files)?;
     Ok((done, run.loaded, last))
 }

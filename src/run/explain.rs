@@ -68,16 +68,15 @@ pub(crate) fn explain(settings: &Settings, (loaded, params): (&Loaded, &Params),
     };
     let request = Request { position, answer, foil: foil.filter(|&f| f != answer) };
     let nothing = Selection { steps: Some(Default::default()), ..Default::default() };
-    let mut rec = Recorder::new(tokens, loaded.cfg.clone(), nothing).with_attribution(Some(request));
+    let n = tokens.len();
+    let mut rec = Recorder::new(tokens, loaded.cfg.clone(), nothing);
     rec.set_input(None, Some(ids), None);
-    super::pass::forward(
-        &loaded.cfg,
-        params,
-        &input,
-        (&mut rec, &super::pass::hooks(loaded, &Interventions::of(&loaded.cfg))),
-    )
-    .context("attributing")?;
-    trace.attribution = rec.finish().0.attribution;
+    let reading = crate::analysis::Reading::new(&loaded.cfg, params, n, (Some(request), None))?;
+    let iv = Interventions::of(&loaded.cfg);
+    let mut hooks = super::pass::hooks(loaded, &iv);
+    reading.register(&loaded.cfg, &mut hooks);
+    super::pass::forward(&loaded.cfg, params, &input, (&mut rec, &hooks)).context("attributing")?;
+    trace.attribution = reading.finish(&loaded.cfg, &mut rec)?.attribution;
     Ok(())
 }
 

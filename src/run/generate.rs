@@ -22,7 +22,7 @@ use anyhow::{Context, Result};
 pub(crate) fn run(
     settings: &Settings,
     (loaded, params, plan): (&Loaded, &Params, &Plan),
-    rec: &mut Recorder,
+    (rec, hooks): (&mut Recorder, &crate::hook::Registry),
     asked: &settings::generate::Generation,
 ) -> Result<(candle_core::Tensor, Generation)> {
     check_model(loaded, params)?;
@@ -65,14 +65,8 @@ pub(crate) fn run(
         r.set_texts(text.map(|t| vec![t]));
         r
     };
-    let done = pass::generation(
-        cfg,
-        params,
-        (&loaded.input, &how),
-        (rec, &mut step_rec, &pass::hooks(loaded, &Interventions::of(cfg))),
-        &watch,
-    )
-    .context("generating")?;
+    let done = pass::generation(cfg, params, (&loaded.input, &how), (rec, &mut step_rec, hooks), &watch)
+        .context("generating")?;
     let n = prompt_len(loaded);
     let record = assemble(&done, (n, &how), &name);
     let baseline = baseline.map(|b| compare(&b, &done, &name));

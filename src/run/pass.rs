@@ -19,10 +19,7 @@ use candle_core::Tensor;
 /// A recorder for `loaded`'s run that keeps what `selection` wants and asks a language model
 /// for its `top_k` next-token predictions.
 pub(crate) fn recorder(loaded: &Loaded, selection: Selection, settings: &Settings) -> Recorder {
-    let mut rec = Recorder::new(loaded.tokens.clone(), loaded.cfg.clone(), selection)
-        .with_top_k(settings.output.top_k)
-        .with_lens(settings.analysis.lens)
-        .with_lens_track(sources::tracked::lens_track(settings, loaded).unwrap_or_default());
+    let mut rec = Recorder::new(loaded.tokens.clone(), loaded.cfg.clone(), selection).with_top_k(settings.output.top_k);
     let (ids, type_ids) = match &loaded.input {
         Input::Ids { ids, type_ids } => (Some(ids.clone()), type_ids.clone()),
         Input::Matrix(_) => (None, None),
@@ -54,10 +51,22 @@ pub(super) fn forward(
 
 /// The floating-point operations of the forward pass `rec` is about to record, for
 /// `--timings`: every position against every key (`config::flops`), the head as many times as
-/// the pass applies it.
-pub(super) fn forward_flops(loaded: &Loaded, params: &Params, rec: &Recorder) -> u64 {
+/// the pass applies it (once more per layer with `lens`).
+pub(super) fn forward_flops(loaded: &Loaded, params: &Params, rec: &Recorder, lens: bool) -> u64 {
     let (cfg, n) = (&loaded.cfg, loaded.tokens.len());
-    crate::config::forward_flops(cfg, n, n).with_heads(model::unembed::head_runs(cfg, params, rec))
+    crate::config::forward_flops(cfg, n, n).with_heads(model::unembed::head_runs(cfg, params, rec, lens))
+}
+
+/// The analyses that read the run's pass (`--attribute`, `--lens`), as the settings ask.
+pub(super) fn reading<'p>(
+    settings: &Settings,
+    (loaded, params, attribution): (&Loaded, &'p Params, Option<crate::trace::attribution::Request>),
+) -> Result<crate::analysis::Reading<'p>> {
+    let lens = settings.analysis.lens.then(|| crate::analysis::LensAsk {
+        k: settings.output.top_k,
+        track: sources::tracked::lens_track(settings, loaded).unwrap_or_default(),
+    });
+    crate::analysis::Reading::new(&loaded.cfg, params, loaded.tokens.len(), (attribution, lens))
 }
 
 /// A generation (`model::generate`): the prompt's pass into `rec`, each decode step into the

@@ -1,10 +1,7 @@
 //! Direct logit attribution's data (`--attribute ANSWER [FOIL]`): what is asked
-//! ([`Request`]), the run state the model fills as its layers go ([`Ledger`]), and the result
-//! the trace carries ([`Attribution`]): every term's share of the logit (difference) at one
-//! position, each head's share split by source position, and the sum check. The arithmetic is
-//! `model/attribute.rs`; docs/INTERVENTIONS.md defines every term.
-
-use candle_core::Tensor;
+//! ([`Request`]) and the result the trace carries ([`Attribution`]): every term's share of the
+//! logit (difference) at one position, each head's share split by source position, and the sum
+//! check. The arithmetic is `analysis/attribute/`; docs/INTERVENTIONS.md defines every term.
 
 /// What `--attribute` asks, checked against the model and its tokens (`settings::plan`).
 #[derive(Debug, Clone, PartialEq)]
@@ -95,42 +92,6 @@ pub const HEAD: &str = "attn.head";
 
 /// The relative error the sum check accepts.
 pub const SUM_TOLERANCE: f64 = 1e-5;
-
-/// The model's run state while it attributes: the request, the terms so far, and how they
-/// are held. When the direction the final residual stream is read along is known before the
-/// run (a pre-norm stack read by a linear head), each term is projected on it as it is made
-/// and only numbers are kept (`direction`); otherwise (a post-norm stack, whose later norms
-/// rescale every earlier term, or BERT's masked-LM head) each term's vector at the position is
-/// kept (`kept`) and carried through each later norm, frozen at the run's own scale.
-#[derive(Debug, Clone)]
-pub struct Ledger {
-    pub request: Request,
-    /// [d_model] f64: the direction terms are projected on (before the final norm's scale).
-    pub direction: Option<Tensor>,
-    pub terms: Vec<Term>,
-    /// Keep mode: the terms' vectors, [count, d_model] f64 per push, in `terms`' order.
-    pub kept: Vec<Tensor>,
-    /// Project mode: each layer's sources, [head × key] values appended layer by layer.
-    pub sources: Vec<f64>,
-    /// Keep mode: each layer's sources' vectors, [head·key, d_model] f64.
-    pub kept_sources: Vec<Tensor>,
-    /// The run's (layers, heads, keys).
-    pub shape: (usize, usize, usize),
-}
-
-impl Ledger {
-    pub fn new(request: Request, direction: Option<Tensor>, shape: (usize, usize, usize)) -> Ledger {
-        Ledger {
-            request,
-            direction,
-            terms: Vec::new(),
-            kept: Vec::new(),
-            sources: Vec::new(),
-            kept_sources: Vec::new(),
-            shape,
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {

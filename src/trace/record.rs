@@ -8,8 +8,6 @@ use crate::config::ModelConfig;
 use anyhow::Result;
 use candle_core::Tensor;
 
-mod lens;
-
 /// A consumer of steps as they are recorded: `--format jsonl` writes each one out while the
 /// model goes on computing. An error stops the stream (e.g. `| head -3` closed the pipe).
 /// The step is handed over by value: the sink usually sends it to another thread.
@@ -31,12 +29,6 @@ pub struct Recorder {
     sink: Sink,
     /// How many next-token predictions a language model reports per position.
     top_k: usize,
-    /// Whether the logit lens reads out every layer.
-    lens: bool,
-    /// `--attribute`: what is asked, until the model opens its ledger.
-    attribute: Option<super::attribution::Request>,
-    /// `--attribute`: the terms so far (model/attribute.rs fills it).
-    ledger: Option<super::attribution::Ledger>,
     /// The stack whose steps are being recorded: its prefix goes before every id
     /// (`encoder.`, `decoder.`; none in a one-stack model).
     stack: steps::Stack,
@@ -52,9 +44,6 @@ impl Recorder {
             selection,
             sink: Sink::default(),
             top_k: 0,
-            lens: false,
-            attribute: None,
-            ledger: None,
             stack: steps::Stack::Only,
             rows: Vec::new(),
         }
@@ -81,36 +70,6 @@ impl Recorder {
 
     pub fn top_k(&self) -> usize {
         self.top_k
-    }
-
-    /// Asks for direct logit attribution (`--attribute`).
-    pub fn with_attribution(mut self, request: Option<super::attribution::Request>) -> Self {
-        self.attribute = request;
-        self
-    }
-
-    /// The attribution asked for, if any.
-    pub fn attribution(&self) -> Option<&super::attribution::Request> {
-        self.attribute.as_ref()
-    }
-
-    /// The attribution's run state, once the model opened it.
-    pub fn ledger(&mut self) -> Option<&mut super::attribution::Ledger> {
-        self.ledger.as_mut()
-    }
-
-    pub fn open_ledger(&mut self, ledger: super::attribution::Ledger) {
-        self.ledger = Some(ledger);
-    }
-
-    /// Ends the attribution's run state: the model turns it into the trace's `attribution`.
-    pub fn take_ledger(&mut self) -> Option<super::attribution::Ledger> {
-        self.ledger.take()
-    }
-
-    /// The finished attribution.
-    pub fn set_attribution(&mut self, a: super::attribution::Attribution) {
-        self.trace.attribution = Some(a);
     }
 
     /// The model's predictions (ids and probabilities; token strings are added later).

@@ -46,9 +46,6 @@ pub const CLI_READERS: &[&str] = &["settings", "command", "compare", "lib"];
 /// be emptied by the refactor. A pair not listed fails the test, and so does a listed pair
 /// that is no longer a violation, so this list only shrinks and stays true.
 pub const ALLOWLIST: &[(&str, &str)] = &[
-    // Cycles: each pair of files that import each other, directly or round a circle (2).
-    ("src/model/attribute/readout.rs", "src/model/unembed.rs"),
-    ("src/model/unembed.rs", "src/model/attribute/readout.rs"),
     // Arrows back up in src/command/: a child importing its parent's file (1).
     ("src/command/serve.rs", "src/command.rs"),
     // Arrows back up in src/config/: a child importing its parent's file (3).
@@ -60,8 +57,6 @@ pub const ALLOWLIST: &[(&str, &str)] = &[
     ("src/export/npy_read.rs", "src/export/mod.rs"),
     ("src/export/npz.rs", "src/export/mod.rs"),
     ("src/export/safetensors.rs", "src/export/mod.rs"),
-    // Arrows back up in src/model/attribute/: a child importing its parent's file (1).
-    ("src/model/attribute/readout.rs", "src/model/attribute/mod.rs"),
     // Arrows back up in src/params/: a child importing its parent's file (1).
     ("src/params/layers.rs", "src/params/mod.rs"),
     // Arrows back up in src/serve/: a child importing its parent's file (2).
@@ -117,9 +112,6 @@ pub const ALLOWLIST: &[(&str, &str)] = &[
     ("src/trace/record.rs", "src/trace/mod.rs"),
     ("src/trace/selection.rs", "src/trace/mod.rs"),
     ("src/trace/steps.rs", "src/trace/mod.rs"),
-    // Arrows back up in src/trace/record/: a child importing its parent's file (2).
-    ("src/trace/record/lens.rs", "src/trace/mod.rs"),
-    ("src/trace/record/lens.rs", "src/trace/record.rs"),
     // Arrows back up in src/views/: a child importing its parent's file (2).
     ("src/views/explain.rs", "src/views/mod.rs"),
     ("src/views/positions.rs", "src/views/mod.rs"),

@@ -1,6 +1,7 @@
 //! Integration tests, one binary with a module per area (linking candle once, not per file).
 
 mod ablate_step;
+mod analysis_hooks;
 mod architecture;
 mod architecture_docs;
 mod architecture_imports;

@@ -110,7 +110,7 @@ fn ggml_blocks(cfg: &ModelConfig) -> f64 {
 }
 
 /// `--attribute` on a post-norm stack or a masked-LM head keeps each head's sources as vectors
-/// at the position (model/attribute: heads × tokens × d_model f64 a layer), and each later
+/// at the position (analysis/attribute: heads × tokens × d_model f64 a layer), and each later
 /// norm makes a new copy while the old one is alive; a pre-norm one keeps numbers only.
 fn attribution_bytes(cfg: &ModelConfig, n: usize, s: &Settings) -> f64 {
     let keeps = cfg.norm == Norm::Post || cfg.parts.masked_lm;

@@ -1,26 +1,32 @@
 //! The ends of an attribution: [`open`] before the pass (the direction the final residual
-//! stream is read along, when it is known then), and [`close`] at the head: the readout
+//! stream is read along, when it is known then), and [`close`] after it: the readout
 //! (final norm frozen at the run's σ, the unembedding of the answer minus the foil's, or
 //! BERT's masked-LM head with its GELU frozen as a gate), the terms that enter after the
 //! residual stream (the final norm's bias, the head's), the model's own logit next to the
-//! terms' sum, and the two steps `attribution.heads` and `attribution.sources`.
+//! terms' sum, and the two steps `attribution.heads` and `attribution.sources` ([`record`]).
 
-use super::{Frozen, F64};
+use super::ledger::Ledger;
+use super::terms::{Frozen, F64};
 use crate::config::{ModelConfig, Norm};
-use crate::hook::Hooks;
 use crate::model::kernels::linear::linear;
+use crate::model::kernels::product::matmul;
 use crate::model::{ffn, head::Unembed, unembed};
 use crate::params::{Linear, Params};
-use crate::trace::attribution::{Answer, Attribution, Ledger, Request, Term};
-use crate::trace::{steps, Values};
+use crate::trace::attribution::{Answer, Attribution, Request, Term};
+use crate::trace::{steps, Recorder, Values};
 use anyhow::{anyhow, Result};
 use candle_core::{IndexOp, Tensor};
 
-/// Opens the ledger when the run attributes. A pre-norm stack read by a linear head has its
-/// direction now: the final norm's transpose (without its σ, applied at the end) of
+/// Opens the ledger of `req` over `n` positions. A pre-norm stack read by a linear head has
+/// its direction now: the final norm's transpose (without its σ, applied at the end) of
 /// W_U[answer] − W_U[foil]; a post-norm stack or a masked-LM head keeps vectors instead.
-pub fn open(cfg: &ModelConfig, params: &Params, head: Option<&Unembed>, hooks: &mut Hooks) -> Result<()> {
-    let Some(req) = hooks.rec.attribution().cloned() else { return Ok(()) };
+pub(super) fn open(
+    cfg: &ModelConfig,
+    params: &Params,
+    head: Option<&Unembed>,
+    req: Request,
+    n: usize,
+) -> Result<Ledger> {
     let direction = if cfg.norm == Norm::Pre && params.mlm.is_none() {
         let (u, _) = unembedding(head_rows(params, head)?, &req)?;
         Some(match &params.final_norm {
@@ -30,9 +36,7 @@ pub fn open(cfg: &ModelConfig, params: &Params, head: Option<&Unembed>, hooks: &
     } else {
         None
     };
-    let n = hooks.rec.trace().tokens.len();
-    hooks.rec.open_ledger(Ledger::new(req, direction, (cfg.layers, cfg.heads, n)));
-    Ok(())
+    Ok(Ledger::new(req, direction, (cfg.layers, cfg.heads, n)))
 }
 
 /// Where the answer's row of the unembedding comes from.
@@ -141,23 +145,21 @@ fn mlm_readout(cfg: &ModelConfig, params: &Params, req: &Request, x: &Tensor) ->
     if let Some(b) = dec_bias {
         terms.push(bias_term("mlm.decoder.bias", b));
     }
-    let direction = crate::model::kernels::product::matmul(&mlm.dense.weight.to_dtype(F64)?.t()?, &at_h.unsqueeze(1)?)?
-        .squeeze(1)?; // [d_model]
+    let direction = matmul(&mlm.dense.weight.to_dtype(F64)?.t()?, &at_h.unsqueeze(1)?)?.squeeze(1)?; // [d_model]
     Ok(Readout { direction, inv: 1.0, terms })
 }
 
-/// Closes the ledger at the head: `x` is the last layer's output ([pos, d_model], before the
-/// final norm), `normed` after it, `raw` the head's logits before any soft-cap when the pass
-/// computed them. Records `attribution.heads` and `attribution.sources` and sets the trace's
-/// attribution.
-pub fn close(
+/// Closes the ledger `g` after the pass: `x` is the last layer's output ([pos, d_model],
+/// before the final norm), `normed` after it, `raw` the head's logits before any soft-cap when
+/// the pass computed them.
+pub(super) fn close(
     cfg: &ModelConfig,
     params: &Params,
     head: Option<&Unembed>,
     (x, normed, raw): (&Tensor, &Tensor, Option<&Tensor>),
-    hooks: &mut Hooks,
-) -> Result<()> {
-    let Some(g) = hooks.rec.take_ledger() else { return Ok(()) };
+    g: Ledger,
+) -> Result<Attribution> {
+    let shape = g.shape;
     let req = g.request.clone();
     let r = match params.mlm {
         Some(_) => mlm_readout(cfg, params, &req, x)?,
@@ -178,10 +180,9 @@ pub fn close(
     };
     let logit = diff(&raw)?;
     let capped = cfg.parts.final_softcap.map(|_| diff(&unembed::capped(cfg, raw.clone())?)).transpose()?;
-    let shape = (cfg.layers, cfg.heads, hooks.rec.trace().tokens.len());
     let total = terms.iter().map(|t| t.value).sum();
     let answer = |id| Answer { id, token: None, text: None };
-    let a = Attribution {
+    Ok(Attribution {
         position: q,
         answer: answer(req.answer),
         foil: req.foil.map(answer),
@@ -191,10 +192,7 @@ pub fn close(
         total,
         logit,
         capped,
-    };
-    record(cfg, &a, hooks);
-    hooks.rec.set_attribution(a);
-    Ok(())
+    })
 }
 
 /// The ledger's terms and sources as numbers: a projected ledger's times the final norm's
@@ -205,7 +203,7 @@ fn project(g: Ledger, r: &Readout) -> Result<(Vec<Term>, Vec<f64>)> {
         return Ok((terms, g.sources.iter().map(|s| s * r.inv).collect()));
     }
     let along = |v: &Tensor| -> Result<Vec<f64>> {
-        Ok(crate::model::kernels::product::matmul(v, &r.direction.unsqueeze(1)?)?.flatten_all()?.to_vec1::<f64>()?)
+        Ok(matmul(v, &r.direction.unsqueeze(1)?)?.flatten_all()?.to_vec1::<f64>()?)
     };
     let mut values = Vec::with_capacity(g.terms.len());
     for v in &g.kept {
@@ -220,10 +218,10 @@ fn project(g: Ledger, r: &Readout) -> Result<(Vec<Term>, Vec<f64>)> {
 }
 
 /// `attribution.heads` [layer, head] and `attribution.sources` [layer, head, key_pos].
-fn record(cfg: &ModelConfig, a: &Attribution, hooks: &mut Hooks) {
+pub fn record(cfg: &ModelConfig, a: &Attribution, rec: &mut Recorder) {
     let (layers, heads, keys) = a.shape;
     let f32s = |v: &[f64]| Values::F32(v.iter().map(|&x| x as f32).collect());
     let dims = |name| steps::dims(name, cfg);
-    hooks.rec.record("attribution.heads", &dims("attribution.heads"), &[layers, heads], f32s(&a.heads()));
-    hooks.rec.record("attribution.sources", &dims("attribution.sources"), &[layers, heads, keys], f32s(&a.sources));
+    rec.record("attribution.heads", &dims("attribution.heads"), &[layers, heads], f32s(&a.heads()));
+    rec.record("attribution.sources", &dims("attribution.sources"), &[layers, heads, keys], f32s(&a.sources));
 }
