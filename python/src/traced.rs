@@ -83,7 +83,7 @@ impl Trace {
     /// steps' values, which `generation_step_values` hands over as arrays), or None.
     fn generation_json(&self) -> Option<String> {
         let d = &self.done;
-        attn_trace::render::generation::to_json_with(&d.trace, d.views.generation.as_deref(), false)
+        attn_trace::render::generate::to_json_with(&d.trace, d.views.generation.as_deref(), false)
     }
 
     /// Each decode step as (step, position, [(id, value)]), values as `step_values` gives them.

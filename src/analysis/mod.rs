@@ -19,7 +19,7 @@ pub mod steer;
 use crate::config::ModelConfig;
 use crate::hook::Registry;
 use crate::params::Params;
-use crate::trace::attribution::{Attribution, Request};
+use crate::trace::attribute::{Attribution, Request};
 use crate::trace::{Recorder, Trace};
 use anyhow::Result;
 

@@ -28,9 +28,9 @@ pub fn resolve(name: &str) -> Option<Resolved> {
     if name == GENERATED_IDS {
         return Some(Resolved { id: name.to_string(), tl: false });
     }
-    if let Some((t, rest)) = crate::trace::generation::split_gen(name) {
+    if let Some((t, rest)) = crate::trace::generate::split_gen(name) {
         let r = resolve_one(rest)?;
-        return Some(Resolved { id: format!("{}{}", crate::trace::generation::prefix(t), r.id), ..r });
+        return Some(Resolved { id: format!("{}{}", crate::trace::generate::prefix(t), r.id), ..r });
     }
     resolve_one(name)
 }
@@ -97,7 +97,7 @@ pub fn rank(id: &str) -> (usize, u8, usize, usize) {
     if id == GENERATED_IDS {
         return (1, 0, 0, 0);
     }
-    match crate::trace::generation::split_gen(id) {
+    match crate::trace::generate::split_gen(id) {
         Some((t, rest)) => {
             let (a, b, c) = rank_one(rest);
             (t + 1, a, b, c)
@@ -134,7 +134,7 @@ fn rank_stackless(id: &str) -> (u8, usize, usize) {
 /// The dimension names of a step, as the JSON document gives them (the step catalogue),
 /// for files that carry only numbers.
 pub fn dims(id: &str) -> Vec<String> {
-    let id = crate::trace::generation::split_gen(id).map_or(id, |x| x.1);
+    let id = crate::trace::generate::split_gen(id).map_or(id, |x| x.1);
     raw_dims(split_id(id).1).iter().map(|s| s.to_string()).collect()
 }
 

@@ -68,7 +68,7 @@ pub fn write_stats(stats: &[HeadStats], precision: usize, width: usize, w: &mut 
 /// The heads with the highest induction (else previous-token) score, ranked.
 fn write_stats_ranked(stats: &[HeadStats], p: usize, width: usize, w: &mut dyn Write) -> io::Result<()> {
     let Some(r) = crate::views::analysis::ranked(stats) else { return Ok(()) };
-    let shown = r.heads.len().min(super::attribution::TOP);
+    let shown = r.heads.len().min(super::attribute::TOP);
     writeln!(
         w,
         "
@@ -164,7 +164,7 @@ pub fn write_patching(
 ) -> io::Result<()> {
     let Some((sweep, _)) = &views.patching else { return Ok(()) };
     let corrupted = views.corrupted_labels.as_slice();
-    let rows = crate::views::patching::lines(sweep);
+    let rows = crate::views::patch::lines(sweep);
     let count = sweep.rows.len().checked_div(rows.len()).unwrap_or(0);
     let cols: Vec<String> = match sweep.what {
         What::Heads => (0..count).map(|h| format!("head {h}")).collect(),
@@ -183,14 +183,14 @@ pub fn write_patching(
     // The corrupted sentence's token labels.
     let corrupted: Vec<String> = corrupted.iter().map(|t| cut(t, 12)).collect();
     let metric = metric_text(trace, &sweep.metric, views.metric_labels.as_ref());
-    let path = crate::views::patching::path_title(sweep.receivers.as_deref().unwrap_or(""));
+    let path = crate::views::patch::path_title(sweep.receivers.as_deref().unwrap_or(""));
     let (name, runs) = match sweep.method {
         Method::Exact => (
             "activation patching",
             format!("layer runs {} of {} without reuse", sweep.layer_runs, sweep.layer_runs_without_reuse),
         ),
         Method::Attribution => (
-            crate::views::patching::ATTRIBUTION_TITLE,
+            crate::views::patch::ATTRIBUTION_TITLE,
             format!(
                 "each effect estimated as (clean − corrupted activation) · ∂metric/∂activation at the corrupted run, \
                  from {} layer runs and one backward pass in place of {} layer runs",
@@ -220,7 +220,7 @@ pub fn write_patching(
     for (start, end) in blocks(count, col_w + 3, table::label_cost(&rows, ""), width) {
         let mut t = vec![match sweep.method {
             Method::Exact => "patching effect".to_string(),
-            Method::Attribution => crate::views::patching::ATTRIBUTION_TITLE.to_string(),
+            Method::Attribution => crate::views::patch::ATTRIBUTION_TITLE.to_string(),
             Method::Path => path.clone(),
         }];
         if start > 0 || end < count {
@@ -249,14 +249,14 @@ fn metric_text(trace: &Trace, metric: &Metric, labels: Option<&(String, String)>
 /// The cells of the sweep that matter most, ranked (JSON's `rows` has every cell).
 fn write_patch_ranked(
     trace: &Trace,
-    (what, ranked): (What, &[crate::views::patching::Cell]),
+    (what, ranked): (What, &[crate::views::patch::Cell]),
     (p, width): (usize, usize),
     w: &mut dyn Write,
 ) -> io::Result<()> {
     if ranked.is_empty() {
         return Ok(());
     }
-    let shown = ranked.len().min(super::attribution::TOP);
+    let shown = ranked.len().min(super::attribute::TOP);
     let unit = match what {
         What::Heads => "heads",
         _ if what.per_head() => "heads at positions",

@@ -90,13 +90,13 @@ pub fn write(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Write) -> i
         write_grid(p, views.patch_text(), out, w)?;
     }
     for m in &views.generation_maps {
-        let title = crate::views::generation::title(m.layer);
+        let title = crate::views::generate::title(m.layer);
         let text = GridText { title: &title, scale: "0 to the largest weight", value: "weight", group: "generation" };
         write_grid(&m.grid, text, out, w)?;
     }
     if let (Some(g), Some(a), Some(r)) = (&views.attribution_grid, &trace.attribution, &views.attribution) {
-        write_grid(g, crate::views::attribution::TEXT, out, w)?;
-        super::attribution::write(a, r, out.precision, out.width, w)?;
+        write_grid(g, crate::views::attribute::TEXT, out, w)?;
+        super::attribute::write(a, r, out.precision, out.width, w)?;
     }
     if let Some(f) = &views.focus {
         focus::write(f, out, w)?;

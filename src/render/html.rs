@@ -2,7 +2,7 @@
 //! fetches; it works from disk). A language model's predictions come first
 //! (html_predictions.rs: the terminal's next-token table, and a generation's tokens with their
 //! runner-ups). With `--generate`, then the generation view
-//! (html_generation.rs: the text as tokens, each generated one showing what its step attended
+//! (html_generate.rs: the text as tokens, each generated one showing what its step attended
 //! to). Then every layer × head as a small map (one pixel per
 //! weight; a click opens it in the large view); then the attention maps: a layer menu and a
 //! head menu ("all heads" shows every head of the layer side by side), each weight a cell
@@ -20,7 +20,7 @@
 //!
 //! The maps travel as JSON in a `<script type="application/json">` block per section (f32s as
 //! shortest round-trip decimals, `<` escaped) and html.js draws every block it finds (and
-//! html_generation.js every generation block);
+//! html_generate.js every generation block);
 //! everything else is static HTML. Nothing depends on the clock or the machine: the same
 //! trace gives the same bytes.
 
@@ -30,14 +30,14 @@ use super::text::{cut, esc};
 use crate::settings::Output;
 use crate::trace::{Step, Trace, Values};
 use crate::views::maps::Maps;
-use crate::views::patching::PatchGrid;
+use crate::views::patch::PatchGrid;
 use crate::views::Views;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
 const CSS: &str = include_str!("html.css");
 const JS: &str = include_str!("html.js");
-const GEN_JS: &str = include_str!("html_generation.js");
+const GEN_JS: &str = include_str!("html_generate.js");
 
 /// The page of one trace: `maps` drawn, and `views`' focus walkthrough, patching grid and
 /// generation rows when present.
@@ -147,7 +147,7 @@ fn section_of(
         s.push_str(&super::html_predictions::section(trace, sfx));
     }
     if let Some(rows) = &views.generation_rows {
-        s.push_str(&super::html_generation::section(trace, rows, out.precision, sfx));
+        s.push_str(&super::html_generate::section(trace, rows, out.precision, sfx));
     }
     let _ = writeln!(s, "<section id=\"overview{sfx}\">\n<h2>Every head</h2>");
     s.push_str(
@@ -209,7 +209,7 @@ fn section_of(
 /// `--patch`: the sweep's effects as a static table, each cell on its colour.
 fn patch_section(s: &mut String, (p, title): (&PatchGrid, &str), precision: usize, sfx: &str) {
     let path = title.starts_with("path patching");
-    let h2 = if title == crate::views::patching::ATTRIBUTION_TITLE {
+    let h2 = if title == crate::views::patch::ATTRIBUTION_TITLE {
         "Attribution patching (gradient approximation)".to_string()
     } else if path {
         title.replacen('p', "P", 1) // digits, dots, colons, commas: nothing to escape
@@ -231,16 +231,16 @@ fn patch_section(s: &mut String, (p, title): (&PatchGrid, &str), precision: usiz
 /// `--attribute`: the heads' terms as a grid on the diverging scale, then the sum check and the
 /// ranked terms and sources as the terminal shows them.
 fn attribution_section(s: &mut String, trace: &Trace, out: &Output, sfx: &str) -> io::Result<()> {
-    let (Some(a), Some(r)) = (&trace.attribution, crate::views::attribution::ranked(trace)) else { return Ok(()) };
+    let (Some(a), Some(r)) = (&trace.attribution, crate::views::attribute::ranked(trace)) else { return Ok(()) };
     let _ = writeln!(s, "<section id=\"attribution{sfx}\">\n<h2>Direct logit attribution</h2>");
     let _ = writeln!(
         s,
         "<p class=\"rule\">Each head's share of {}, layers × heads: red toward the answer, blue against, white 0.</p>",
-        esc(&crate::views::attribution::metric(&r))
+        esc(&crate::views::attribute::metric(&r))
     );
-    grid_table(s, &crate::views::attribution::grid(a), out.precision);
+    grid_table(s, &crate::views::attribute::grid(a), out.precision);
     let mut text = Vec::new();
-    super::attribution::write(a, &r, out.precision, out.width.max(100), &mut text)?;
+    super::attribute::write(a, &r, out.precision, out.width.max(100), &mut text)?;
     s.push_str("<pre>");
     s.push_str(&String::from_utf8_lossy(&text).trim_start().lines().map(esc).collect::<Vec<_>>().join("\n"));
     s.push_str("</pre>\n</section>\n");

@@ -3,14 +3,14 @@
 
 // One file per format…
 pub mod analysis;
-pub mod attribution;
+pub mod attribute;
 pub mod batch;
 pub mod focus;
-pub mod generation;
+pub mod generate;
 pub mod header;
 pub mod heatmap;
 pub mod html;
-pub mod html_generation;
+pub mod html_generate;
 pub mod html_predictions;
 pub mod json;
 pub mod jsonl;
@@ -106,11 +106,11 @@ fn write_json(
     if let Some(p) = &views.patching {
         extra.push(("patching", analysis::patching_json(p)));
     }
-    if let Some(g) = generation::to_json(trace, views.generation.as_deref()) {
+    if let Some(g) = generate::to_json(trace, views.generation.as_deref()) {
         extra.push(("generation", g));
     }
     if let Some(a) = &trace.attribution {
-        extra.push(("attribution", attribution::to_json(a)));
+        extra.push(("attribution", attribute::to_json(a)));
     }
     if let Some(s) = views.stacks.as_ref().filter(|s| !s.alignment.is_empty()) {
         extra.push(("alignment", summary::alignment_json(&s.alignment)));
@@ -125,7 +125,7 @@ fn write_json(
 /// attribution, the parameters and the focus walkthrough.
 fn write_after_tables(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Write) -> std::io::Result<()> {
     predictions::write(trace, out.width, w)?;
-    generation::write(trace, views.generation.as_deref(), out.width, w)?;
+    generate::write(trace, views.generation.as_deref(), out.width, w)?;
     lens::write(trace, out.width, w)?;
     if let Some(s) = &views.stats {
         analysis::write_stats(s, out.precision, out.width, w)?;
@@ -135,7 +135,7 @@ fn write_after_tables(trace: &Trace, views: &Views, out: &Output, w: &mut dyn Wr
     }
     analysis::write_patching(trace, views, out.precision, out.width, w)?;
     if let (Some(a), Some(r)) = (&trace.attribution, &views.attribution) {
-        attribution::write(a, r, out.precision, out.width, w)?;
+        attribute::write(a, r, out.precision, out.width, w)?;
     }
     if let Some(p) = &views.params {
         table::write_params(p, out.precision, out.width, w)?;

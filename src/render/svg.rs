@@ -17,7 +17,7 @@ use crate::settings::Output;
 use crate::trace::Trace;
 use crate::views::grid::GridText;
 use crate::views::maps::{Map, Maps};
-use crate::views::patching::PatchGrid;
+use crate::views::patch::PatchGrid;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -330,11 +330,11 @@ pub fn write_grids(
 /// every earlier position (across), averaged over heads, one panel per layer.
 pub fn write_generation(
     trace: &Trace,
-    maps: &[crate::views::generation::GenerationMap],
+    maps: &[crate::views::generate::GenerationMap],
     precision: usize,
     w: &mut dyn Write,
 ) -> io::Result<()> {
-    let titles: Vec<String> = maps.iter().map(|m| crate::views::generation::title(m.layer)).collect();
+    let titles: Vec<String> = maps.iter().map(|m| crate::views::generate::title(m.layer)).collect();
     let text = GridText { title: "", scale: "0 to the largest weight", value: "weight", group: "generation" };
     let grids: Vec<(&PatchGrid, GridText)> =
         maps.iter().zip(&titles).map(|(m, t)| (&m.grid, text.with_title(t))).collect();

@@ -8,7 +8,7 @@ use crate::analysis::Read;
 use crate::output::{self, Clock};
 use crate::params::Params;
 use crate::sources::naming;
-use crate::trace::generation::Generation;
+use crate::trace::generate::Generation;
 use crate::trace::{Recorder, Trace};
 use crate::views;
 use anyhow::Result;
@@ -56,7 +56,7 @@ impl Run<'_> {
         }
         let mut notes = loaded.notes.clone();
         let generated = trace.generation.as_ref().map(|g| generate::notes(loaded, settings.generate.as_ref(), g));
-        for said in generated.into_iter().chain(trace.attribution.as_ref().map(views::attribution::notes)) {
+        for said in generated.into_iter().chain(trace.attribution.as_ref().map(views::attribute::notes)) {
             notes_now(&said);
             notes.extend(said);
         }

@@ -9,10 +9,10 @@
 use crate::analysis::interventions::Interventions;
 use crate::error::usage;
 use crate::params::{Input, Params};
-use crate::settings::attribution::{Asked, At};
+use crate::settings::attribute::{Asked, At};
 use crate::settings::Settings;
 use crate::sources::Loaded;
-use crate::trace::attribution::Request;
+use crate::trace::attribute::Request;
 use crate::trace::{Recorder, Selection, Trace};
 use anyhow::{Context, Result};
 
@@ -25,12 +25,12 @@ pub(crate) fn asked(settings: &Settings, loaded: &Loaded) -> Result<Option<Asked
         Ok((e.get_ids().to_vec(), e.get_tokens().to_vec()))
     };
     // Without an answer nothing is read (the split is not looked at).
-    let texts = loaded.tokenizer.as_ref().map(|tok| crate::settings::attribution::AnswerTexts {
+    let texts = loaded.tokenizer.as_ref().map(|tok| crate::settings::attribute::AnswerTexts {
         answer: split(tok, answer.as_deref().unwrap_or_default()),
         foil: foil.as_deref().map(|f| split(tok, f)),
     });
     let texts_of = loaded.texts();
-    crate::settings::attribution::request(settings, &loaded.cfg, (&loaded.tokens, texts_of.as_deref()), texts)
+    crate::settings::attribute::request(settings, &loaded.cfg, (&loaded.tokens, texts_of.as_deref()), texts)
 }
 
 /// The request the model attributes in the run's own pass, when it is known before the run.

@@ -13,7 +13,7 @@ use crate::params::{Input, Params};
 use crate::settings::{self, plan::Plan, Settings};
 use crate::sources::namer::Namer;
 use crate::sources::Loaded;
-use crate::trace::generation::{prefix, Baseline, DecodeStep, GenToken, Generation};
+use crate::trace::generate::{prefix, Baseline, DecodeStep, GenToken, Generation};
 use crate::trace::{Recorder, Selection};
 use anyhow::{Context, Result};
 

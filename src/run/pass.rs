@@ -60,7 +60,7 @@ pub(super) fn forward_flops(loaded: &Loaded, params: &Params, rec: &Recorder, le
 /// The analyses that read the run's pass (`--attribute`, `--lens`), as the settings ask.
 pub(super) fn reading<'p>(
     settings: &Settings,
-    (loaded, params, attribution): (&Loaded, &'p Params, Option<crate::trace::attribution::Request>),
+    (loaded, params, attribution): (&Loaded, &'p Params, Option<crate::trace::attribute::Request>),
 ) -> Result<crate::analysis::Reading<'p>> {
     let lens = settings.analysis.lens.then(|| crate::analysis::LensAsk {
         k: settings.output.top_k,

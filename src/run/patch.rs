@@ -24,7 +24,7 @@ impl Run<'_> {
     ) -> Result<Vec<String>> {
         let (settings, loaded) = (self.settings, &self.loaded);
         let (sweep, corrupted) = sweep(settings, loaded, params, corrupted)?;
-        let note: Vec<String> = views::patching::note(&sweep).into_iter().collect();
+        let note: Vec<String> = views::patch::note(&sweep).into_iter().collect();
         notes_now(&note);
         let labels = sources::tracked::labels(loaded.tokenizer.as_ref(), &corrupted);
         if let Metric::LogitDiff { a, b, .. } = sweep.metric {

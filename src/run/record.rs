@@ -6,7 +6,7 @@ use super::{generate, pass};
 use crate::analysis::interventions::Interventions;
 use crate::analysis::Read;
 use crate::params::Params;
-use crate::trace::generation::Generation;
+use crate::trace::generate::Generation;
 use crate::trace::{Recorder, Selection};
 use anyhow::{Context, Result};
 use candle_core::Tensor;

@@ -8,7 +8,7 @@
 
 pub mod analysis;
 mod answer;
-pub mod attribution;
+pub mod attribute;
 pub mod chat;
 mod format;
 pub mod generate;

@@ -36,8 +36,8 @@ pub struct Plan {
     /// Recorded steps are handed on as they are made (`reduce_summary`, or `--format jsonl`
     /// without `--save-trace`): the memory estimate counts only the largest.
     pub streamed: bool,
-    /// `--attribute`: what the model attributes (`settings::attribution::request`).
-    pub attribution: Option<crate::trace::attribution::Request>,
+    /// `--attribute`: what the model attributes (`settings::attribute::request`).
+    pub attribution: Option<crate::trace::attribute::Request>,
     /// The bytes the run was estimated to need at its peak, as checked against `--max-memory`
     /// (`limits::check_run`; 0 until checked): `--timings` prints it beside the measured peak.
     pub estimate: f64,

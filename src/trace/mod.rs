@@ -8,8 +8,8 @@
 //! with the layer and the in-layer name also kept apart so nobody parses strings.
 
 pub mod aliases;
-pub mod attribution;
-pub mod generation;
+pub mod attribute;
+pub mod generate;
 mod ids;
 pub mod label;
 pub mod record;
@@ -117,9 +117,9 @@ pub struct Trace {
     /// `tokens`; None when every map's queries and keys are `tokens` (every model read today).
     pub keys: Option<KeyTokens>,
     /// `--generate`: the tokens generated after the prompt and each decode step's steps.
-    pub generation: Option<generation::Generation>,
+    pub generation: Option<generate::Generation>,
     /// `--attribute`: the logit (difference) split into the terms that wrote it.
-    pub attribution: Option<attribution::Attribution>,
+    pub attribution: Option<attribute::Attribution>,
 }
 
 /// `--chat`: a conversation of one user turn (and a system turn) and the text the model's chat

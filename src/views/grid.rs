@@ -1,5 +1,5 @@
 //! A grid of numbers, layers down and heads (or positions) across, with the ends of its colour
-//! scale: a patching sweep's effects (`patching.rs`), a comparison's head divergences
+//! scale: a patching sweep's effects (`patch.rs`), a comparison's head divergences
 //! (`attn-trace compare`). The heatmap, the SVG and the HTML page draw it; what it shows is
 //! said by the caller ([`GridText`]).
 

@@ -4,14 +4,14 @@
 //! the results out. Views never change a step's values: derived numbers sit next to the trace.
 
 pub mod analysis;
-pub mod attribution;
+pub mod attribute;
 pub mod explain;
 pub mod focus;
-pub mod generation;
+pub mod generate;
 pub mod grid;
 pub mod maps;
 pub mod params;
-pub mod patching;
+pub mod patch;
 pub mod positions;
 pub mod stacks;
 pub mod summary;
@@ -51,9 +51,9 @@ pub struct Views {
     /// `--patch`: the corrupted sentence's token labels (`Trace::label`), for the tables.
     pub corrupted_labels: Vec<String>,
     /// `--patch`: the sweep as the heatmaps draw it.
-    pub patch_grid: Option<patching::PatchGrid>,
+    pub patch_grid: Option<patch::PatchGrid>,
     /// `--patch`: the sweep's cells ranked, largest |effect| first.
-    pub patch_ranked: Vec<patching::Cell>,
+    pub patch_ranked: Vec<patch::Cell>,
     /// `--patch --metric A B`: the answers' labels as the tables spell tokens (`·Paris`),
     /// for the header (attached by `run`, which has the tokenizer).
     pub metric_labels: Option<(String, String)>,
@@ -61,13 +61,13 @@ pub struct Views {
     pub patch_title: Option<String>,
     /// `--generate`: each generated token's strongest sources (per layer and overall), and
     /// each layer's map of generated tokens over every position.
-    pub generation: Option<Vec<generation::TokenSources>>,
-    pub generation_maps: Vec<generation::GenerationMap>,
+    pub generation: Option<Vec<generate::TokenSources>>,
+    pub generation_maps: Vec<generate::GenerationMap>,
     /// `--attribute`: the terms and sources ranked, and the heads' grid (signed).
-    pub attribution: Option<attribution::Ranked>,
+    pub attribution: Option<attribute::Ranked>,
     pub attribution_grid: Option<grid::Grid>,
     /// `--generate` with `--html`: every head's row of the steps that chose the tokens.
-    pub generation_rows: Option<generation::GenerationRows>,
+    pub generation_rows: Option<generate::GenerationRows>,
     /// An encoder–decoder: the trace as `--stack` sees it (labels) and the alignment table.
     pub stacks: Option<stacks::Stacks>,
     /// The run's notes (also on stderr): JSON's `notes`, so that a document says how its
@@ -84,16 +84,16 @@ impl Views {
         (corrupted, corrupted_labels): (Vec<String>, Vec<String>),
         labels: &[String],
     ) {
-        self.patch_grid = Some(patching::grid(&sweep, labels));
-        self.patch_ranked = patching::ranked(&sweep);
-        self.patch_title = sweep.receivers.as_deref().map(patching::path_title);
+        self.patch_grid = Some(patch::grid(&sweep, labels));
+        self.patch_ranked = patch::ranked(&sweep);
+        self.patch_title = sweep.receivers.as_deref().map(patch::path_title);
         self.corrupted_labels = corrupted_labels;
         self.patching = Some((sweep, corrupted));
     }
 
     /// The patching grid's title and scale, as its method labels it.
     pub fn patch_text(&self) -> grid::GridText<'_> {
-        let text = patching::text(self.patching.as_ref().map(|(s, _)| s.method));
+        let text = patch::text(self.patching.as_ref().map(|(s, _)| s.method));
         match &self.patch_title {
             Some(title) => text.with_title(title),
             None => text,
@@ -179,9 +179,9 @@ fn derive_one(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
     let stats = (out.stats && !plan.reduce_stats).then(|| analysis::stats(&trace));
     let rollout = out.rollout.then(|| analysis::rollout(&trace));
     // What each generated token looked at reads the prompt's weights, shown or not.
-    let generation = generation::sources(&trace, 3);
-    let generation_maps = if draws_maps(out) { generation::maps(&trace) } else { Vec::new() };
-    let generation_rows = o.html.is_some().then(|| generation::rows(&trace)).flatten();
+    let generation = generate::sources(&trace, 3);
+    let generation_maps = if draws_maps(out) { generate::maps(&trace) } else { Vec::new() };
+    let generation_rows = o.html.is_some().then(|| generate::rows(&trace)).flatten();
     // `--steps none` shows no step, the weights included: a heatmap then draws only its grids
     // (patching, attribution), unless a page or a picture is drawn from the maps.
     let none = plan.show.steps.as_ref().is_some_and(|s| s.is_empty()) && o.html.is_none() && o.svg.is_none();
@@ -190,9 +190,8 @@ fn derive_one(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
     trace.steps.retain(|s| show.wants(&s.id, s.layer, &s.name));
     for d in trace.generation.iter_mut().flat_map(|g| g.steps.iter_mut()) {
         // A decode step's step is selected by its id without the `gen.{t}.` prefix.
-        d.steps.retain(|s| {
-            show.wants(crate::trace::generation::split_gen(&s.id).map_or(&s.id, |x| x.1), s.layer, &s.name)
-        });
+        d.steps
+            .retain(|s| show.wants(crate::trace::generate::split_gen(&s.id).map_or(&s.id, |x| x.1), s.layer, &s.name));
     }
     // Derived tables and JSON views show only the weights that were asked for.
     let maps = match maps {
@@ -205,8 +204,8 @@ fn derive_one(mut trace: Trace, plan: &Plan, out: &Output) -> Result<(Trace, Vie
     };
     let summary = (out.summary && out.format == Format::Table).then(|| summary::summarize(&trace));
     let default_tables = out.format == Format::Table && !out.summary && plan.show.steps.is_none();
-    let attribution_grid = trace.attribution.as_ref().map(attribution::grid);
-    let attribution = attribution::ranked(&trace);
+    let attribution_grid = trace.attribution.as_ref().map(attribute::grid);
+    let attribution = attribute::ranked(&trace);
     let mut views = Views {
         focus,
         maps,

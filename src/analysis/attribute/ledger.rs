@@ -1,6 +1,6 @@
 //! The attribution's run state between the hooks ([`Ledger`]).
 
-use crate::trace::attribution::{Request, Term};
+use crate::trace::attribute::{Request, Term};
 use candle_core::Tensor;
 
 /// The attribution's run state: the request, the terms so far, and how they are held. When

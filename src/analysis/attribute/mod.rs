@@ -25,7 +25,7 @@ use crate::config::{ModelConfig, Norm};
 use crate::hook::{Hook, Registry, Site};
 use crate::model::head::Unembed;
 use crate::params::{Block, Ffn, LayerParams, Params};
-use crate::trace::attribution::{Attribution, Request};
+use crate::trace::attribute::{Attribution, Request};
 use anyhow::{anyhow, Result};
 use candle_core::Tensor;
 use std::borrow::Cow;

@@ -12,7 +12,7 @@ use crate::model::kernels::linear::linear;
 use crate::model::kernels::product::matmul;
 use crate::model::{ffn, head::Unembed, unembed};
 use crate::params::{Linear, Params};
-use crate::trace::attribution::{Answer, Attribution, Request, Term};
+use crate::trace::attribute::{Answer, Attribution, Request, Term};
 use crate::trace::{steps, Recorder, Values};
 use anyhow::{anyhow, Result};
 use candle_core::{IndexOp, Tensor};

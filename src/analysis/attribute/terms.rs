@@ -18,7 +18,7 @@ use super::ledger::Ledger;
 use crate::config::{AblateMode, ModelConfig};
 use crate::model::kernels::product::matmul;
 use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams};
-use crate::trace::attribution::{Term, HEAD};
+use crate::trace::attribute::{Term, HEAD};
 use anyhow::{anyhow, Result};
 use candle_core::{DType, IndexOp, Tensor};
 

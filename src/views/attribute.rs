@@ -4,7 +4,7 @@
 //! and the run's notes about the sum check.
 
 use super::grid::{Grid, GridText};
-use crate::trace::attribution::{Attribution, SUM_TOLERANCE};
+use crate::trace::attribute::{Attribution, SUM_TOLERANCE};
 use crate::trace::Trace;
 
 /// What the attribution grid shows, in the renderers' words.
@@ -40,7 +40,7 @@ pub struct Ranked {
 }
 
 /// The answer's label: its text (a space as `·`), else its token, else its id.
-fn answer_label(a: &crate::trace::attribution::Answer) -> String {
+fn answer_label(a: &crate::trace::attribute::Answer) -> String {
     match &a.token {
         Some(t) => crate::trace::label::label(t, a.text.as_deref()).into_owned(),
         None => format!("#{}", a.id),
@@ -135,7 +135,7 @@ pub fn notes(a: &Attribution) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::attribution::{Answer, Term, HEAD};
+    use crate::trace::attribute::{Answer, Term, HEAD};
 
     #[test]
     fn terms_and_sources_rank_by_size_and_the_grid_is_symmetric() {

@@ -8,9 +8,9 @@ use super::predictions::prediction_json;
 use super::table;
 use super::text::{cut, fill, header, printable, wrap_words};
 use crate::config::Strategy;
-use crate::trace::generation::Generation;
+use crate::trace::generate::Generation;
 use crate::trace::Trace;
-use crate::views::generation::TokenSources;
+use crate::views::generate::TokenSources;
 use std::io::{self, Write};
 
 /// The table: the prompt and what was generated, then one row per generated token.
@@ -54,7 +54,7 @@ pub fn write(trace: &Trace, sources: Option<&[TokenSources]>, width: usize, w: &
 /// two tables, one after the other.
 fn write_table(trace: &Trace, sources: Option<&[TokenSources]>, width: usize, w: &mut dyn Write) -> io::Result<()> {
     let Some(g) = &trace.generation else { return Ok(()) };
-    let labels = crate::views::generation::labels(trace);
+    let labels = crate::views::generate::labels(trace);
     let chosen: Vec<String> = g.tokens.iter().map(|t| super::predictions::label(&t.chosen)).collect();
     let pos_w = g.tokens.last().map_or(1, |t| t.position.to_string().len()).max("pos".len());
     let token_w = chosen.iter().map(|c| c.chars().count()).max().unwrap_or(0).max("token".len());
@@ -115,7 +115,7 @@ fn indented(text: &str, width: usize, w: &mut dyn Write) -> io::Result<()> {
 /// `--baseline`'s lines: the text without the interventions and where the two part.
 fn write_baseline(
     g: &Generation,
-    b: &crate::trace::generation::Baseline,
+    b: &crate::trace::generate::Baseline,
     width: usize,
     w: &mut dyn Write,
 ) -> io::Result<()> {

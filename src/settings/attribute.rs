@@ -8,7 +8,7 @@ use super::answer::{one_token, Tokenized};
 use super::Settings;
 use crate::config::ModelConfig;
 use crate::error::{quote, usage};
-use crate::trace::attribution::Request;
+use crate::trace::attribute::Request;
 use anyhow::Result;
 
 /// The answers as the model's tokenizer split them, without special tokens.

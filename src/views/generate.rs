@@ -6,7 +6,7 @@
 //! page's generation view draws.
 
 use super::grid::Grid;
-use crate::trace::generation::{prefix, Generation};
+use crate::trace::generate::{prefix, Generation};
 use crate::trace::{Step, Trace};
 
 /// The positions a generated token's step attended to most in one layer.

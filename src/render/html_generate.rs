@@ -4,14 +4,14 @@
 //! shared 0–1 scale toggle and a toggle that leaves the first token (an attention sink) out
 //! of the scale; and a layer × head grid of strips, one per head, each the head's row. Hovering
 //! or clicking a generated token colours every token before it by the attention row of the
-//! step that chose it (`views::generation::rows`); html_generation.js draws it all from the
+//! step that chose it (`views::generate::rows`); html_generate.js draws it all from the
 //! section's `gen-data` block, which holds every row as the JSON document writes its weights.
 
 use super::colour::VIRIDIS;
 use super::numbers::f32_json;
 use super::text::esc;
 use crate::trace::Trace;
-use crate::views::generation::{labels, GenerationRows, TokenRows};
+use crate::views::generate::{labels, GenerationRows, TokenRows};
 use std::fmt::Write as _;
 
 /// The section, its element ids ending in `sfx` as the rest of the page's.

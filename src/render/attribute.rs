@@ -2,13 +2,13 @@
 //! the model's own logit or logit difference), the largest terms and the largest (layer, head,
 //! source token) contributions; JSON's `attribution` object has every term and every source.
 //! The numbers come from the model (`analysis/attribute/`), their order from
-//! `views::attribution`; this file lays them out.
+//! `views::attribute`; this file lays them out.
 
 use super::numbers::{f64_json, fixed};
 use super::table;
 use super::text::{cut, header, wrap_words};
-use crate::trace::attribution::{Answer, Attribution, SUM_TOLERANCE};
-use crate::views::attribution::{metric, Ranked};
+use crate::trace::attribute::{Answer, Attribution, SUM_TOLERANCE};
+use crate::views::attribute::{metric, Ranked};
 use std::io::{self, Write};
 
 /// Rows of each ranked table (JSON lists every term and source).
