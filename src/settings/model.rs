@@ -1,8 +1,8 @@
 //! Which model runs: the toy encoder from its flags, or a real model (`--model`), whose
 //! toy-only flags are refused here and the rest checked against it by `sources`.
 
-use super::{cli, recipe, ModelChoice, Toy, ToyTokenizer, VocabOrder, Weights};
-use crate::cli::Cli;
+use super::{recipe, ModelChoice, Toy, ToyTokenizer, VocabOrder, Weights};
+use crate::cli::{self, Cli};
 use crate::error::usage;
 use anyhow::Result;
 
