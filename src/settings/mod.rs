@@ -2,9 +2,10 @@
 //!
 //! [`Settings::from_cli`] is a pure function of the typed flags ([`Cli`](crate::cli::Cli)) and
 //! the environment ([`Env`](crate::cli::Env)): it reads no file, tokenizes nothing, allocates
-//! no tensor and prints nothing, so every flag-only mistake is refused before anything is opened. What can only be
-//! checked against the model (a layer number, a focus word, a step id's layer) is checked by
-//! [`plan::Plan::new`] once the sources stage knows the model's sizes and tokens (pure too).
+//! no tensor and prints nothing, so every flag-only mistake is refused before anything is opened.
+//! What can only be checked against the model (a layer number, a focus word, a step id's layer)
+//! is checked by [`plan::Plan::new`] once the sources stage knows the model's sizes and tokens
+//! (pure too).
 
 pub mod analysis;
 mod answer;

@@ -71,7 +71,7 @@ pub enum ModelChoice {
 }
 
 /// `--steps`, `--layer`, `--head` as typed (the lists parsed, in increasing order);
-/// [`plan::Plan`] checks them against the model.
+/// [`super::plan::Plan`] checks them against the model.
 #[derive(Debug, Clone, Default)]
 pub struct Select {
     pub steps: Option<String>,
