@@ -2,9 +2,14 @@
 //! binary (`main.rs`) and the Python wheel's `attn-trace` command both call [`main`], so the
 //! two are one program; [`error_line`] and [`clap_line`] are also the Python API's messages.
 
+mod definition;
+mod exits;
 mod serve;
+pub use definition::{full_command, main_command, man};
+use exits::{clap_exit, report};
+pub use exits::{clap_line, error_line};
 
-use crate::error::{exit, exit_code, is_broken_pipe};
+use crate::error::exit;
 use std::ffi::OsString;
 
 /// Process-wide settings for the command running as a process of its own: the binary calls
@@ -120,86 +125,11 @@ fn parse(args: &[OsString]) -> Result<crate::cli::Cli, clap::Error> {
     crate::cli::Cli::from_arg_matches(&main_command().try_get_matches_from(args)?)
 }
 
-/// The main command's definition: [`crate::cli::Cli`], with `--model`'s help written from the
-/// registry of families (which `cli` cannot read: it is a later stage), wrapped to
-/// [`crate::cli::help_width`].
-pub fn main_command() -> clap::Command {
-    <crate::cli::Cli as clap::CommandFactory>::command()
-        .mut_arg("model", |a| a.help(crate::sources::model_help()))
-        .term_width(crate::cli::help_width())
-}
-
-/// The whole command line: the main command and its sub-commands, which [`main`] dispatches
-/// by their first word before clap parses anything. `--help`, `attn-trace help`, `--man` and
-/// `--completions` show this definition, so the sub-commands are listed there.
-pub fn full_command() -> clap::Command {
-    use clap::CommandFactory;
-    let width = crate::cli::help_width();
-    // Each sub-command's own definition names it "attn-trace diff" for its usage line.
-    let sub =
-        |c: clap::Command, name: &'static str| c.name(name).bin_name(format!("attn-trace {name}")).term_width(width);
-    main_command()
-        // The usage shows the sub-commands as a second form, not as a word after the sentences.
-        .args_conflicts_with_subcommands(true)
-        .subcommand(sub(crate::compare::cli::command(), "compare"))
-        .subcommand(sub(crate::diff::cli::DiffCli::command(), "diff"))
-        .subcommand(sub(crate::trace::schema::SchemaCli::command(), "schema"))
-        .subcommand(sub(crate::serve::command(), "serve"))
-        .after_help(
-            "Sub-commands: attn-trace help COMMAND (or COMMAND --help) shows a sub-command's options; a \
-             sentence that is one of their names is traced with attn-trace -- NAME.\n\n\
-             Step ids and the JSON document are described in docs/OUTPUT.md, every option and the exit codes \
-             (0 ok, 1 failure, 2 usage) in docs/OPTIONS.md.",
-        )
-}
-
 /// `attn-trace help [COMMAND]`, as in cargo and git: the main command's help, or the
 /// sub-command's; an unknown one is a usage error. clap's help sub-command always ends in an
 /// `Err`, which is the help (printed, exit 0) or the usage error.
 fn help(args: &[OsString]) -> u8 {
     full_command().try_get_matches_from(args).err().map_or(exit::OK, |e| clap_exit(e, "attn-trace help"))
-}
-
-/// `--man`: the command's page, whose SUBCOMMANDS section names attn-trace-diff(1) and the
-/// others, then those pages, in one roff file.
-pub fn man(out: &mut dyn std::io::Write) -> std::io::Result<()> {
-    let full = full_command();
-    let subs = full.get_subcommands().filter(|s| s.get_name() != "help");
-    let pages = subs.map(|s| s.clone().display_name(format!("attn-trace-{}", s.get_name())));
-    for page in std::iter::once(full.clone()).chain(pages) {
-        clap_mangen::Man::new(page).render(out)?;
-    }
-    Ok(())
-}
-
-/// The exit code of a run's result, with its one-line error on stderr: `Ok(true)` is 0,
-/// `Ok(false)` (a diff outside tolerance) is 1, errors are 1 or 2 (usage). A closed output
-/// pipe (`attn-trace … | head -1`) is not a failure: the reader left.
-fn report(result: anyhow::Result<bool>) -> u8 {
-    match result {
-        Ok(true) => exit::OK,
-        Ok(false) => exit::FAILURE,
-        Err(e) if is_broken_pipe(&e) => exit::OK,
-        Err(e) => {
-            eprintln!("attn-trace: {}", error_line(&e));
-            exit_code(&e)
-        }
-    }
-}
-
-/// Most characters an error line may have: the longest real message (an unknown step, with
-/// the list of valid ones) is about 1,000.
-const MAX_ERROR: usize = 2000;
-
-/// An error as one visible line: newlines folded, control characters escaped (an input
-/// file's name or text must not drive the terminal), at most [`MAX_ERROR`] characters.
-pub fn error_line(e: &anyhow::Error) -> String {
-    let msg = format!("{e:#}");
-    let line = crate::render::text::printable(&msg.replace('\n', " ")).into_owned();
-    match line.char_indices().nth(MAX_ERROR) {
-        Some((at, _)) => format!("{}…", &line[..at]),
-        None => line,
-    }
 }
 
 /// `attn-trace diff A B`: exit 0 within tolerance, 1 outside it, 2 for unusable input.
@@ -239,32 +169,4 @@ fn schema(rest: &[OsString]) -> u8 {
     }
     let written = crate::trace::schema::write(&mut std::io::stdout().lock());
     report(written.map(|()| true).map_err(|e| anyhow::Error::new(e).context("schema")))
-}
-
-/// A subcommand's clap outcome that is not a parse: help and version succeed, the rest is
-/// one usage line.
-fn clap_exit(e: clap::Error, help: &str) -> u8 {
-    if !e.use_stderr() {
-        // --help and --version print to stdout and succeed, unless stdout cannot be written
-        // (`--help > /dev/full`): that is a failure like any other write error.
-        let printed = e.print().map_err(|io| anyhow::Error::new(io).context("writing the help"));
-        return report(printed.map(|()| true));
-    }
-    eprintln!("attn-trace: {}", clap_line(&e, help));
-    exit::USAGE
-}
-
-/// Folds clap's multi-line usage error into the one line every attn-trace error is:
-/// "error: invalid value 'xml' for '--format <FORMAT>' [possible values: table, json]",
-/// pointing at `help` for more.
-pub fn clap_line(e: &clap::Error, help: &str) -> String {
-    let text = e.render().to_string();
-    let kept: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
-        .collect();
-    let joined = kept.join(" ");
-    let msg = joined.strip_prefix("error: ").unwrap_or(&joined);
-    format!("{msg} (see {help})")
 }

@@ -5,7 +5,8 @@
 //! parsed, not by the words typed, so `--html=x`, a flag's value that looks like a flag, and
 //! a flag added to the command later are all judged alike.
 
-use super::{clap_exit, clap_line, error_line, exit, report};
+use super::exits::{clap_exit, clap_line, error_line, report};
+use crate::error::exit;
 use crate::error::usage;
 use clap::parser::ValueSource;
 use std::ffi::OsString;

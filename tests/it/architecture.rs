@@ -46,22 +46,10 @@ pub const CLI_READERS: &[&str] = &["settings", "command", "compare", "lib"];
 /// be emptied by the refactor. A pair not listed fails the test, and so does a listed pair
 /// that is no longer a violation, so this list only shrinks and stays true.
 pub const ALLOWLIST: &[(&str, &str)] = &[
-    // Arrows back up in src/command/: a child importing its parent's file (1).
-    ("src/command/serve.rs", "src/command.rs"),
     // Arrows back up in src/config/: a child importing its parent's file (3).
     ("src/config/flops.rs", "src/config/mod.rs"),
     ("src/config/seq2seq.rs", "src/config/mod.rs"),
     ("src/config/tiles.rs", "src/config/mod.rs"),
-    // Arrows back up in src/export/: a child importing its parent's file (4).
-    ("src/export/npy.rs", "src/export/mod.rs"),
-    ("src/export/npy_read.rs", "src/export/mod.rs"),
-    ("src/export/npz.rs", "src/export/mod.rs"),
-    ("src/export/safetensors.rs", "src/export/mod.rs"),
-    // Arrows back up in src/params/: a child importing its parent's file (1).
-    ("src/params/layers.rs", "src/params/mod.rs"),
-    // Arrows back up in src/serve/: a child importing its parent's file (2).
-    ("src/serve/http.rs", "src/serve/mod.rs"),
-    ("src/serve/queue.rs", "src/serve/mod.rs"),
     // Arrows back up in src/sources/check/: a child importing its parent's file (3).
     ("src/sources/check/bert.rs", "src/sources/check/mod.rs"),
     ("src/sources/check/decoder.rs", "src/sources/check/mod.rs"),
@@ -99,9 +87,6 @@ pub const ALLOWLIST: &[(&str, &str)] = &[
     ("src/trace/record.rs", "src/trace/mod.rs"),
     ("src/trace/selection.rs", "src/trace/mod.rs"),
     ("src/trace/steps.rs", "src/trace/mod.rs"),
-    // Arrows back up in src/views/: a child importing its parent's file (2).
-    ("src/views/explain.rs", "src/views/mod.rs"),
-    ("src/views/positions.rs", "src/views/mod.rs"),
 ];
 
 /// The top module of a file: `src/model/ffn.rs` → `model`; `src/lib.rs` → `lib`.
