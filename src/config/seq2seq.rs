@@ -1,31 +1,8 @@
-//! An encoder–decoder (T5, BART): the encoder's configuration is the model's own
-//! (`ModelConfig`), and this is what the second stack adds — the decoder's configuration (the
-//! same block, causal, with a cross-attention sublayer per layer), the tokens it starts from,
-//! and T5's relative position bias ([`RelBias`]), which either stack may have.
+//! T5's relative position bias ([`RelBias`]), which either stack of an encoder–decoder may
+//! have. The decoder stack itself ([`super::Seq2Seq`]) holds a `ModelConfig`, so it lives
+//! with it in `config/model.rs`.
 
-use super::ModelConfig;
 use serde::Serialize;
-
-/// The decoder stack of an encoder–decoder, with its input.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Seq2Seq {
-    /// The decoder's block: its layers, causal self-attention, a cross-attention sublayer in
-    /// every layer (queries of the decoder's tokens, keys and values of the encoder's output).
-    pub decoder: Box<ModelConfig>,
-    /// The token the decoder starts from (`decoder_start_token_id`).
-    pub decoder_start: u32,
-    /// The decoder's input ids: the start token, then `--target`'s tokens shifted right
-    /// (teacher forcing, as transformers' `_shift_right` makes them from labels).
-    pub decoder_ids: Vec<u32>,
-    /// `--target`, as given.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub target: Option<String>,
-    /// The decoder's tokens as the vocabulary spells them, and what each spells as text.
-    #[serde(skip)]
-    pub decoder_tokens: Vec<String>,
-    #[serde(skip)]
-    pub decoder_texts: Option<Vec<String>>,
-}
 
 /// T5's relative position bias (Raffel et al. 2020, §2.1; Shaw et al. 2018): a learned scalar
 /// per head and bucket of the key's offset from the query, added to every layer's scores,
