@@ -10,7 +10,7 @@ pub fn main_command() -> clap::Command {
         .term_width(crate::cli::help_width())
 }
 
-/// The whole command line: the main command and its sub-commands, which [`main`] dispatches
+/// The whole command line: the main command and its sub-commands, which [`main`](super::main) dispatches
 /// by their first word before clap parses anything. `--help`, `attn-trace help`, `--man` and
 /// `--completions` show this definition, so the sub-commands are listed there.
 pub fn full_command() -> clap::Command {

@@ -19,7 +19,7 @@ pub struct Chat {
 pub struct KeyTokens {
     /// One per key position, exactly as the vocabulary spells them.
     pub tokens: Vec<String>,
-    /// What each spells as text, as [`Trace::texts`].
+    /// What each spells as text, as [`Trace::texts`](super::Trace::texts).
     pub texts: Option<Vec<String>>,
     /// Its `attention_mask` (0 for pads) when it was padded, as `config.padding`'s.
     pub attention_mask: Option<Vec<u8>>,
@@ -40,7 +40,7 @@ pub struct Tracked {
 }
 
 impl Tracked {
-    /// The token's label, as [`Trace::label`]; `#id` without a token string.
+    /// The token's label, as [`Trace::label`](super::Trace::label); `#id` without a token string.
     pub fn label(&self) -> String {
         match &self.token {
             Some(t) => label::label(t, self.text.as_deref()).into_owned(),
@@ -55,14 +55,14 @@ pub struct Prediction {
     pub id: u32,
     /// The tokenizer's string for the id (exact, e.g. `Ġshoes`), if it has one.
     pub token: Option<String>,
-    /// What the token spells as text (` shoes`), as for [`Trace::texts`].
+    /// What the token spells as text (` shoes`), as for [`Trace::texts`](super::Trace::texts).
     pub text: Option<String>,
     /// softmax(logits) at this id.
     pub prob: f32,
 }
 
 impl Prediction {
-    /// The token's label, as [`Trace::label`]; None for an id without a token string.
+    /// The token's label, as [`Trace::label`](super::Trace::label); None for an id without a token string.
     pub fn label(&self) -> Option<String> {
         self.token.as_deref().map(|t| label::label(t, self.text.as_deref()).into_owned())
     }

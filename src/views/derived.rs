@@ -19,7 +19,7 @@ pub struct Views {
     /// A toy model's tables without --steps: every step is shown, and the tables end with
     /// how to show fewer (`render::summary::write_hint`), as a real model's summary does.
     pub default_tables: bool,
-    /// Notes that explain what the screen shows ([`explain`]): said on stderr once the output
+    /// Notes that explain what the screen shows ([`explain`](super::explain)): said on stderr once the output
     /// is written, never part of the document or the page.
     pub screen_notes: Vec<String>,
     /// `--stats`: every recorded head's statistics.
