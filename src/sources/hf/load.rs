@@ -5,9 +5,9 @@ use super::checkpoint::Checkpoint;
 use super::{encode, load_tokenizer, resolve, HfModel};
 use crate::config::{Activation, InitConfig, ModelConfig, Norm, Positions, RealModel};
 use crate::error::usage;
+use crate::params::Input;
 use crate::settings::{Settings, Shape};
-use crate::sources::family::{self, DecoderConfig};
-use crate::sources::{agree, input_file, Input, Loaded, Source};
+use crate::sources::{common::agree, family, family::DecoderConfig, input_file, loaded::Loaded, loaded::Source};
 use anyhow::Result;
 use std::path::Path;
 
@@ -151,7 +151,7 @@ fn bert_notes(
         _ => {}
     }
     if let Some(dt) = stored_dtype {
-        notes.push(crate::sources::stored_note(dt));
+        notes.push(crate::sources::common::stored_note(dt));
     }
     notes
 }
@@ -249,7 +249,7 @@ pub fn decoder_loaded(
     let (mut enc, plain) = decoder_tokens(settings, (&tokenizer, text), c, (max_len, truncate, special), w)?;
     let mut notes: Vec<String> = super::truncation_note(enc.truncated, max_len).into_iter().collect();
     if let Some(dt) = &facts.stored_dtype {
-        notes.push(crate::sources::stored_note(dt));
+        notes.push(crate::sources::common::stored_note(dt));
     }
     let mut cfg = ModelConfig {
         d_model,

@@ -7,11 +7,13 @@ use super::checkpoint::Checkpoint;
 use super::{encode, load_tokenizer};
 use crate::config::{InitConfig, ModelConfig, RealModel, Seq2Seq};
 use crate::error::usage;
+use crate::params::Input;
 use crate::params::Layers;
 use crate::settings::Settings;
 use crate::sources::family::seq2seq::{EncoderDecoder, Seq2SeqConfig};
+use crate::sources::loaded::{Loaded, Source};
 use crate::sources::store::TensorStore;
-use crate::sources::{token_text, Input, Loaded, Source};
+use crate::sources::token_text;
 use crate::trace::steps::Stack;
 use anyhow::Result;
 use std::path::Path;
@@ -106,7 +108,7 @@ pub fn open(
         target: settings.target.clone(),
     });
     let mut notes: Vec<String> = super::truncation_note(enc.truncated, enc_cfg.max_len).into_iter().collect();
-    notes.extend(stored_dtype.map(|dt| crate::sources::stored_note(&dt)));
+    notes.extend(stored_dtype.map(|dt| crate::sources::common::stored_note(&dt)));
     let loaded = Loaded {
         sentence: Some(sentence),
         tokens: enc.tokens,
