@@ -46,8 +46,7 @@ pub const CLI_READERS: &[&str] = &["settings", "command", "compare", "lib"];
 /// be emptied by the refactor. A pair not listed fails the test, and so does a listed pair
 /// that is no longer a violation, so this list only shrinks and stays true.
 pub const ALLOWLIST: &[(&str, &str)] = &[
-    // Arrows back up in src/sources/family/: a child importing its parent's file (10).
-    ("src/sources/family/bart.rs", "src/sources/family/mod.rs"),
+    // Arrows back up in src/sources/family/: a child importing its parent's file (7).
     ("src/sources/family/bert.rs", "src/sources/family/mod.rs"),
     ("src/sources/family/decoder.rs", "src/sources/family/mod.rs"),
     ("src/sources/family/gemma.rs", "src/sources/family/mod.rs"),
@@ -55,8 +54,6 @@ pub const ALLOWLIST: &[(&str, &str)] = &[
     ("src/sources/family/gpt_neox.rs", "src/sources/family/mod.rs"),
     ("src/sources/family/llama.rs", "src/sources/family/mod.rs"),
     ("src/sources/family/phi3.rs", "src/sources/family/mod.rs"),
-    ("src/sources/family/seq2seq.rs", "src/sources/family/mod.rs"),
-    ("src/sources/family/t5.rs", "src/sources/family/mod.rs"),
 ];
 
 /// The top module of a file: `src/model/ffn.rs` → `model`; `src/lib.rs` → `lib`.
