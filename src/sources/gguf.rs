@@ -347,7 +347,7 @@ pub fn open(
     path: &Path,
     how: (bool, bool),
     sentence: Option<String>,
-) -> Result<(super::Loaded, super::Source)> {
+) -> Result<(super::loaded::Loaded, super::loaded::Source)> {
     let what = format!("--model {spec}");
     // Opened once per batch or server (sources::memo): the header of a file whose layers
     // are kept already.
@@ -385,12 +385,12 @@ pub fn open(
     loaded.run.ggml_scales_q = ggml && c.model_type.starts_with("gemma");
     if ggml {
         // The stored type's note says f32 arithmetic: not this run's.
-        let f32_note = super::stored_note(&format!("gguf {kinds}"));
+        let f32_note = super::common::stored_note(&format!("gguf {kinds}"));
         loaded.notes.retain(|n| *n != f32_note);
         loaded.notes.push(format!(
             "the weights are stored as gguf {kinds}; the arithmetic is llama.cpp's (--arithmetic ggml: \
              inputs quantized for each weight's type, f16 keys, values and attention weights, flash attention off)"
         ));
     }
-    Ok((loaded, super::Source::Decoder(Box::new((c, Box::new(store))))))
+    Ok((loaded, super::loaded::Source::Decoder(Box::new((c, Box::new(store))))))
 }

@@ -122,7 +122,7 @@ fn architecture(g: &Gguf<'_>) -> Result<(String, &'static dyn Family)> {
     let Some(family) = super::family::gguf(&arch, experts) else {
         let model = g.what.trim_start_matches("--model ");
         let whence = "the GGUF's general.architecture";
-        return Err(super::unsupported_architecture(model, &arch, whence, &super::family::gguf_archs()));
+        return Err(super::common::unsupported_architecture(model, &arch, whence, &super::family::gguf_archs()));
     };
     Ok((arch, family))
 }

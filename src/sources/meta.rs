@@ -232,7 +232,7 @@ impl Reader<'_> {
 pub fn merge(flags: &Shape, file: &Shape, w: &str) -> Result<Shape> {
     let num = |flag: &str, f: Option<usize>, v: Option<usize>| -> Result<Option<usize>> {
         match (f, v) {
-            (Some(f), Some(v)) => super::agree(flag, Some(f), v, w).map(Some),
+            (Some(f), Some(v)) => super::common::agree(flag, Some(f), v, w).map(Some),
             (f, v) => Ok(f.or(v)),
         }
     };

@@ -13,6 +13,7 @@ pub mod chat;
 mod chat_jinja;
 mod chat_json;
 pub mod check;
+mod common;
 mod counted;
 mod dequant;
 pub mod family;
@@ -29,6 +30,7 @@ pub mod gguf_tokenizer;
 pub mod given;
 pub mod hf;
 pub mod input_file;
+mod loaded;
 pub mod memo;
 pub mod meta;
 pub mod namer;
@@ -43,71 +45,12 @@ mod toy;
 mod toy_pad;
 pub mod tracked;
 
-use crate::config::ModelConfig;
-use crate::error::usage;
+pub use loaded::{Loaded, Source};
+
 use crate::params::Input;
 use crate::params::Params;
-use crate::settings::{ModelChoice, Recipe, Settings};
+use crate::settings::{ModelChoice, Settings};
 use anyhow::Result;
-
-/// Everything known before the parameters are made: the input and the model's shape.
-#[derive(Debug, Clone)]
-pub struct Loaded {
-    /// The sentence as given (a pair is joined with " ‖ ").
-    pub sentence: Option<String>,
-    /// One label per position.
-    pub tokens: Vec<String>,
-    pub input: Input,
-    pub cfg: ModelConfig,
-    /// How this run computes and holds the model (not in the trace): tiles, llama.cpp's
-    /// arithmetic details, whether layers and the vocabulary stay in the file.
-    pub run: crate::config::RunConfig,
-    /// A real model's config.json (for `--check`).
-    pub hf: Option<family::bert::BertConfig>,
-    /// Notes for stderr (e.g. what `--truncate` dropped), printed by the output stage.
-    pub notes: Vec<String>,
-    /// A real model's tokenizer, to name predicted token ids.
-    pub tokenizer: Option<tokenizers::Tokenizer>,
-    /// The ids that end a generation: a language model's end-of-sequence tokens.
-    pub stop_ids: Vec<u32>,
-    /// `--chat`: the conversation the chat template rendered into the tokens.
-    pub chat: Option<crate::trace::Chat>,
-}
-
-impl Loaded {
-    /// A model made from flags or a weights file: no tokenizer, no config.json, no
-    /// end-of-sequence token, no chat template.
-    pub fn made(
-        sentence: Option<String>,
-        (tokens, input): (Vec<String>, Input),
-        cfg: ModelConfig,
-        notes: Vec<String>,
-    ) -> Self {
-        let run = Default::default();
-        Loaded { sentence, tokens, input, cfg, run, hf: None, notes, tokenizer: None, stop_ids: Vec::new(), chat: None }
-    }
-
-    /// What each token spells as text, for a real model whose vocabulary spells bytes
-    /// (byte-level BPE, SentencePiece); None for WordPiece and the toy vocabularies.
-    pub fn texts(&self) -> Option<Vec<String>> {
-        token_text::texts(self.tokenizer.as_ref(), &self.tokens)
-    }
-}
-
-/// Where the parameters come from; consumed by [`Source::params`].
-#[derive(Debug)]
-pub enum Source {
-    Seeded(Recipe),
-    File(file::NamedTensors),
-    /// A real model's memory-mapped checkpoint, unmapped once its parameters are copied out,
-    /// so the mapped pages stop counting towards the run's memory.
-    Model(Box<family::bert_weights::Weights>),
-    /// A decoder's config and its tensors: a Hugging Face checkpoint, or a GGUF file under
-    /// the same names.
-    Decoder(Box<(family::DecoderConfig, Box<dyn store::TensorStore>)>),
-    /// An encoder–decoder's config and checkpoint (T5, BART).
-    Seq2Seq(Box<(family::seq2seq::Seq2SeqConfig, Box<dyn store::TensorStore>)>),
-}
 
 /// Reads the inputs the settings name and fixes the model's configuration.
 pub fn open(settings: &Settings) -> Result<(Loaded, Source)> {
@@ -205,16 +148,6 @@ impl Source {
     }
 }
 
-/// The note for weights stored in another type than f32: the trace is f32 arithmetic on the
-/// converted values, so it cannot match a framework computing in the stored type.
-pub(crate) fn stored_note(dtype: &str) -> String {
-    if dtype.contains("f64") {
-        format!("the weights are stored as {dtype} and rounded to f32; the arithmetic is f32")
-    } else {
-        format!("the weights are stored as {dtype}; the arithmetic is f32 on the stored values")
-    }
-}
-
 /// `--model`'s help, written from the registry of families (`family::model_types`, the
 /// GGUF architectures they read), so that the help lists exactly what is accepted.
 pub fn model_help() -> String {
@@ -225,27 +158,4 @@ pub fn model_help() -> String {
         family::model_types().join(", "),
         family::gguf_archs().join(", ")
     )
-}
-
-/// The one refusal of a model whose architecture attn-trace does not map, whether a folder's
-/// config.json or a GGUF file's metadata names it: `--model PATH: architecture "falcon"
-/// (config.json's model_type) is not supported (use a model of a supported architecture: …)`.
-pub(crate) fn unsupported_architecture(model: &str, arch: &str, whence: &str, supported: &[&str]) -> anyhow::Error {
-    usage(
-        format!("--model {model}"),
-        format!("architecture {} ({whence}) is not supported", crate::error::quote(arch)),
-        format!("use a model of a supported architecture: {}", supported.join(", ")),
-    )
-}
-
-/// Takes the file's value, or the flag's if it agrees; a contradiction names both values.
-pub(crate) fn agree(flag: &str, given: Option<usize>, from_file: usize, weights: &str) -> Result<usize> {
-    match given {
-        Some(g) if g != from_file => Err(usage(
-            flag,
-            format!("{flag} {g} contradicts {weights}, which has {from_file}"),
-            format!("drop {flag} or pass {flag} {from_file}"),
-        )),
-        _ => Ok(from_file),
-    }
 }

@@ -2,7 +2,7 @@
 //! tokenizer's string for the id and the text it spells, or, for the toy model's own
 //! vocabulary (the sentence's words, no `--vocab` file), the word that has the id.
 
-use super::Loaded;
+use super::loaded::Loaded;
 use crate::params::Input;
 use crate::trace::Prediction;
 

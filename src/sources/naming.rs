@@ -9,7 +9,7 @@ pub fn own_vocab(settings: &crate::settings::Settings) -> bool {
 
 /// Gives each predicted id (predictions, the lens, tracked tokens, the attribution's answer
 /// and foil) its token string, from the model's tokenizer.
-pub fn name_predictions(trace: &mut crate::trace::Trace, loaded: &super::Loaded, own_vocab: bool) {
+pub fn name_predictions(trace: &mut crate::trace::Trace, loaded: &super::loaded::Loaded, own_vocab: bool) {
     let name = super::namer::Namer::new(loaded, own_vocab);
     let lens = trace.lens.iter_mut().flatten().flatten();
     for p in trace.predictions.iter_mut().flatten().flatten().chain(lens.flatten()) {

@@ -4,7 +4,7 @@
 //! projections'. Each is decided by the flags and, with `--weights`, by which tensors the
 //! file holds; the two must agree.
 
-use super::agree;
+use super::common::agree;
 use super::file::FileDims;
 use crate::config::ModelConfig;
 use crate::config::Parts;

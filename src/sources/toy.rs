@@ -2,13 +2,15 @@
 //! matrix), and its dimensions from three places that must agree: the flags, the shapes in a
 //! `--weights` file, and the matrix's width. Defaults fill what none of them says.
 
+use super::common::agree;
 use super::file::{self, FileDims};
+use super::loaded::{Loaded, Source};
 use super::meta;
 use super::textbook;
 use super::tokenize::{self, TokenizerOptions};
-use super::{agree, Input, Loaded, Source};
 use crate::config::{Activation, InitConfig, LmHead, ModelConfig, Norm, Parts, Positions, Rope};
 use crate::error::usage;
+use crate::params::Input;
 use crate::settings::{Settings, Shape, Toy, Weights};
 use anyhow::Result;
 use candle_core::{Device, Tensor};
@@ -98,7 +100,7 @@ fn file_notes(named: Option<&file::NamedTensors>, stored_dtype: Option<&str>) ->
     if !bad.is_empty() {
         notes.push(format!("the weights hold NaN or infinite values in {}", bad.join(", ")));
     }
-    notes.extend(stored_dtype.map(super::stored_note));
+    notes.extend(stored_dtype.map(super::common::stored_note));
     notes
 }
 

@@ -10,9 +10,10 @@
 //! and, with `--causal`, together with the causal mask), so a real token never sees it. The
 //! LM head (`--lm-head`) still predicts over the vocabulary alone.
 
-use super::{Input, Loaded};
+use super::loaded::Loaded;
 use crate::config::{ModelConfig, Padding, Positions};
 use crate::error::usage;
+use crate::params::Input;
 use crate::params::Params;
 use anyhow::Result;
 use candle_core::{Device, Tensor};

@@ -2,8 +2,8 @@
 //! ids the lens follows, the tracked tokens' names, and `--metric`'s answers as the tables
 //! spell tokens (`·Paris`) for the patching header.
 
+use super::loaded::Loaded;
 use super::namer::Namer;
-use super::Loaded;
 use crate::error::{quote, usage};
 use crate::settings::Settings;
 use crate::trace::Trace;

@@ -46,37 +46,14 @@ pub const CLI_READERS: &[&str] = &["settings", "command", "compare", "lib"];
 /// be emptied by the refactor. A pair not listed fails the test, and so does a listed pair
 /// that is no longer a violation, so this list only shrinks and stays true.
 pub const ALLOWLIST: &[(&str, &str)] = &[
-    // Arrows back up in src/sources/check/: a child importing its parent's file (3).
-    ("src/sources/check/bert.rs", "src/sources/check/mod.rs"),
-    ("src/sources/check/decoder.rs", "src/sources/check/mod.rs"),
-    ("src/sources/check/gguf.rs", "src/sources/check/mod.rs"),
-    // Arrows back up in src/sources/family/: a child importing its parent's file (11).
-    ("src/sources/family/bart.rs", "src/sources/family/mod.rs"),
+    // Arrows back up in src/sources/family/: a child importing its parent's file (7).
     ("src/sources/family/bert.rs", "src/sources/family/mod.rs"),
-    ("src/sources/family/bert.rs", "src/sources/mod.rs"),
     ("src/sources/family/decoder.rs", "src/sources/family/mod.rs"),
     ("src/sources/family/gemma.rs", "src/sources/family/mod.rs"),
     ("src/sources/family/gpt2.rs", "src/sources/family/mod.rs"),
     ("src/sources/family/gpt_neox.rs", "src/sources/family/mod.rs"),
     ("src/sources/family/llama.rs", "src/sources/family/mod.rs"),
     ("src/sources/family/phi3.rs", "src/sources/family/mod.rs"),
-    ("src/sources/family/seq2seq.rs", "src/sources/family/mod.rs"),
-    ("src/sources/family/t5.rs", "src/sources/family/mod.rs"),
-    // Arrows back up in src/sources/: a child importing its parent's file (9).
-    ("src/sources/gguf.rs", "src/sources/mod.rs"),
-    ("src/sources/gguf_meta.rs", "src/sources/mod.rs"),
-    ("src/sources/meta.rs", "src/sources/mod.rs"),
-    ("src/sources/namer.rs", "src/sources/mod.rs"),
-    ("src/sources/naming.rs", "src/sources/mod.rs"),
-    ("src/sources/textbook.rs", "src/sources/mod.rs"),
-    ("src/sources/toy.rs", "src/sources/mod.rs"),
-    ("src/sources/toy_pad.rs", "src/sources/mod.rs"),
-    ("src/sources/tracked.rs", "src/sources/mod.rs"),
-    // Arrows back up in src/sources/hf/: a child importing its parent's file (4).
-    ("src/sources/hf/load.rs", "src/sources/hf/mod.rs"),
-    ("src/sources/hf/load.rs", "src/sources/mod.rs"),
-    ("src/sources/hf/seq2seq.rs", "src/sources/hf/mod.rs"),
-    ("src/sources/hf/seq2seq.rs", "src/sources/mod.rs"),
 ];
 
 /// The top module of a file: `src/model/ffn.rs` → `model`; `src/lib.rs` → `lib`.

@@ -9,7 +9,7 @@
 //! candle's `gelu_erf` (`gelu`) or tanh `gelu` (`gelu_new`). The report names both, and
 //! the largest absolute difference decides against `--check-tol` (exit 1 above it).
 
-use super::{Check, Diff};
+use super::report::{Check, Diff};
 use crate::config::Activation;
 use crate::config::ModelConfig;
 use crate::params::Input;
@@ -61,7 +61,7 @@ pub fn run(cfg: &ModelConfig, hf: &BertConfig, input: &Input, output: &Tensor, t
         model_type: Some(model.model_type.clone()),
     };
     let what = path.display().to_string();
-    let failed = super::cannot_load(&what, "candle-transformers' BertModel");
+    let failed = super::shared::cannot_load(&what, "candle-transformers' BertModel");
     // SAFETY: the checkpoint is mapped read-only, as the trace itself maps it; it must not be
     // truncated while we run.
     let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&path], DType::F32, &Device::Cpu) }.map_err(&failed)?;

@@ -4,7 +4,7 @@
 //! the trace's token ids. Every one returns the logits at the last position; Qwen2 and Qwen3
 //! expose their final hidden states too, which are then compared as well.
 
-use super::{cannot_load, Theirs};
+use super::shared::{cannot_load, Theirs};
 use crate::error::usage;
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor};

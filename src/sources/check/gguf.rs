@@ -9,7 +9,7 @@
 //! as llama.cpp does); candle's kernels are its own port of ggml's, so the two agree to
 //! the rounding of those blocks, not bit for bit.
 
-use super::{cannot_load, Theirs};
+use super::shared::{cannot_load, Theirs};
 use crate::error::usage;
 use anyhow::Result;
 use candle_core::quantized::gguf_file;
@@ -81,7 +81,7 @@ pub(crate) fn run(kind: Kind, path: &Path, ids: &[u32], ggml: bool) -> Result<Th
     // candle reads its switch once per thread, when a thread first builds a product: the
     // reference runs on a thread of its own with the switch set as this run needs it.
     let _switch = Switch::set(!ggml);
-    let logits = super::on_thread(&reference, || -> Result<Tensor> {
+    let logits = super::shared::on_thread(&reference, || -> Result<Tensor> {
         let failed = cannot_load(&what, &reference);
         let mut file = std::fs::File::open(path)?;
         let ct = gguf_file::Content::read(&mut file).map_err(&failed)?;

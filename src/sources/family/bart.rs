@@ -48,7 +48,7 @@ impl EncoderDecoder for Bart {
             return Err(usage(what, why, "restore the model's config.json"));
         }
         let name = c.activation_function.as_deref().unwrap_or("gelu");
-        let activation = super::activation_named(name).ok_or_else(|| {
+        let activation = super::blocks::activation_named(name).ok_or_else(|| {
             let why = format!("config.json: activation_function {name:?} is not one attn-trace computes");
             usage(what, why, "use gelu, relu, gelu_new or silu")
         })?;

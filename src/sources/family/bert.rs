@@ -68,7 +68,12 @@ impl BertConfig {
         if !SUPPORTED.contains(&model_type.as_str()) {
             let dir = path.parent().unwrap_or(path).display().to_string();
             let all = super::model_types();
-            return Err(crate::sources::unsupported_architecture(&dir, &model_type, "config.json's model_type", &all));
+            return Err(crate::sources::common::unsupported_architecture(
+                &dir,
+                &model_type,
+                "config.json's model_type",
+                &all,
+            ));
         }
         crate::sources::hf::fields::check(&raw, crate::sources::hf::fields::BERT, &what)?;
         let cfg: BertConfig = serde_json::from_value(raw).map_err(|e| {

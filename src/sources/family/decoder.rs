@@ -190,7 +190,7 @@ impl DecoderConfig {
         // Gemma's MLP reads `hidden_activation` (its configs may also carry `hidden_act`).
         let given = self.hidden_activation.clone().or_else(|| self.hidden_act.clone());
         let name = given.unwrap_or_else(|| self.family().default_activation().into());
-        super::activation_named(&name).ok_or_else(|| {
+        super::blocks::activation_named(&name).ok_or_else(|| {
             usage(
                 what,
                 format!("activation {name:?} is not supported"),

@@ -24,6 +24,7 @@
 pub mod bart;
 pub mod bert;
 pub mod bert_weights;
+mod blocks;
 pub mod decoder;
 mod gemma;
 mod gpt2;
@@ -35,12 +36,14 @@ pub mod rope;
 pub mod seq2seq;
 pub mod t5;
 
+pub use blocks::activation_named;
 pub use decoder::DecoderConfig;
 
 use super::store::TensorStore;
 use crate::config::{Parts, Positions};
-use crate::params::{LayerNorm, LayerParams, Linear};
+use crate::params::{LayerNorm, LayerParams};
 use anyhow::Result;
+use blocks::{linear, norm};
 use candle_core::Tensor;
 
 /// What a decoder family knows that its `config.json` does not say.
@@ -196,39 +199,6 @@ pub fn gguf_archs() -> Vec<&'static str> {
         }
     }
     archs
-}
-
-/// The activation a Hugging Face config names (transformers' `ACT2FN` keys that attn-trace
-/// computes): decoders' `hidden_act`, BART's `activation_function`, T5's `feed_forward_proj`.
-pub fn activation_named(name: &str) -> Option<crate::config::Activation> {
-    use crate::config::Activation;
-    match name {
-        "silu" | "swish" => Some(Activation::Silu),
-        "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Some(Activation::GeluTanh),
-        "gelu" => Some(Activation::Gelu),
-        "relu" => Some(Activation::Relu),
-        _ => None,
-    }
-}
-
-/// A norm's weight (and bias) under `prefix`, `d` wide.
-fn norm(store: &dyn TensorStore, prefix: &str, d: usize, bias: bool) -> Result<LayerNorm> {
-    Ok(LayerNorm {
-        weight: store.get(&format!("{prefix}.weight"), &[d])?,
-        bias: if bias { Some(store.get(&format!("{prefix}.bias"), &[d])?) } else { None },
-    })
-}
-
-/// The linear `{prefix}.weight` ([d_out, d_in]), with `{prefix}.bias` where the store holds
-/// one (Llama-style checkpoints bias q/k/v, or everything, or nothing, by config).
-fn linear(store: &dyn TensorStore, prefix: &str, (d_in, d_out): (usize, usize)) -> Result<Linear> {
-    let name = format!("{prefix}.weight");
-    let weight = store.get(&name, &[d_out, d_in])?;
-    Ok(Linear {
-        weight,
-        bias: store.bias(&format!("{prefix}.bias"), &[d_out])?,
-        ggml: store.ggml_input(&name)?.map(std::sync::Arc::new),
-    })
 }
 
 /// The options every decoder shares (pre-norm, causal, a final norm and an LM head),

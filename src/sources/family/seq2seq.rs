@@ -75,12 +75,12 @@ pub trait EncoderDecoder: Send + Sync {
 
 /// The linear `{prefix}.weight` ([d_out, d_in]) with its bias if the store holds one.
 pub fn linear(store: &dyn TensorStore, prefix: &str, (d_in, d_out): (usize, usize)) -> Result<Linear> {
-    super::linear(store, prefix, (d_in, d_out))
+    super::blocks::linear(store, prefix, (d_in, d_out))
 }
 
 /// A norm under `prefix`, `d` wide, with its bias when `bias`.
 pub fn norm(store: &dyn TensorStore, prefix: &str, d: usize, bias: bool) -> Result<LayerNorm> {
-    super::norm(store, prefix, d, bias)
+    super::blocks::norm(store, prefix, d, bias)
 }
 
 /// q, k, v and the output projection under `prefix` (`{prefix}.{q}`…), as [`Cross`] holds

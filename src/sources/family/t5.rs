@@ -25,7 +25,7 @@ fn ffn_kind(c: &Seq2SeqConfig, what: &str) -> Result<(bool, Activation)> {
         None => (false, proj),
     };
     let act = if gated && act == "gelu" { "gelu_new" } else { act };
-    let act = super::activation_named(act).ok_or_else(|| {
+    let act = super::blocks::activation_named(act).ok_or_else(|| {
         usage(
             what,
             format!("config.json: feed_forward_proj {proj:?} is not one attn-trace computes"),

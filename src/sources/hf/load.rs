@@ -2,12 +2,12 @@
 //! makes the tokens; flags may only restate what the model says, or choose what to show.
 
 use super::checkpoint::Checkpoint;
-use super::{encode, load_tokenizer, resolve, HfModel};
+use super::folder::{self, encode, load_tokenizer, resolve, HfModel};
 use crate::config::{Activation, InitConfig, ModelConfig, Norm, Positions, RealModel};
 use crate::error::usage;
+use crate::params::Input;
 use crate::settings::{Settings, Shape};
-use crate::sources::family::{self, DecoderConfig};
-use crate::sources::{agree, input_file, Input, Loaded, Source};
+use crate::sources::{common::agree, family, family::DecoderConfig, input_file, loaded::Loaded, loaded::Source};
 use anyhow::Result;
 use std::path::Path;
 
@@ -56,11 +56,11 @@ fn open_bert(
     let sentence = bert_text(sentence, pair)?;
     let mut enc = model.encode(&sentence, pair, truncate, special)?;
     let masked_lm = masked_lm(&model, &enc.tokens, &w)?;
-    let mut notes: Vec<String> = super::truncation_note(enc.truncated, max_len).into_iter().collect();
+    let mut notes: Vec<String> = folder::truncation_note(enc.truncated, max_len).into_iter().collect();
     let stored_dtype = model.weights.stored_dtype();
     notes.extend(bert_notes(c, s.causal, stored_dtype.as_deref(), &w));
     // BertConfig's pad_token_id defaults to 0.
-    let pad = |p| super::pad(&mut enc, p, c.pad_token_id.unwrap_or(0), &model.tokenizer, max_len);
+    let pad = |p| folder::pad(&mut enc, p, c.pad_token_id.unwrap_or(0), &model.tokenizer, max_len);
     let padding = settings.padding.map(pad).transpose()?;
     let cfg = ModelConfig {
         d_model,
@@ -151,7 +151,7 @@ fn bert_notes(
         _ => {}
     }
     if let Some(dt) = stored_dtype {
-        notes.push(crate::sources::stored_note(dt));
+        notes.push(crate::sources::common::stored_note(dt));
     }
     notes
 }
@@ -202,7 +202,7 @@ fn open_decoder(
     };
     let mut loaded = decoder_loaded(settings, w, &c, tokenizer, how, sentence, facts)?;
     // Only a generation reads it: a broken file must not stop a plain trace.
-    if let Some(ids) = settings.generate.as_ref().map(|_| super::generation_eos(dir, w)).transpose()?.flatten() {
+    if let Some(ids) = settings.generate.as_ref().map(|_| folder::generation_eos(dir, w)).transpose()?.flatten() {
         loaded.stop_ids = ids;
     }
     // `family::decoder::params` leaves the table stored exactly when it can be read by rows.
@@ -247,9 +247,9 @@ pub fn decoder_loaded(
     let chat = settings.chat.as_ref().zip(facts.chat.as_ref()).map(|(c, t)| t.turn(c, text)).transpose()?;
     let (text, special) = chat.as_ref().map_or((text, special), |c| (c.rendered.as_str(), false));
     let (mut enc, plain) = decoder_tokens(settings, (&tokenizer, text), c, (max_len, truncate, special), w)?;
-    let mut notes: Vec<String> = super::truncation_note(enc.truncated, max_len).into_iter().collect();
+    let mut notes: Vec<String> = folder::truncation_note(enc.truncated, max_len).into_iter().collect();
     if let Some(dt) = &facts.stored_dtype {
-        notes.push(crate::sources::stored_note(dt));
+        notes.push(crate::sources::common::stored_note(dt));
     }
     let mut cfg = ModelConfig {
         d_model,
@@ -283,7 +283,7 @@ pub fn decoder_loaded(
         parts: c.family().parts(c, w)?,
     };
     if let Some(p) = settings.padding {
-        cfg.parts.padding = Some(super::pad(&mut enc, p, super::decoder_pad_id(c, w)?, &tokenizer, max_len)?);
+        cfg.parts.padding = Some(folder::pad(&mut enc, p, folder::decoder_pad_id(c, w)?, &tokenizer, max_len)?);
     }
     // LongRoPE's frequencies depend on the input's length, padding included.
     if let Some(rope) = cfg.parts.rope.as_mut() {
@@ -299,7 +299,7 @@ pub fn decoder_loaded(
         hf: None,
         notes,
         tokenizer: Some(tokenizer),
-        stop_ids: super::eos_ids(c.eos_token_id.as_ref()),
+        stop_ids: folder::eos_ids(c.eos_token_id.as_ref()),
         chat,
     })
 }
@@ -322,12 +322,12 @@ fn decoder_tokens(
     c: &DecoderConfig,
     (max_len, truncate, special): (usize, bool, bool),
     w: &str,
-) -> Result<(super::Encoded, usize)> {
+) -> Result<(folder::Encoded, usize)> {
     if let Some(n) = settings.analysis.induction {
         // The tokens are made, not read (a sentence, if given, is not used): the special
         // tokens the tokenizer puts before any text (a BOS), then the random ones.
         let vocab = c.vocab_size.min(tokenizer.get_vocab_size(true));
-        let enc = super::induction_input(tokenizer, special, n, vocab, max_len, w)?;
+        let enc = folder::induction_input(tokenizer, special, n, vocab, max_len, w)?;
         return Ok((enc, 2 * n));
     }
     let enc = encode(tokenizer, (sentence, None), special, (max_len, c.vocab_size), truncate, w)?;

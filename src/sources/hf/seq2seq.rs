@@ -4,14 +4,16 @@
 //! `Source::params`.
 
 use super::checkpoint::Checkpoint;
-use super::{encode, load_tokenizer};
+use super::folder::{encode, load_tokenizer};
 use crate::config::{InitConfig, ModelConfig, RealModel, Seq2Seq};
 use crate::error::usage;
+use crate::params::Input;
 use crate::params::Layers;
 use crate::settings::Settings;
 use crate::sources::family::seq2seq::{EncoderDecoder, Seq2SeqConfig};
+use crate::sources::loaded::{Loaded, Source};
 use crate::sources::store::TensorStore;
-use crate::sources::{token_text, Input, Loaded, Source};
+use crate::sources::token_text;
 use crate::trace::steps::Stack;
 use anyhow::Result;
 use std::path::Path;
@@ -63,7 +65,11 @@ pub fn open(
     refuse_flags(settings, w)?;
     super::fields::check(&raw, FIELDS, w)?;
     let c: Seq2SeqConfig = serde_json::from_value(raw).map_err(|e| {
-        usage(w, format!("config.json: {}", super::first_line(&e.to_string())), "restore the model's config.json")
+        usage(
+            w,
+            format!("config.json: {}", super::folder::first_line(&e.to_string())),
+            "restore the model's config.json",
+        )
     })?;
     let fam =
         crate::sources::family::encoder_decoder(&c.model_type).ok_or_else(|| anyhow::anyhow!("internal: no family"))?;
@@ -105,8 +111,8 @@ pub fn open(
         decoder_ids,
         target: settings.target.clone(),
     });
-    let mut notes: Vec<String> = super::truncation_note(enc.truncated, enc_cfg.max_len).into_iter().collect();
-    notes.extend(stored_dtype.map(|dt| crate::sources::stored_note(&dt)));
+    let mut notes: Vec<String> = super::folder::truncation_note(enc.truncated, enc_cfg.max_len).into_iter().collect();
+    notes.extend(stored_dtype.map(|dt| crate::sources::common::stored_note(&dt)));
     let loaded = Loaded {
         sentence: Some(sentence),
         tokens: enc.tokens,
@@ -117,7 +123,7 @@ pub fn open(
         hf: None,
         notes,
         tokenizer: Some(tokenizer),
-        stop_ids: super::eos_ids(c.eos_token_id.as_ref()),
+        stop_ids: super::folder::eos_ids(c.eos_token_id.as_ref()),
         chat: None,
     };
     Ok((loaded, Source::Seq2Seq(Box::new((c, Box::new(checkpoint))))))
