@@ -18,8 +18,8 @@ pub fn activation(hidden_act: &str) -> Option<crate::config::Activation> {
     }
 }
 
-/// Model families whose checkpoints have BERT's layout and arithmetic.
-pub const SUPPORTED: &[&str] = &["bert"];
+/// Model families whose checkpoints have BERT's layout and arithmetic (the registry's list).
+pub use super::registry::BERT as SUPPORTED;
 
 fn default_eps() -> f64 {
     1e-12
@@ -67,7 +67,7 @@ impl BertConfig {
         let model_type = raw["model_type"].as_str().unwrap_or("(none)").to_string();
         if !SUPPORTED.contains(&model_type.as_str()) {
             let dir = path.parent().unwrap_or(path).display().to_string();
-            let all = super::model_types();
+            let all = super::registry::model_types();
             return Err(crate::sources::common::unsupported_architecture(
                 &dir,
                 &model_type,

@@ -16,7 +16,9 @@
 //!   positions turn by `rope_local_base_freq`, never scaled; `rope_scaling` is the global
 //!   layers'.
 
-use super::{decoder_parts, norm, DecoderConfig, Family, GgufKey, GgufKind};
+use super::blocks::norm;
+use super::config::DecoderConfig;
+use super::traits::{decoder_parts, Family, GgufKey, GgufKind};
 use crate::config::{Parts, Positions, Rope};
 use crate::error::usage;
 use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams, QkNorm};
@@ -278,7 +280,8 @@ impl Family for Gemma {
         let (d, ff, dh) = (c.hidden_size, c.d_ff(), c.d_head());
         let (qw, kvw) = (c.num_attention_heads * dh, c.kv_heads() * dh);
         let p = format!("model.layers.{i}");
-        let lin = |name: &str, d_in: usize, d_out: usize| super::linear(store, &format!("{p}.{name}"), (d_in, d_out));
+        let lin =
+            |name: &str, d_in: usize, d_out: usize| super::blocks::linear(store, &format!("{p}.{name}"), (d_in, d_out));
         let norm = |name: &str, width: usize| self.norm(store, &format!("{p}.{name}"), width);
         Ok(LayerParams {
             q_proj: lin("self_attn.q_proj", d, qw)?,

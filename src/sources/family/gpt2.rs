@@ -2,7 +2,9 @@
 //! a tied head, and `Conv1D` weights stored `[in, out]` with q, k and v fused in one
 //! `c_attn`. `GPT2LMHeadModel` names its tensors `transformer.…`, `GPT2Model` without it.
 
-use super::{decoder_parts, norm, DecoderConfig, Family};
+use super::blocks::norm;
+use super::config::DecoderConfig;
+use super::traits::{decoder_parts, Family};
 use crate::config::{Parts, Positions};
 use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams, Linear};
 use crate::sources::store::TensorStore;

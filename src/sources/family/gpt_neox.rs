@@ -9,7 +9,9 @@
 //! `gpt_neox.layers.{i}.{input_layernorm, attention.{query_key_value, dense},
 //! post_attention_layernorm, mlp.{dense_h_to_4h, dense_4h_to_h}}`, `gpt_neox.final_layer_norm`.
 
-use super::{decoder_parts, norm, DecoderConfig, Family};
+use super::blocks::norm;
+use super::config::DecoderConfig;
+use super::traits::{decoder_parts, Family};
 use crate::config::{Parts, Positions};
 use crate::error::usage;
 use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams, Linear};

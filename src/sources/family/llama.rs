@@ -8,8 +8,10 @@
 //! Qwen3-MoE are Mistral, Qwen2 and Qwen3 with a mixture of experts for an FFN, read by
 //! `moe.rs` (`Llama::moe`).
 
+use super::blocks::norm;
+use super::config::DecoderConfig;
 use super::moe::{self, Moe};
-use super::{decoder_parts, norm, DecoderConfig, Family};
+use super::traits::{decoder_parts, Family};
 use crate::config::{Parts, Positions};
 use crate::error::usage;
 use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams, QkNorm};
@@ -146,7 +148,8 @@ impl Family for Llama {
         let (d, ff, dh) = (c.hidden_size, c.d_ff(), c.d_head());
         let (qw, kvw) = (c.num_attention_heads * dh, c.kv_heads() * dh);
         let p = format!("model.layers.{i}");
-        let lin = |name: &str, d_in: usize, d_out: usize| super::linear(store, &format!("{p}.{name}"), (d_in, d_out));
+        let lin =
+            |name: &str, d_in: usize, d_out: usize| super::blocks::linear(store, &format!("{p}.{name}"), (d_in, d_out));
         Ok(LayerParams {
             q_proj: lin("self_attn.q_proj", d, qw)?,
             k_proj: lin("self_attn.k_proj", d, kvw)?,

@@ -18,13 +18,14 @@
 //!
 //! `decoder.rs` reads a decoder's `config.json` into [`DecoderConfig`] and builds its
 //! [`Params`] from the family's names; `rope.rs` turns `rope_theta`/`rope_scaling` into
-//! frequencies. [`DECODERS`] is the registry: `--model` dispatch, the GGUF architectures and
+//! frequencies. [`DECODERS`] (`registry.rs`) is the registry: `--model` dispatch, the GGUF architectures and
 //! the "not supported" messages all read it.
 
 pub mod bart;
 pub mod bert;
 pub mod bert_weights;
 mod blocks;
+mod config;
 pub mod decoder;
 mod gemma;
 mod gpt2;
@@ -32,186 +33,13 @@ mod gpt_neox;
 mod llama;
 mod moe;
 mod phi3;
+mod registry;
 pub mod rope;
 pub mod seq2seq;
 pub mod t5;
+mod traits;
 
 pub use blocks::activation_named;
-pub use decoder::DecoderConfig;
-
-use super::store::TensorStore;
-use crate::config::{Parts, Positions};
-use crate::params::{LayerNorm, LayerParams};
-use anyhow::Result;
-use blocks::{linear, norm};
-use candle_core::Tensor;
-
-/// What a decoder family knows that its `config.json` does not say.
-pub trait Family: Send + Sync {
-    /// `config.json`'s `model_type`.
-    fn model_type(&self) -> &'static str;
-    /// llama.cpp's `general.architecture` for this family, if it reads GGUF files.
-    fn gguf_arch(&self) -> Option<&'static str> {
-        None
-    }
-    /// Whether llama.cpp's converter permuted this architecture's Q and K rows.
-    fn gguf_permutes_qk(&self) -> bool {
-        false
-    }
-    /// Whether the FFN is a mixture of experts (a GGUF `llama` file with `expert_count` is
-    /// Mixtral).
-    fn experts(&self) -> bool {
-        false
-    }
-    /// config.json keys the family needs and does not guess: their transformers defaults
-    /// differ from a real model's (a missing one is refused by name, a null one is "none").
-    fn required(&self) -> &'static [&'static str] {
-        &[]
-    }
-    /// The scores' scale when it is not 1/√d_head (Gemma's `query_pre_attn_scalar`).
-    fn attn_scale(&self, _c: &DecoderConfig) -> Option<f64> {
-        None
-    }
-    /// Rows of `gguf_names.rs` that this architecture reads before the common ones.
-    fn gguf_layer_names(&self) -> &'static [(&'static str, &'static str)] {
-        &[]
-    }
-    /// GGUF metadata keys beyond the common ones (`{arch}.…`), each read by type into the
-    /// config.json key it stands for; a required one that is missing is refused by name.
-    fn gguf_keys(&self) -> &'static [GgufKey] {
-        &[]
-    }
-    /// Whether llama.cpp's `linear` rope scaling is read (as config.json's `rope_scaling`).
-    fn gguf_rope_scaling(&self) -> bool {
-        false
-    }
-    /// config.json keys that llama.cpp fixes in its code for this architecture instead of
-    /// storing them, given the config read from the metadata so far (Gemma 3's local base).
-    fn gguf_fixed(&self, _raw: &serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
-        serde_json::Map::new()
-    }
-    /// The norm's epsilon when the config gives none, and which key gives it.
-    fn eps(&self, c: &DecoderConfig) -> f64;
-    /// The activation when the config names none.
-    fn default_activation(&self) -> &'static str;
-    /// Whether the head reuses the token table.
-    fn tied(&self, c: &DecoderConfig) -> bool;
-    /// The family's own refusals of a config (`what` names the model).
-    fn check(&self, c: &DecoderConfig, what: &str) -> Result<()>;
-    /// The block's options.
-    fn parts(&self, c: &DecoderConfig, what: &str) -> Result<Parts>;
-    /// Positions: learned (GPT-2) or rotary.
-    fn positions(&self) -> Positions;
-    /// Whether the FFN's linears have biases.
-    fn ffn_bias(&self, c: &DecoderConfig) -> bool;
-    /// The prefixes of layer `N`'s tensors (`model.layers.`), for counting the layers held.
-    fn layer_prefixes(&self) -> &'static [&'static str];
-    /// The token table's name in `store`.
-    fn token_table(&self, store: &dyn TensorStore) -> String;
-    /// Layer 0's query and key weights, when stored apart (checked against the config's sizes).
-    fn qk_names(&self) -> Option<[&'static str; 2]>;
-    /// Layer 0's query bias, whose presence says whether q/k/v are biased.
-    fn q_bias(&self, store: &dyn TensorStore) -> String;
-    /// The learned position table, if the family has one.
-    fn position_table(&self, c: &DecoderConfig, store: &dyn TensorStore) -> Result<Option<Tensor>>;
-    /// The untied head's name in the checkpoint.
-    fn head_name(&self) -> &'static str {
-        "lm_head.weight"
-    }
-    /// Whether the family turns only part of each head (so a GGUF file's
-    /// `rope.dimension_count` below the head width is read, not refused).
-    fn partial_rotary(&self) -> bool {
-        false
-    }
-    /// The norm after the last layer.
-    fn final_norm(&self, c: &DecoderConfig, store: &dyn TensorStore) -> Result<LayerNorm>;
-    /// Layer `i`'s parameters, converted to the standard layout.
-    fn layer(&self, c: &DecoderConfig, store: &dyn TensorStore, i: usize) -> Result<LayerParams>;
-}
-
-/// A GGUF metadata key a family reads: `{arch}.{key}`, of `kind`, becomes config.json's
-/// `field`; `required` ones are refused by name when missing.
-pub struct GgufKey {
-    pub key: &'static str,
-    pub field: &'static str,
-    pub kind: GgufKind,
-    pub required: bool,
-}
-
-/// What a [`GgufKey`] holds.
-#[derive(Clone, Copy)]
-pub enum GgufKind {
-    /// An unsigned integer of any width.
-    Count,
-    /// An f32 or f64 that is finite and above 0.
-    Positive,
-}
-
-/// The decoder families, in the order messages list them.
-pub static DECODERS: &[&dyn Family] = &[
-    &gpt2::Gpt2,
-    &llama::LLAMA,
-    &llama::QWEN2,
-    &llama::MISTRAL,
-    &llama::QWEN3,
-    &gemma::GEMMA2,
-    &gemma::GEMMA3,
-    &gpt_neox::GptNeoX,
-    &phi3::Phi3,
-    &llama::MIXTRAL,
-    &llama::QWEN2_MOE,
-    &llama::QWEN3_MOE,
-];
-
-/// The encoder–decoder families.
-pub static ENCODER_DECODERS: &[&dyn seq2seq::EncoderDecoder] = &[&t5::T5, &bart::Bart];
-
-/// The encoder–decoder family of `model_type`.
-pub fn encoder_decoder(model_type: &str) -> Option<&'static dyn seq2seq::EncoderDecoder> {
-    ENCODER_DECODERS.iter().copied().find(|f| f.model_type() == model_type)
-}
-
-/// The decoder family of `model_type`.
-pub fn decoder(model_type: &str) -> Option<&'static dyn Family> {
-    DECODERS.iter().copied().find(|f| f.model_type() == model_type)
-}
-
-/// Every `model_type` a Hugging Face folder may name: BERT's, the decoders' and the
-/// encoder–decoders'.
-pub fn model_types() -> Vec<&'static str> {
-    let seq2seq = ENCODER_DECODERS.iter().map(|f| f.model_type());
-    bert::SUPPORTED.iter().copied().chain(DECODERS.iter().map(|f| f.model_type())).chain(seq2seq).collect()
-}
-
-/// The family reading GGUF architecture `arch`, whose metadata says whether it has `experts`
-/// (llama.cpp writes Mixtral as `llama` with an `expert_count`).
-pub fn gguf(arch: &str, experts: bool) -> Option<&'static dyn Family> {
-    let mut of_arch = DECODERS.iter().copied().filter(|f| f.gguf_arch() == Some(arch));
-    of_arch.clone().find(|f| f.experts() == experts).or_else(|| of_arch.next())
-}
-
-/// Every GGUF architecture a family reads, once each.
-pub fn gguf_archs() -> Vec<&'static str> {
-    let mut archs: Vec<&str> = Vec::new();
-    for a in DECODERS.iter().filter_map(|f| f.gguf_arch()) {
-        if !archs.contains(&a) {
-            archs.push(a);
-        }
-    }
-    archs
-}
-
-/// The options every decoder shares (pre-norm, causal, a final norm and an LM head),
-/// before its family sets its own.
-fn decoder_parts(c: &DecoderConfig) -> Parts {
-    let (h, kv) = (c.num_attention_heads, c.kv_heads());
-    Parts {
-        kv_heads: (kv != h).then_some(kv),
-        kv_head_of_query_head: (kv != h).then(|| (0..h).map(|q| q / (h / kv)).collect()),
-        final_norm: true,
-        lm_head: Some(crate::config::LmHead { tied: c.tied() }),
-        padding: None,
-        masked_lm: false,
-        ..Default::default()
-    }
-}
+pub use config::DecoderConfig;
+pub use registry::{decoder, encoder_decoder, gguf, gguf_archs, model_types, DECODERS, ENCODER_DECODERS};
+pub use traits::{Family, GgufKey, GgufKind};

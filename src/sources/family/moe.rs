@@ -9,7 +9,7 @@
 //! | `qwen2_moe` | `mlp.gate` | `mlp.experts.{e}.gate_proj`, `up_proj`, `down_proj` | `mlp.shared_expert.*`, gate `mlp.shared_expert_gate` |
 //! | `qwen3_moe` | `mlp.gate` | as Qwen2-MoE | — |
 
-use super::DecoderConfig;
+use super::config::DecoderConfig;
 use crate::config::Experts as Spec;
 use crate::error::usage;
 use crate::params::{Dense, Experts, Linear};

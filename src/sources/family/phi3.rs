@@ -8,7 +8,9 @@
 //! which transformers reads as `longrope`): `rope.rs`'s [`longrope`](super::rope::longrope).
 //! No biases; the head is untied unless `tie_word_embeddings` says so.
 
-use super::{decoder_parts, norm, DecoderConfig, Family};
+use super::blocks::norm;
+use super::config::DecoderConfig;
+use super::traits::{decoder_parts, Family};
 use crate::config::{Parts, Positions};
 use crate::error::usage;
 use crate::params::{Block, Dense, Ffn, LayerNorm, LayerParams, Linear};

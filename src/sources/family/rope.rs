@@ -4,7 +4,7 @@
 //! ([`longrope`]). A family whose scaling differs (Gemma 3's local and global bases) adds its
 //! rule here.
 
-use super::DecoderConfig;
+use super::config::DecoderConfig;
 use crate::config::{LongRope, Rope};
 use crate::error::usage;
 use anyhow::Result;
