@@ -7,9 +7,8 @@ use super::found::{Comparison, LayerDiff, Outcome, Position, StepDiff};
 use super::measure::{self, HeadJs};
 use super::sides::Side;
 use crate::analysis::interventions::Interventions;
-use crate::hook::Registry;
 use crate::model::lockstep::{Part, Side as Pass};
-use crate::run::lockstep;
+use crate::run::{hooks, lockstep};
 use crate::trace::{Recorder, Selection, Step, Trace, Values};
 use anyhow::{Context, Result};
 use candle_core::Tensor;
@@ -57,9 +56,7 @@ pub fn compare(sides: [Side; 2], threshold: f64, from: Option<&'static str>) -> 
     ];
     // Each side its own knobs and interventions.
     let (ia, ib) = (Interventions::of(&a.loaded.cfg), Interventions::of(&b.loaded.cfg));
-    let mut hooks = [Registry::running(a.loaded.run.clone()), Registry::running(b.loaded.run.clone())];
-    ia.register(&mut hooks[0]);
-    ib.register(&mut hooks[1]);
+    let hooks = [hooks(&a.loaded, &ia), hooks(&b.loaded, &ib)];
     lockstep(runs, [(&mut rec_a, &hooks[0]), (&mut rec_b, &hooks[1])], |part, outs| {
         let (sa, sb): (Vec<Step>, Vec<Step>) = (rx_a.try_iter().collect(), rx_b.try_iter().collect());
         c.part(part, sa, sb, outs)

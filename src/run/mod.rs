@@ -35,4 +35,4 @@ pub(crate) use entry::computed;
 pub use entry::{compute, finish, trace, Traced};
 pub use finish::Finished;
 pub use open::prepare;
-pub(crate) use pass::{lockstep, recorder};
+pub(crate) use pass::{hooks, lockstep, recorder};

@@ -32,7 +32,7 @@ pub(crate) fn recorder(loaded: &Loaded, selection: Selection, settings: &Setting
 
 /// The hooks of `loaded`'s run: its knobs ([`crate::config::RunConfig`]) and `iv`'s
 /// interventions (`Interventions::of(&loaded.cfg)`, or none).
-pub(super) fn hooks<'h>(loaded: &Loaded, iv: &'h Interventions) -> Registry<'h> {
+pub(crate) fn hooks<'h>(loaded: &Loaded, iv: &'h Interventions) -> Registry<'h> {
     let mut r = Registry::running(loaded.run.clone());
     iv.register(&mut r);
     r
